@@ -1,0 +1,261 @@
+package embedetcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap/zapcore"
+)
+
+// DefaultMaxTxnOps is the number of operations one transaction may carry on
+// the embedded server. Stock etcd allows 128 (--max-txn-ops); the hub commits
+// a whole plan atomically and never splits it, so the embedded server allows
+// more. A production etcd must be started with a matching --max-txn-ops.
+const DefaultMaxTxnOps = 10000
+
+// DefaultStartTimeout bounds how long Start waits for the member to be ready.
+const DefaultStartTimeout = 30 * time.Second
+
+// Config says how to start the embedded etcd member.
+type Config struct {
+	// DataDir holds the member's WAL and snapshots. Required. Starting again
+	// on the same directory recovers everything committed before.
+	DataDir string
+	// Name is the member name; empty means "meridian".
+	Name string
+	// ClientPort and PeerPort are loopback ports; 0 picks a free port.
+	ClientPort, PeerPort int
+	// Logger receives etcd's error-level logs; nil drops them.
+	Logger *slog.Logger
+	// MaxTxnOps caps operations per transaction; 0 means DefaultMaxTxnOps.
+	MaxTxnOps int
+	// StartTimeout bounds the wait for readiness; 0 means DefaultStartTimeout.
+	StartTimeout time.Duration
+	// UnsafeNoFsync skips fsync. Only for throwaway test data: a machine crash
+	// loses recent writes.
+	UnsafeNoFsync bool
+}
+
+// Server is a running embedded etcd member.
+type Server struct {
+	cfg        Config
+	clientPort int
+	peerPort   int
+	log        *slog.Logger
+
+	mu      sync.Mutex
+	etcd    *embed.Etcd
+	closed  bool
+	started time.Duration
+}
+
+// Start validates cfg, starts the member and waits until it serves clients.
+// It fails with a clear error when the data dir is missing or unusable, when
+// a port is bad, or when the member is not ready within the start timeout.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if strings.TrimSpace(cfg.DataDir) == "" {
+		return nil, errors.New("embedetcd: Config.DataDir is required")
+	}
+	if cfg.ClientPort < 0 || cfg.ClientPort > 65535 {
+		return nil, fmt.Errorf("embedetcd: Config.ClientPort %d out of range 0..65535", cfg.ClientPort)
+	}
+	if cfg.PeerPort < 0 || cfg.PeerPort > 65535 {
+		return nil, fmt.Errorf("embedetcd: Config.PeerPort %d out of range 0..65535", cfg.PeerPort)
+	}
+	if cfg.ClientPort != 0 && cfg.ClientPort == cfg.PeerPort {
+		return nil, fmt.Errorf("embedetcd: Config.ClientPort and Config.PeerPort are both %d", cfg.ClientPort)
+	}
+	if cfg.MaxTxnOps < 0 {
+		return nil, fmt.Errorf("embedetcd: Config.MaxTxnOps %d is negative", cfg.MaxTxnOps)
+	}
+	if cfg.Name == "" {
+		cfg.Name = "meridian"
+	}
+	if cfg.MaxTxnOps == 0 {
+		cfg.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedetcd: Config.DataDir %q: %w", cfg.DataDir, err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	// A free port found by listening on :0 can be taken by someone else
+	// before etcd binds it; retry a few times in that case.
+	var lastErr error
+	for attempt := 0; attempt < 4; attempt++ {
+		cp, pp, err := pickPorts(cfg.ClientPort, cfg.PeerPort)
+		if err != nil {
+			return nil, err
+		}
+		s.clientPort, s.peerPort = cp, pp
+		lastErr = s.start(ctx)
+		if lastErr == nil {
+			return s, nil
+		}
+		if !isAddrInUse(lastErr) || (cfg.ClientPort != 0 && cfg.PeerPort != 0) {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func (s *Server) start(ctx context.Context) error {
+	t0 := time.Now()
+	ec := embed.NewConfig()
+	ec.Name = s.cfg.Name
+	ec.Dir = s.cfg.DataDir
+	ec.TickMs = 10
+	ec.ElectionMs = 100
+	ec.MaxTxnOps = uint(s.cfg.MaxTxnOps)
+	ec.UnsafeNoFsync = s.cfg.UnsafeNoFsync
+	ec.EnableGRPCGateway = false
+	ec.Metrics = "basic"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newZapLogger(s.cfg.Logger, zapcore.ErrorLevel))
+	cu := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clientPort))}
+	pu := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.peerPort))}
+	ec.ListenClientUrls = []url.URL{cu}
+	ec.AdvertiseClientUrls = []url.URL{cu}
+	ec.ListenPeerUrls = []url.URL{pu}
+	ec.AdvertisePeerUrls = []url.URL{pu}
+	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	ec.InitialClusterToken = "meridian-embedded"
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return fmt.Errorf("embedetcd: start member %q in %q: %w", s.cfg.Name, s.cfg.DataDir, err)
+	}
+	timer := time.NewTimer(s.cfg.StartTimeout)
+	defer timer.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("embedetcd: member %q failed while starting: %w", s.cfg.Name, err)
+	case <-timer.C:
+		e.Server.Stop()
+		e.Close()
+		return fmt.Errorf("embedetcd: member %q not ready after %s", s.cfg.Name, s.cfg.StartTimeout)
+	case <-ctx.Done():
+		e.Server.Stop()
+		e.Close()
+		return fmt.Errorf("embedetcd: waiting for member %q: %w", s.cfg.Name, ctx.Err())
+	}
+	s.mu.Lock()
+	s.etcd = e
+	s.closed = false
+	s.started = time.Since(t0)
+	s.mu.Unlock()
+	s.log.Debug("embedded etcd ready", "endpoint", cu.String(), "data_dir", s.cfg.DataDir, "startup", s.started)
+	return nil
+}
+
+// Endpoints returns the client URLs, e.g. ["http://127.0.0.1:23791"].
+func (s *Server) Endpoints() []string {
+	return []string{"http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clientPort))}
+}
+
+// StartupTime is how long the last (re)start took until the member was ready.
+func (s *Server) StartupTime() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
+// MaxTxnOps is the per-transaction operation limit the member enforces.
+func (s *Server) MaxTxnOps() int { return s.cfg.MaxTxnOps }
+
+// Client dials a new client to this member. The caller closes it. The client
+// logs nothing (its zap logger is routed like the server's).
+func (s *Server) Client(ctx context.Context) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   s.Endpoints(),
+		DialTimeout: 5 * time.Second,
+		Context:     context.WithoutCancel(ctx),
+		Logger:      newZapLogger(s.cfg.Logger, zapcore.ErrorLevel),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedetcd: dial %v: %w", s.Endpoints(), err)
+	}
+	return c, nil
+}
+
+// Restart stops the member and starts it again on the same ports and data
+// dir, as a process restart would. Clients reconnect on their own.
+func (s *Server) Restart(ctx context.Context) error {
+	if err := s.Close(); err != nil {
+		return err
+	}
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if err = s.start(ctx); err == nil || !isAddrInUse(err) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
+}
+
+// Close stops the member and releases its ports. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	e := s.etcd
+	s.etcd = nil
+	already := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if already || e == nil {
+		return nil
+	}
+	e.Close()
+	return nil
+}
+
+func pickPorts(client, peer int) (int, int, error) {
+	var err error
+	if client == 0 {
+		if client, err = freePort(peer); err != nil {
+			return 0, 0, err
+		}
+	}
+	if peer == 0 {
+		if peer, err = freePort(client); err != nil {
+			return 0, 0, err
+		}
+	}
+	return client, peer, nil
+}
+
+func freePort(avoid int) (int, error) {
+	for i := 0; i < 10; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("embedetcd: find a free loopback port: %w", err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if p != avoid {
+			return p, nil
+		}
+	}
+	return 0, errors.New("embedetcd: no free loopback port found")
+}
+
+func isAddrInUse(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "address already in use")
+}

@@ -1,0 +1,163 @@
+package embedetcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func TestStartRejectsBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	tests := map[string]struct {
+		cfg       Config
+		wantField string
+	}{
+		"missing data dir":     {Config{}, "DataDir"},
+		"blank data dir":       {Config{DataDir: "  "}, "DataDir"},
+		"negative client port": {Config{DataDir: dir, ClientPort: -1}, "ClientPort"},
+		"huge peer port":       {Config{DataDir: dir, PeerPort: 70000}, "PeerPort"},
+		"same ports":           {Config{DataDir: dir, ClientPort: 23000, PeerPort: 23000}, "PeerPort"},
+		"negative txn ops":     {Config{DataDir: dir, MaxTxnOps: -5}, "MaxTxnOps"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, err := Start(context.Background(), tc.cfg)
+			if err == nil {
+				_ = s.Close()
+				t.Fatalf("Start(%+v) succeeded, want an error naming %s", tc.cfg, tc.wantField)
+			}
+			if !strings.Contains(err.Error(), tc.wantField) {
+				t.Fatalf("error %q does not name field %s", err, tc.wantField)
+			}
+		})
+	}
+}
+
+func TestDataSurvivesCloseAndStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+
+	s, err := Start(ctx, Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first start: %s (endpoints %v)", s.StartupTime(), s.Endpoints())
+	if eps := s.Endpoints(); len(eps) != 1 || !strings.HasPrefix(eps[0], "http://127.0.0.1:") {
+		t.Fatalf("Endpoints() = %v, want one loopback URL", eps)
+	}
+	c, err := s.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := 0; i < n; i++ {
+		if _, err := c.Put(ctx, fmt.Sprintf("/k/%03d", i), fmt.Sprintf("v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+
+	s2, err := Start(ctx, Config{DataDir: dir})
+	if err != nil {
+		t.Fatalf("restart on the same dir: %v", err)
+	}
+	defer s2.Close()
+	t.Logf("restart on existing data: %s", s2.StartupTime())
+	c2, err := s2.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	resp, err := c2.Get(ctx, "/k/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != n {
+		t.Fatalf("after restart got %d keys, want %d", len(resp.Kvs), n)
+	}
+	for i, kv := range resp.Kvs {
+		if want := fmt.Sprintf("v%d", i); string(kv.Value) != want {
+			t.Fatalf("key %s = %q, want %q", kv.Key, kv.Value, want)
+		}
+	}
+}
+
+func TestRestartKeepsPortsAndData(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{DataDir: t.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := s.Endpoints()[0]
+	c, err := s.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Put(ctx, "a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restart: %s", s.StartupTime())
+	if after := s.Endpoints()[0]; after != before {
+		t.Fatalf("endpoint moved from %s to %s", before, after)
+	}
+	// The old client reconnects by itself.
+	var got string
+	for i := 0; i < 50; i++ {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		resp, err := c.Get(rctx, "a")
+		rcancel()
+		if err == nil && len(resp.Kvs) == 1 {
+			got = string(resp.Kvs[0].Value)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got != "1" {
+		t.Fatalf("after restart a = %q, want 1", got)
+	}
+}
+
+func TestLargeTransactionsAllowed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{DataDir: t.TempDir(), UnsafeNoFsync: true, MaxTxnOps: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ops := func(n int) []clientv3.Op {
+		out := make([]clientv3.Op, n)
+		for i := range out {
+			out[i] = clientv3.OpPut(fmt.Sprintf("/big/%d", i), "x")
+		}
+		return out
+	}
+	if _, err := c.Txn(ctx).Then(ops(500)...).Commit(); err != nil {
+		t.Fatalf("500-op txn (above stock limit 128) refused: %v", err)
+	}
+	if _, err := c.Txn(ctx).Then(ops(501)...).Commit(); err == nil {
+		t.Fatal("501-op txn accepted, want too-many-operations error")
+	}
+}

@@ -1,0 +1,83 @@
+package embedetcd
+
+import (
+	"context"
+	"log/slog"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// slogCore is a zapcore.Core that forwards etcd's zap records to a slog
+// handler. It keeps the accumulated With fields as slog attributes.
+type slogCore struct {
+	h     slog.Handler
+	min   zapcore.Level
+	attrs []slog.Attr
+}
+
+func newZapLogger(l *slog.Logger, min zapcore.Level) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	return zap.New(&slogCore{h: l.Handler(), min: min})
+}
+
+func (c *slogCore) Enabled(lvl zapcore.Level) bool {
+	return lvl >= c.min && c.h.Enabled(context.Background(), zapToSlogLevel(lvl))
+}
+
+func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
+	n := &slogCore{h: c.h, min: c.min, attrs: make([]slog.Attr, 0, len(c.attrs)+len(fields))}
+	n.attrs = append(n.attrs, c.attrs...)
+	n.attrs = append(n.attrs, fieldsToAttrs(fields)...)
+	return n
+}
+
+func (c *slogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	r := slog.NewRecord(ent.Time, zapToSlogLevel(ent.Level), ent.Message, 0)
+	r.AddAttrs(c.attrs...)
+	r.AddAttrs(slog.String("component", "etcd"))
+	if ent.LoggerName != "" {
+		r.AddAttrs(slog.String("logger", ent.LoggerName))
+	}
+	r.AddAttrs(fieldsToAttrs(fields)...)
+	return c.h.Handle(context.Background(), r)
+}
+
+func (c *slogCore) Sync() error { return nil }
+
+func fieldsToAttrs(fields []zapcore.Field) []slog.Attr {
+	if len(fields) == 0 {
+		return nil
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	attrs := make([]slog.Attr, 0, len(enc.Fields))
+	for k, v := range enc.Fields {
+		attrs = append(attrs, slog.Any(k, v))
+	}
+	return attrs
+}
+
+func zapToSlogLevel(l zapcore.Level) slog.Level {
+	switch {
+	case l <= zapcore.DebugLevel:
+		return slog.LevelDebug
+	case l == zapcore.InfoLevel:
+		return slog.LevelInfo
+	case l == zapcore.WarnLevel:
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
