@@ -1,0 +1,428 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// EventType says whether a key was written or removed.
+type EventType int
+
+// Event types.
+const (
+	EventPut EventType = iota + 1
+	EventDelete
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventPut:
+		return "PUT"
+	case EventDelete:
+		return "DELETE"
+	}
+	return "UNKNOWN"
+}
+
+// Event is one change seen by a Cache. For a delete, Value is nil and ModRev
+// is the revision of the delete (or, after a relist, the list revision).
+type Event struct {
+	Type   EventType
+	Key    string
+	Value  []byte
+	ModRev int64
+}
+
+// Cache mirrors every key under one prefix in memory. Build it with NewCache
+// and drive it with Run. All methods are safe for concurrent use. Values in
+// snapshots and events are shared with the cache: treat them as read-only.
+type Cache struct {
+	client   *clientv3.Client
+	prefix   string
+	pageSize int
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	items   map[string]Item
+	rev     int64 // every change up to rev is applied
+	listed  bool
+	running bool
+	ready   chan struct{}
+	revCond chan struct{} // closed and replaced whenever rev advances
+	subs    map[*subscriber]struct{}
+	relists int
+}
+
+// CacheOptions tune a Cache.
+type CacheOptions struct {
+	// PageSize is the list page size; 0 means DefaultPageSize.
+	PageSize int
+	// Logger receives relist and watch-restart logs; nil drops them.
+	Logger *slog.Logger
+}
+
+// NewCache returns a cache of the keys under prefix. It does nothing until
+// Run is called.
+func NewCache(client *clientv3.Client, prefix string, opts ...CacheOptions) (*Cache, error) {
+	if client == nil {
+		return nil, errors.New("store: NewCache: client is nil")
+	}
+	if prefix == "" {
+		return nil, errors.New("store: NewCache: prefix is empty")
+	}
+	var o CacheOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.PageSize < 0 {
+		return nil, fmt.Errorf("store: CacheOptions.PageSize %d is negative", o.PageSize)
+	}
+	l := o.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return &Cache{
+		client: client, prefix: prefix, pageSize: o.PageSize, log: l,
+		items: map[string]Item{}, ready: make(chan struct{}), revCond: make(chan struct{}),
+		subs: map[*subscriber]struct{}{},
+	}, nil
+}
+
+// errRelist asks Run to list again (the watch start revision was compacted
+// or the watch was cancelled by the server).
+var errRelist = errors.New("relist needed")
+
+// Run lists the prefix and then watches it until ctx ends, relisting when
+// the needed revision has been compacted. It returns ctx's error. Run may be
+// called again after it returns: it then resumes from the revision it had
+// reached (relisting if that was compacted meanwhile). Subscriptions are
+// closed when Run returns. Only one Run may be active at a time.
+func (c *Cache) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.running {
+		c.mu.Unlock()
+		return errors.New("store: Cache.Run is already running")
+	}
+	c.running = true
+	needList := !c.listed
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running = false
+		for s := range c.subs {
+			s.close()
+			delete(c.subs, s)
+		}
+		c.mu.Unlock()
+	}()
+
+	backoff := 50 * time.Millisecond
+	for {
+		if needList {
+			if err := c.relist(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				c.log.Warn("cache relist failed", "prefix", c.prefix, "err", err)
+				if !sleepCtx(ctx, backoff) {
+					return ctx.Err()
+				}
+				backoff = min(2*backoff, 2*time.Second)
+				continue
+			}
+			backoff = 50 * time.Millisecond
+		}
+		err := c.watch(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		needList = errors.Is(err, errRelist)
+		c.log.Info("cache watch restarting", "prefix", c.prefix, "relist", needList, "err", err)
+		if !needList && !sleepCtx(ctx, backoff) {
+			return ctx.Err()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// relist replaces the cache contents with a fresh list and emits the
+// difference as events.
+func (c *Cache) relist(ctx context.Context) error {
+	items, rev, err := list(ctx, c.client, c.prefix, c.pageSize)
+	if err != nil {
+		return err
+	}
+	fresh := make(map[string]Item, len(items))
+	for _, it := range items {
+		fresh[it.Key] = it
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.items {
+		if _, ok := fresh[k]; !ok {
+			c.publishLocked(Event{Type: EventDelete, Key: k, ModRev: rev})
+		}
+	}
+	for _, it := range items {
+		if old, ok := c.items[it.Key]; !ok || old.ModRev != it.ModRev {
+			c.publishLocked(Event{Type: EventPut, Key: it.Key, Value: it.Value, ModRev: it.ModRev})
+		}
+	}
+	c.items = fresh
+	if c.listed {
+		c.relists++
+	}
+	c.listed = true
+	c.advanceLocked(rev)
+	select {
+	case <-c.ready:
+	default:
+		close(c.ready)
+	}
+	c.log.Debug("cache listed", "prefix", c.prefix, "keys", len(fresh), "rev", rev)
+	return nil
+}
+
+// watchCtx gives every watch and progress request of this cache the same
+// gRPC stream (the client groups them by outgoing metadata).
+func watchCtx(ctx context.Context) context.Context { return clientv3.WithRequireLeader(ctx) }
+
+func (c *Cache) watch(ctx context.Context) error {
+	c.mu.Lock()
+	from := c.rev + 1
+	c.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := c.client.Watch(watchCtx(wctx), c.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
+	for wr := range wch {
+		if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
+			return fmt.Errorf("watch from rev %d: compacted at %d: %w", from, wr.CompactRevision, errRelist)
+		}
+		if wr.Canceled {
+			return fmt.Errorf("watch cancelled by server: %v: %w", wr.Err(), errRelist)
+		}
+		if err := wr.Err(); err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		c.apply(wr)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("watch channel closed")
+}
+
+func (c *Cache) apply(wr clientv3.WatchResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wr.IsProgressNotify() {
+		// A progress notification promises every event up to its revision
+		// has been sent.
+		c.advanceLocked(wr.Header.Revision)
+		return
+	}
+	last := c.rev
+	for _, ev := range wr.Events {
+		k := string(ev.Kv.Key)
+		switch ev.Type {
+		case mvccpb.PUT:
+			c.items[k] = Item{Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision, CreateRev: ev.Kv.CreateRevision}
+			c.publishLocked(Event{Type: EventPut, Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision})
+		case mvccpb.DELETE:
+			delete(c.items, k)
+			c.publishLocked(Event{Type: EventDelete, Key: k, ModRev: ev.Kv.ModRevision})
+		}
+		last = max(last, ev.Kv.ModRevision)
+	}
+	// Only the events' own revisions are trusted here: a catching-up
+	// watcher's header may run ahead of the events sent so far.
+	c.advanceLocked(last)
+}
+
+func (c *Cache) advanceLocked(rev int64) {
+	if rev <= c.rev {
+		return
+	}
+	c.rev = rev
+	close(c.revCond)
+	c.revCond = make(chan struct{})
+}
+
+// Ready is closed once the first list has been applied.
+func (c *Cache) Ready() <-chan struct{} { return c.ready }
+
+// Rev is the revision up to which the cache has applied every change.
+func (c *Cache) Rev() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rev
+}
+
+// Relists counts lists after the first one (compactions and lost watches).
+func (c *Cache) Relists() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.relists
+}
+
+// Snapshot returns a copy of the cached items and the revision they reflect.
+func (c *Cache) Snapshot() (map[string]Item, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.items), c.rev
+}
+
+// Get returns one cached item.
+func (c *Cache) Get(key string) (Item, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it, ok := c.items[key]
+	return it, ok
+}
+
+// WaitForRevision blocks until the cache reflects every change up to rev
+// (for example the revision a Commit returned), or ctx ends. While waiting it
+// asks etcd for progress notifications, so a rev produced by a write outside
+// the prefix is reached too.
+func (c *Cache) WaitForRevision(ctx context.Context, rev int64) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	asked := false
+	for {
+		c.mu.Lock()
+		cur, wait := c.rev, c.revCond
+		c.mu.Unlock()
+		if cur >= rev {
+			return nil
+		}
+		if !asked {
+			_ = c.client.RequestProgress(watchCtx(ctx))
+			asked = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: cache of %s at rev %d, waiting for %d: %w", c.prefix, cur, rev, ctx.Err())
+		case <-wait:
+		case <-tick.C:
+			asked = false
+		}
+	}
+}
+
+// Events subscribes to changes under the prefix. The channel is closed when
+// the active (or, if none is active, the next) Run returns. Delivery is coalesced per key: the watcher never blocks on a
+// slow reader; instead, while a reader lags, later changes to a key replace
+// its undelivered event, so the reader may skip intermediate values but
+// always ends with each key's latest state, and one key's events arrive in
+// revision order. To pair a subscription with a consistent starting state,
+// call Events first, then Snapshot: every change after the snapshot's
+// revision will arrive on the channel.
+func (c *Cache) Events() <-chan Event {
+	ch, _ := c.Subscribe()
+	return ch
+}
+
+// Subscribe is Events with a cancel func that ends the subscription early
+// and closes the channel.
+func (c *Cache) Subscribe() (<-chan Event, func()) {
+	s := newSubscriber()
+	c.mu.Lock()
+	c.subs[s] = struct{}{}
+	c.mu.Unlock()
+	cancel := func() {
+		c.mu.Lock()
+		delete(c.subs, s)
+		c.mu.Unlock()
+		s.close()
+	}
+	return s.out, cancel
+}
+
+func (c *Cache) publishLocked(ev Event) {
+	for s := range c.subs {
+		s.push(ev)
+	}
+}
+
+// subscriber holds undelivered events keyed by key, in first-arrival order,
+// and a goroutine that hands them to the reader.
+type subscriber struct {
+	out    chan Event
+	wake   chan struct{}
+	quit   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	queue  []string
+	latest map[string]Event
+}
+
+func newSubscriber() *subscriber {
+	s := &subscriber{out: make(chan Event), wake: make(chan struct{}, 1), quit: make(chan struct{}), latest: map[string]Event{}}
+	go s.loop()
+	return s
+}
+
+func (s *subscriber) push(ev Event) {
+	s.mu.Lock()
+	if _, pending := s.latest[ev.Key]; !pending {
+		s.queue = append(s.queue, ev.Key)
+	}
+	s.latest[ev.Key] = ev
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscriber) close() { s.once.Do(func() { close(s.quit) }) }
+
+func (s *subscriber) loop() {
+	defer close(s.out)
+	for {
+		s.mu.Lock()
+		var (
+			ev Event
+			ok bool
+		)
+		if len(s.queue) > 0 {
+			k := s.queue[0]
+			s.queue = s.queue[1:]
+			ev, ok = s.latest[k], true
+			delete(s.latest, k)
+		}
+		s.mu.Unlock()
+		if !ok {
+			select {
+			case <-s.wake:
+				continue
+			case <-s.quit:
+				return
+			}
+		}
+		select {
+		case s.out <- ev:
+		case <-s.quit:
+			return
+		}
+	}
+}

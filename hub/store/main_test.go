@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
+)
+
+var srv *embedetcd.Server
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "store-etcd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	srv, err = embedetcd.Start(ctx, embedetcd.Config{DataDir: dir, UnsafeNoFsync: true})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start embedded etcd:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = srv.Close()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func newClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	c, err := srv.Client(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func newStore(t testing.TB) *Store {
+	t.Helper()
+	s, err := New(newClient(t), Options{MaxTxnOps: srv.MaxTxnOps()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// testPrefix gives each test its own key space on the shared server.
+func testPrefix(t testing.TB) string {
+	return "/t/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
+}
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

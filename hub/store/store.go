@@ -1,0 +1,320 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meridian-gpu/meridian/hub/leader"
+)
+
+// DefaultMaxTxnOps matches stock etcd's --max-txn-ops. Set Options.MaxTxnOps
+// to the server's limit when it is larger (the embedded server allows 10,000).
+const DefaultMaxTxnOps = 128
+
+// DefaultPageSize is List's page size when the caller passes 0.
+const DefaultPageSize = 500
+
+type opKind int
+
+const (
+	opPut opKind = iota + 1
+	opPutIfModRev
+	opDelete
+	opDeleteAny
+	opCheck
+)
+
+func (k opKind) String() string {
+	switch k {
+	case opPut:
+		return "Put"
+	case opPutIfModRev:
+		return "PutIfModRev"
+	case opDelete:
+		return "Delete"
+	case opDeleteAny:
+		return "DeleteAny"
+	case opCheck:
+		return "Check"
+	}
+	return "Op?"
+}
+
+// Op is one operation of a Commit. Build it with Put, PutIfModRev, Delete,
+// DeleteAny or Check; the zero Op is invalid.
+type Op struct {
+	kind   opKind
+	key    string
+	val    []byte
+	modRev int64
+}
+
+// Put writes val at key whatever is there.
+func Put(key string, val []byte) Op { return Op{kind: opPut, key: key, val: val} }
+
+// PutIfModRev writes val at key only if the key's mod revision is modRev;
+// modRev 0 means the key must not exist (create).
+func PutIfModRev(key string, val []byte, modRev int64) Op {
+	return Op{kind: opPutIfModRev, key: key, val: val, modRev: modRev}
+}
+
+// Delete removes key only if its mod revision is modRev (which must be > 0).
+func Delete(key string, modRev int64) Op { return Op{kind: opDelete, key: key, modRev: modRev} }
+
+// DeleteAny removes key whatever its revision; a missing key is not an error.
+func DeleteAny(key string) Op { return Op{kind: opDeleteAny, key: key} }
+
+// Check writes nothing but makes the commit conditional on key's mod revision
+// being modRev (0: must not exist). Use it for keys a plan read but does not
+// change.
+func Check(key string, modRev int64) Op { return Op{kind: opCheck, key: key, modRev: modRev} }
+
+// Key is the op's key.
+func (o Op) Key() string { return o.key }
+
+func (o Op) conditional() bool {
+	return o.kind == opPutIfModRev || o.kind == opDelete || o.kind == opCheck
+}
+
+func (o Op) writes() bool { return o.kind != opCheck }
+
+func (o Op) validate(i int) error {
+	switch {
+	case o.kind == 0:
+		return fmt.Errorf("store: op %d is the zero Op; build ops with Put, PutIfModRev, Delete, DeleteAny or Check", i)
+	case o.key == "":
+		return fmt.Errorf("store: op %d (%s) has an empty key", i, o.kind)
+	case o.modRev < 0:
+		return fmt.Errorf("store: op %d (%s %s) has negative modRev %d", i, o.kind, o.key, o.modRev)
+	case o.kind == opDelete && o.modRev == 0:
+		return fmt.Errorf("store: op %d (Delete %s) needs modRev > 0; use DeleteAny for an unconditional delete", i, o.key)
+	}
+	return nil
+}
+
+// Options tune a Store.
+type Options struct {
+	// MaxTxnOps is the most Ops one Commit may carry; it must not exceed the
+	// server's --max-txn-ops. 0 means DefaultMaxTxnOps.
+	MaxTxnOps int
+	// Logger receives debug logs of commits; nil drops them.
+	Logger *slog.Logger
+}
+
+// Store reads and writes Meridian state in etcd. It is safe for concurrent
+// use and holds no state of its own besides the client.
+type Store struct {
+	c      *clientv3.Client
+	maxOps int
+	log    *slog.Logger
+}
+
+// New returns a Store over client.
+func New(client *clientv3.Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("store: client is nil")
+	}
+	if opts.MaxTxnOps < 0 {
+		return nil, fmt.Errorf("store: Options.MaxTxnOps %d is negative", opts.MaxTxnOps)
+	}
+	if opts.MaxTxnOps == 0 {
+		opts.MaxTxnOps = DefaultMaxTxnOps
+	}
+	l := opts.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return &Store{c: client, maxOps: opts.MaxTxnOps, log: l}, nil
+}
+
+// Client is the underlying etcd client.
+func (s *Store) Client() *clientv3.Client { return s.c }
+
+// MaxTxnOps is the most ops one Commit accepts.
+func (s *Store) MaxTxnOps() int { return s.maxOps }
+
+// Commit applies ops atomically and returns the revision of the transaction.
+// With a non-nil fence the commit only happens while that leadership term
+// holds. It fails with:
+//   - ErrNotLeader (wrapped) when the fence no longer holds;
+//   - *ConflictError (IsConflict) naming every key whose check failed;
+//   - ErrTooManyOps when len(ops) > MaxTxnOps;
+//   - a plain error naming the op for invalid ops (zero Op, empty key,
+//     negative revision, two ops on one key).
+//
+// Either every op is applied or none is.
+func (s *Store) Commit(ctx context.Context, fence *leader.Fence, ops ...Op) (int64, error) {
+	if len(ops) == 0 {
+		return 0, errors.New("store: Commit needs at least one op")
+	}
+	if len(ops) > s.maxOps {
+		return 0, fmt.Errorf("store: commit of %d ops, limit %d: %w", len(ops), s.maxOps, ErrTooManyOps)
+	}
+	if fence != nil {
+		if err := fence.Validate(); err != nil {
+			return 0, fmt.Errorf("store: %w", err)
+		}
+	}
+	seen := make(map[string]int, len(ops))
+	var (
+		cmps    []clientv3.Cmp
+		checked []Op
+		writes  []clientv3.Op
+		reads   []clientv3.Op
+	)
+	for i, o := range ops {
+		if err := o.validate(i); err != nil {
+			return 0, err
+		}
+		if j, dup := seen[o.key]; dup {
+			return 0, fmt.Errorf("store: ops %d and %d both touch key %s; one op per key", j, i, o.key)
+		}
+		seen[o.key] = i
+		if o.conditional() {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(o.key), "=", o.modRev))
+			checked = append(checked, o)
+			reads = append(reads, clientv3.OpGet(o.key, clientv3.WithKeysOnly()))
+		}
+		switch o.kind {
+		case opPut, opPutIfModRev:
+			writes = append(writes, clientv3.OpPut(o.key, string(o.val)))
+		case opDelete, opDeleteAny:
+			writes = append(writes, clientv3.OpDelete(o.key))
+		}
+	}
+
+	var (
+		resp *clientv3.TxnResponse
+		err  error
+	)
+	if fence == nil {
+		resp, err = s.c.Txn(ctx).If(cmps...).Then(writes...).Else(reads...).Commit()
+	} else {
+		inner := clientv3.OpTxn(cmps, writes, reads)
+		resp, err = s.c.Txn(ctx).If(fence.Cmp()).Then(inner).Else(clientv3.OpGet(fence.Key, clientv3.WithKeysOnly())).Commit()
+	}
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrTooManyOps) {
+			return 0, fmt.Errorf("store: etcd refused a commit of %d ops (raise the server's --max-txn-ops or lower Options.MaxTxnOps): %w: %w", len(ops), ErrTooManyOps, err)
+		}
+		return 0, fmt.Errorf("store: commit %d ops: %w", len(ops), err)
+	}
+	inner := resp
+	if fence != nil {
+		if !resp.Succeeded {
+			have := int64(0)
+			if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) == 1 {
+				have = rr.Kvs[0].CreateRevision
+			}
+			return 0, fmt.Errorf("store: fence %s no longer holds (key create revision now %d): %w", fence, have, ErrNotLeader)
+		}
+		it := resp.Responses[0].GetResponseTxn()
+		if it == nil {
+			return 0, errors.New("store: etcd returned no nested txn response")
+		}
+		inner = (*clientv3.TxnResponse)(it)
+	}
+	if !inner.Succeeded {
+		return 0, conflictFrom(checked, inner)
+	}
+	s.log.Debug("store commit", "ops", len(ops), "rev", resp.Header.Revision, "fenced", fence != nil)
+	return resp.Header.Revision, nil
+}
+
+// conflictFrom compares each checked op's wanted revision with what the
+// failure branch read.
+func conflictFrom(checked []Op, resp *clientv3.TxnResponse) error {
+	ce := &ConflictError{}
+	for i, o := range checked {
+		have := int64(0)
+		if i < len(resp.Responses) {
+			if rr := resp.Responses[i].GetResponseRange(); rr != nil && len(rr.Kvs) == 1 {
+				have = rr.Kvs[0].ModRevision
+			}
+		}
+		if have != o.modRev {
+			ce.Keys = append(ce.Keys, KeyConflict{Key: o.key, Want: o.modRev, Have: have})
+		}
+	}
+	if len(ce.Keys) == 0 {
+		// The checks failed inside the txn but a read in the same txn sees
+		// them pass; etcd guarantees this cannot happen, so say so loudly.
+		ce.Keys = append(ce.Keys, KeyConflict{Key: "(unknown)"})
+	}
+	return ce
+}
+
+// Item is one key as read from etcd.
+type Item struct {
+	Key       string
+	Value     []byte
+	ModRev    int64
+	CreateRev int64
+}
+
+// Get reads key. A missing key is ErrNotFound (wrapped, naming the key).
+func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
+	if key == "" {
+		return nil, 0, errors.New("store: Get: key is empty")
+	}
+	resp, err := s.c.Get(ctx, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: get %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, fmt.Errorf("store: get %s: %w", key, ErrNotFound)
+	}
+	kv := resp.Kvs[0]
+	return kv.Value, kv.ModRevision, nil
+}
+
+// List reads every key under prefix, pageSize keys per request, all at one
+// revision (the first page's), and returns them in key order with that
+// revision. pageSize 0 means DefaultPageSize. If etcd compacts that revision
+// mid-list the error wraps rpctypes.ErrCompacted and the caller retries.
+func (s *Store) List(ctx context.Context, prefix string, pageSize int) ([]Item, int64, error) {
+	return list(ctx, s.c, prefix, pageSize)
+}
+
+func list(ctx context.Context, kv clientv3.KV, prefix string, pageSize int) ([]Item, int64, error) {
+	if prefix == "" {
+		return nil, 0, errors.New("store: List: prefix is empty")
+	}
+	if pageSize < 0 {
+		return nil, 0, fmt.Errorf("store: List: pageSize %d is negative", pageSize)
+	}
+	if pageSize == 0 {
+		pageSize = DefaultPageSize
+	}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	start := prefix
+	var (
+		items []Item
+		rev   int64
+	)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize))}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := kv.Get(ctx, start, opts...)
+		if err != nil {
+			return nil, 0, fmt.Errorf("store: list %s at rev %d: %w", prefix, rev, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			items = append(items, Item{Key: string(kv.Key), Value: kv.Value, ModRev: kv.ModRevision, CreateRev: kv.CreateRevision})
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return items, rev, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
