@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/sim/openb"
+)
+
+func init() {
+	register(subcommand{
+		name:    "openb",
+		summary: "replay the Alibaba OpenB GPU trace (Weng et al., ATC'23) and report GPU allocation",
+		run:     runOpenB,
+	})
+}
+
+type openbJob struct {
+	podList, policy string
+	pods            []openb.Pod
+	seed            int64
+	res             *openb.Result
+	err             error
+}
+
+func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("openb", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	nodesFlag := fs.String("nodes", "", "node list CSV (default: the shared data dir's "+openb.NodesFile+")")
+	podsFlag := fs.String("pods", "default", "comma list of pod-list CSV paths or variant names (default, cpu050, gpushare40, ...)")
+	seedsFlag := fs.String("seeds", "42-51", "seeds: a range A-B and/or a comma list")
+	policyFlag := fs.String("policy", openb.PolicyMeridian, "comma list of policies: "+strings.Join(openb.Policies(), ", "))
+	clusters := fs.Int("clusters", 1, "number of federated clusters (nodes dealt round-robin by model, name)")
+	tune := fs.Float64("tune", openb.DefaultTune, "total GPU request as a multiple of capacity")
+	maxPods := fs.Int("max-pods", 0, "stop each run after this many arrivals (0 = all)")
+	jsonOut := fs.Bool("json", false, "print one JSON object as the last line of stdout")
+	outPath := fs.String("out", "", "also write results to this file (.csv or .json)")
+	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "runs in parallel (bounded by GOMAXPROCS)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *clusters < 1 {
+		return fmt.Errorf("--clusters: must be >= 1, got %d", *clusters)
+	}
+	if *maxPods < 0 {
+		return fmt.Errorf("--max-pods: must be >= 0, got %d", *maxPods)
+	}
+	seeds, err := parseSeeds(*seedsFlag)
+	if err != nil {
+		return fmt.Errorf("--seeds: %w", err)
+	}
+	policies := splitList(*policyFlag)
+	for _, p := range policies {
+		if _, err := openb.NewScorer(p, openb.Target(nil, 0)); err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+	}
+	if len(policies) == 0 {
+		return fmt.Errorf("--policy: empty")
+	}
+
+	dataDir, dataErr := openb.DataDir()
+	inData := func(flagName, file string) (string, error) {
+		if dataErr != nil {
+			return "", fmt.Errorf("%s: %w", flagName, dataErr)
+		}
+		return filepath.Join(dataDir, openb.TraceSubdir, file), nil
+	}
+	nodesPath := *nodesFlag
+	if nodesPath == "" {
+		if nodesPath, err = inData("--nodes", openb.NodesFile); err != nil {
+			return err
+		}
+	}
+	nodes, err := openb.LoadNodesFile(nodesPath)
+	if err != nil {
+		return fmt.Errorf("--nodes: %w", err)
+	}
+	var podLists []string
+	podsByList := map[string][]openb.Pod{}
+	for _, v := range splitList(*podsFlag) {
+		path := v
+		if !strings.ContainsAny(v, `/\\`) && !strings.HasSuffix(v, ".csv") {
+			if path, err = inData("--pods", fmt.Sprintf(openb.PodsFilePattern, v)); err != nil {
+				return err
+			}
+		}
+		pods, err := openb.LoadPodsFile(path)
+		if err != nil {
+			return fmt.Errorf("--pods: %w", err)
+		}
+		name := openb.PodListName(path)
+		podLists = append(podLists, name)
+		podsByList[name] = pods
+	}
+	var published *openb.Published
+	if dataErr == nil {
+		if p, err := openb.LoadPublishedFile(filepath.Join(dataDir, openb.TraceSubdir, openb.PublishedFile)); err == nil {
+			published = p
+		}
+	}
+
+	var jobs []*openbJob
+	for _, pl := range podLists {
+		for _, pol := range policies {
+			for _, s := range seeds {
+				jobs = append(jobs, &openbJob{podList: pl, policy: pol, pods: podsByList[pl], seed: s})
+			}
+		}
+	}
+	workers := max(1, min(*parallel, runtime.GOMAXPROCS(0), len(jobs)))
+	start := time.Now()
+	var (
+		mu   sync.Mutex
+		done int
+		wg   sync.WaitGroup
+		next = make(chan *openbJob)
+	)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Clusters: *clusters, MaxPods: *maxPods}
+				j.res, j.err = openb.Replay(ctx, nodes, j.pods, cfg)
+				mu.Lock()
+				done++
+				if j.err == nil {
+					fmt.Fprintf(stderr, "[%d/%d] %s %s seed %d: placed %d/%d pods, alloc@100 %.2f%%, elapsed %s\n",
+						done, len(jobs), j.podList, j.policy, j.seed, j.res.Placed, j.res.Pods, j.res.AllocAt(100), time.Since(start).Round(time.Millisecond))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	for _, j := range jobs {
+		if j.err != nil {
+			return fmt.Errorf("%s %s seed %d: %w", j.podList, j.policy, j.seed, j.err)
+		}
+	}
+
+	var sums []openb.Summary
+	k := 0
+	for _, pl := range podLists {
+		for _, pol := range policies {
+			var rs []*openb.Result
+			for range seeds {
+				rs = append(rs, jobs[k].res)
+				k++
+			}
+			s := openb.Summarize(pl, *tune, rs)
+			if published != nil {
+				if label := openb.PublishedLabel(pol); label != "" {
+					m100, ok1 := published.Mean(pl, label, 100)
+					m130, ok2 := published.Mean(pl, label, 130)
+					if ok1 && ok2 {
+						s.Published = map[string]float64{"100": m100, "130": m130}
+					}
+				}
+			}
+			sums = append(sums, s)
+		}
+	}
+	elapsed := time.Since(start)
+	printTable(stdout, sums, published)
+
+	if *outPath != "" {
+		if err := writeOut(*outPath, sums, elapsed); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	if *jsonOut {
+		b, err := json.Marshal(jsonSummary(sums, elapsed))
+		if err != nil {
+			return fmt.Errorf("encode json: %w", err)
+		}
+		fmt.Fprintln(stdout, string(b))
+	}
+	return nil
+}
+
+func printTable(w io.Writer, sums []openb.Summary, published *openb.Published) {
+	for _, s := range sums {
+		fmt.Fprintf(w, "pod list %s, policy %s, clusters %d, tune %.2f\n", s.PodList, s.Policy, s.Clusters, s.Tune)
+		fmt.Fprintf(w, "%-6s %10s %10s %8s %8s", "seed", "alloc@100", "alloc@130", "placed", "failed")
+		label := openb.PublishedLabel(s.Policy)
+		if published != nil && label != "" {
+			fmt.Fprintf(w, " %10s %10s", "paper@100", "paper@130")
+		}
+		fmt.Fprintln(w)
+		for i, seed := range s.Seeds {
+			fmt.Fprintf(w, "%-6d %10.2f %10.2f %8d %8d", seed, s.At100[i], s.At130[i], s.Placed[i], s.Failed[i])
+			if published != nil && label != "" {
+				if c, ok := published.Curve(s.PodList, label, seed); ok {
+					fmt.Fprintf(w, " %10.2f %10.2f", c[100], c[130])
+				}
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%-6s %10.2f %10.2f", "mean", s.Mean100, s.Mean130)
+		if s.Published != nil {
+			fmt.Fprintf(w, " %8s %8s %10.2f %10.2f", "", "", s.Published["100"], s.Published["130"])
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "%-6s %10.2f %10.2f\n\n", "stddev", s.Std100, s.Std130)
+	}
+}
+
+type jsonRun struct {
+	openb.Summary
+	AllocAtArrival map[string]float64 `json:"alloc_pct_at_arrival"`
+}
+
+func toJSONRun(s openb.Summary) jsonRun {
+	return jsonRun{Summary: s, AllocAtArrival: map[string]float64{"100": round2(s.Mean100), "130": round2(s.Mean130)}}
+}
+
+// jsonSummary is the object printed with --json: the first run's summary at
+// the top level (policy, seeds, clusters, alloc_pct_at_arrival, ...) and every
+// run under "runs" when several pod lists or policies were asked for.
+func jsonSummary(sums []openb.Summary, elapsed time.Duration) map[string]any {
+	out := map[string]any{}
+	first := toJSONRun(sums[0])
+	b, _ := json.Marshal(first)
+	_ = json.Unmarshal(b, &out)
+	runs := make([]jsonRun, len(sums))
+	for i, s := range sums {
+		runs[i] = toJSONRun(s)
+	}
+	out["runs"] = runs
+	out["runtime_s"] = math.Round(elapsed.Seconds()*100) / 100
+	return out
+}
+
+func writeOut(path string, sums []openb.Summary, elapsed time.Duration) error {
+	var b strings.Builder
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		enc, err := json.MarshalIndent(jsonSummary(sums, elapsed), "", "  ")
+		if err != nil {
+			return err
+		}
+		b.Write(enc)
+		b.WriteByte('\n')
+	case ".csv":
+		b.WriteString("pod_list,policy,clusters,tune,seed,alloc_pct_at_100,alloc_pct_at_130,placed,failed\n")
+		for _, s := range sums {
+			for i, seed := range s.Seeds {
+				fmt.Fprintf(&b, "%s,%s,%d,%g,%d,%.2f,%.2f,%d,%d\n", s.PodList, s.Policy, s.Clusters, s.Tune, seed, s.At100[i], s.At130[i], s.Placed[i], s.Failed[i])
+			}
+		}
+	default:
+		return fmt.Errorf("%s: want a .csv or .json file", path)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseSeeds accepts "42-51", "42,43,50" or a mix ("42-44,50").
+func parseSeeds(s string) ([]int64, error) {
+	var out []int64
+	for _, part := range splitList(s) {
+		if a, b, ok := strings.Cut(part, "-"); ok && a != "" {
+			lo, err1 := strconv.ParseInt(a, 10, 64)
+			hi, err2 := strconv.ParseInt(b, 10, 64)
+			if err1 != nil || err2 != nil || hi < lo || hi-lo > 10000 {
+				return nil, fmt.Errorf("bad range %q (want A-B with A <= B)", part)
+			}
+			for v := lo; v <= hi; v++ {
+				out = append(out, v)
+			}
+			continue
+		}
+		v, err := strconv.ParseInt(part, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad seed %q", part)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no seeds in %q", s)
+	}
+	return out, nil
+}
