@@ -1,0 +1,127 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
+)
+
+var benchClasses = []string{"nvidia-h100-80gb", "nvidia-a100-80gb", "nvidia-l4"}
+
+// benchSnapshot builds a federation of clusters x nodes x 8 GPUs (NVLink
+// domains of 8 nodes, racks of 32) and pending workloads drawn from a fixed
+// mix: 55% whole single-node jobs of 1-8 GPUs, 25% fractional, 15% gangs of
+// 2-4 x 8 GPUs (half of them NVLink-bound), 5% CPU-only. 100 leaf queues.
+func benchSnapshot(clusters, nodes, pending int, seed int64) *Snapshot {
+	rng := rand.New(rand.NewSource(seed))
+	s := &Snapshot{Now: t0}
+	for c := 0; c < clusters; c++ {
+		cl := Cluster{ID: fmt.Sprintf("cluster-%03d", c), LastSeen: t0, Modes: FracModes(FracMPS | FracTimeSlice)}
+		class := benchClasses[c%len(benchClasses)]
+		cl.Nodes = make([]Node, nodes)
+		gpus := make([]gpufit.GPU, nodes*8)
+		for i := range gpus {
+			gpus[i] = gpufit.GPU{FreeMilli: 1000, FreeMemMiB: 81920, TotalMemMiB: 81920}
+		}
+		for n := 0; n < nodes; n++ {
+			cl.Nodes[n] = Node{
+				Name:   fmt.Sprintf("c%03d-n%05d", c, n),
+				NVLink: fmt.Sprintf("nvl-%d", n/8),
+				Rack:   fmt.Sprintf("rack-%d", n/32),
+				Res:    gpufit.Node{Class: class, CPUMilliFree: 192000, MemMiBFree: 2 << 20, GPUs: gpus[n*8 : n*8+8 : n*8+8]},
+			}
+		}
+		s.Clusters = append(s.Clusters, cl)
+	}
+	specs := []quota.QueueSpec{{Path: "org", Weight: 1}}
+	for t := 0; t < 10; t++ {
+		specs = append(specs, quota.QueueSpec{Path: fmt.Sprintf("org/team%d", t), Weight: float64(1 + t%4)})
+		for p := 0; p < 10; p++ {
+			lim := map[string]quota.Limits{}
+			for _, c := range benchClasses {
+				lim[c] = quota.Limits{Nominal: int64(clusters*nodes) * 8 * 1000 / 100, BorrowLimit: -1, LendLimit: -1}
+			}
+			specs = append(specs, quota.QueueSpec{Path: fmt.Sprintf("org/team%d/proj%d", t, p), Weight: 1, Limits: lim})
+		}
+	}
+	tree, err := quota.NewTree(specs)
+	if err != nil {
+		panic(err)
+	}
+	s.Queues = tree
+	s.Pending = make([]*Workload, pending)
+	for i := range s.Pending {
+		w := &Workload{
+			ID:          fmt.Sprintf("wl-%07d", i),
+			Queue:       fmt.Sprintf("org/team%d/proj%d", rng.Intn(10), rng.Intn(10)),
+			Priority:    int32(rng.Intn(3)),
+			Preemptible: true,
+			CreatedAt:   t0.Add(time.Duration(i) * time.Millisecond),
+		}
+		class := benchClasses[rng.Intn(len(benchClasses))]
+		ps := PodSet{Name: "main", Replicas: 1, Class: class, Req: gpufit.Request{CPUMilli: 4000, MemMiB: 16384}}
+		switch x := rng.Intn(100); {
+		case x < 55:
+			ps.Req.GPUs, ps.Req.Milli = int32(1+rng.Intn(8)), 1000
+		case x < 80:
+			ps.Req.GPUs, ps.Req.Milli = 1, int32(100*(1+rng.Intn(9)))
+		case x < 95:
+			ps.Replicas = int32(2 + rng.Intn(3))
+			ps.Req.GPUs, ps.Req.Milli = 8, 1000
+			if rng.Intn(2) == 0 {
+				ps.Topology = TopologyNVLink
+			}
+		default:
+			ps.Class = ""
+		}
+		w.PodSets = []PodSet{ps}
+		s.Pending[i] = w
+	}
+	return s
+}
+
+// BenchmarkPlan measures one scheduling cycle. decisions/s counts workloads
+// decided (dispatched or given a pending reason); placements/s counts
+// replicas placed. The 100x1000x8 / 100,000 case is the target
+// (>= 50,000 decisions/s, heap < 2 GiB); the others show how plan time grows
+// with the pending count and the node count.
+func BenchmarkPlan(b *testing.B) {
+	cases := []struct{ clusters, nodes, pending int }{
+		{100, 1000, 100000}, // the target
+		{100, 1000, 1000},   // pending scaling: 1x, 10x, 100x
+		{100, 1000, 10000},
+		{10, 100, 10000}, // node scaling: 1x, 10x, 100x
+		{10, 1000, 10000},
+		{100, 1000, 10000},
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("clusters=%d/nodes=%d/pending=%d", tc.clusters, tc.nodes, tc.pending)
+		b.Run(name, func(b *testing.B) {
+			s := benchSnapshot(tc.clusters, tc.nodes, tc.pending, 1)
+			runtime.GC()
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			cfg := DefaultConfig()
+			b.ResetTimer()
+			var p *Plan
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				p = Decide(s, cfg)
+			}
+			el := time.Since(start)
+			b.StopTimer()
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			per := el.Seconds() / float64(b.N)
+			b.ReportMetric(float64(p.Stats.Considered)/per, "decisions/s")
+			b.ReportMetric(float64(p.Stats.Placements)/per, "placements/s")
+			b.ReportMetric(float64(p.Stats.Dispatched), "dispatched")
+			b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-MiB")
+		})
+	}
+}

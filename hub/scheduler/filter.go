@@ -1,0 +1,240 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// A clusterFilter rules a cluster in or out for a workload. When it rules the
+// cluster out it returns a short phrase for the pending reason, such as
+// "lost or stale" or "no nvidia-h100 GPUs".
+type clusterFilter struct {
+	name string
+	fn   func(p *planner, cs *clusterState, w *Workload) (ok bool, why string)
+}
+
+// filters run in order; the first that fails names the reason for that cluster.
+var filters = []clusterFilter{
+	{"state", filterState},
+	{"fresh", filterFresh},
+	{"avoid", filterAvoid},
+	{"selector", filterSelector},
+	{"class", filterClass},
+	{"fractional", filterFractional},
+}
+
+func filterState(_ *planner, cs *clusterState, _ *Workload) (bool, string) {
+	switch cs.src.State {
+	case ClusterLost:
+		return false, "lost"
+	case ClusterDraining:
+		return false, "draining"
+	}
+	return true, ""
+}
+
+func filterFresh(p *planner, cs *clusterState, _ *Workload) (bool, string) {
+	if p.cfg.StaleAfter > 0 && p.snap.Now.Sub(cs.src.LastSeen) > p.cfg.StaleAfter {
+		return false, "stale (no advertisement within " + p.cfg.StaleAfter.String() + ")"
+	}
+	return true, ""
+}
+
+func filterAvoid(_ *planner, cs *clusterState, w *Workload) (bool, string) {
+	if slices.Contains(w.AvoidClusters, cs.src.ID) {
+		return false, "rejected it recently (backing off)"
+	}
+	return true, ""
+}
+
+func filterSelector(_ *planner, cs *clusterState, w *Workload) (bool, string) {
+	for _, k := range sortedKeys(w.ClusterSelector) {
+		if cs.src.Labels[k] != w.ClusterSelector[k] {
+			return false, fmt.Sprintf("not matching selector %s=%s", k, w.ClusterSelector[k])
+		}
+	}
+	return true, ""
+}
+
+func filterClass(_ *planner, cs *clusterState, w *Workload) (bool, string) {
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		if ps.Req.GPUs == 0 || ps.Class == "" {
+			continue
+		}
+		if cs.classFor(ps.Class) == nil {
+			return false, "without " + ps.Class + " GPUs"
+		}
+	}
+	return true, ""
+}
+
+func filterFractional(_ *planner, cs *clusterState, w *Workload) (bool, string) {
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		if !ps.Req.Shared() && ps.Req.GPUMemMiB == 0 {
+			continue
+		}
+		if ps.Req.GPUs > 0 && !cs.src.Modes.Has(ps.Mode) {
+			return false, "without fractional mode " + ps.Mode.String()
+		}
+	}
+	return true, ""
+}
+
+// eligible returns the clusters that pass every filter and have enough free
+// capacity in total, tightest first; or, when none does, why.
+//
+// tooFull lists the clusters that passed every filter but lack the total
+// capacity, fullest last: they are tried only to explain the wait.
+func (p *planner) eligible(w *Workload) (out, tooFull []*clusterState, why string) {
+	whys := map[string]int{}
+	need := minNeed(w)
+	type scored struct {
+		cs    *clusterState
+		slack int64
+	}
+	var sc []scored
+	for _, cs := range p.clusters {
+		ok, why := true, ""
+		for _, f := range filters {
+			if ok, why = f.fn(p, cs, w); !ok {
+				break
+			}
+		}
+		if !ok {
+			whys[why]++
+			continue
+		}
+		slack, fits := capacitySlack(cs, w, need)
+		if !fits {
+			tooFull = append(tooFull, cs)
+			continue
+		}
+		sc = append(sc, scored{cs, slack})
+	}
+	if len(sc) == 0 {
+		if len(tooFull) > 0 {
+			sort.SliceStable(tooFull, func(a, b int) bool { return totalFree(tooFull[a]) > totalFree(tooFull[b]) })
+			return nil, tooFull, ""
+		}
+		return nil, nil, noClusterReason(len(p.clusters), whys)
+	}
+	// Fit quality: the cluster that the gang fills most tightly goes first,
+	// which keeps large free blocks elsewhere for large gangs. Ties by id.
+	sort.SliceStable(sc, func(a, b int) bool { return sc[a].slack < sc[b].slack })
+	for _, s := range sc {
+		out = append(out, s.cs)
+	}
+	return out, nil, ""
+}
+
+func totalFree(cs *clusterState) int64 {
+	var f int64
+	for _, ci := range cs.classes {
+		f += ci.freeMilli
+	}
+	return f
+}
+
+// minNeed is the GPU milli per class (""= any) a workload needs at its minimum size.
+func minNeed(w *Workload) map[string]int64 {
+	need := map[string]int64{}
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		n := ps.MinReplicas
+		if n <= 0 || n > ps.Replicas {
+			n = ps.Replicas
+		}
+		if m := int64(n) * ps.Req.TotalMilli(); m > 0 {
+			need[ps.Class] += m
+		}
+	}
+	return need
+}
+
+// capacitySlack checks total free capacity per class (a cheap necessary
+// condition) and returns how much would be left over: smaller is tighter.
+func capacitySlack(cs *clusterState, w *Workload, need map[string]int64) (int64, bool) {
+	var slack, anyNeed int64
+	for class, m := range need {
+		if class == "" {
+			anyNeed += m
+			continue
+		}
+		ci := cs.classFor(class)
+		if ci == nil || ci.freeMilli < m {
+			return 0, false
+		}
+		slack += ci.freeMilli - m
+	}
+	if anyNeed > 0 {
+		var free int64
+		for _, ci := range cs.classes {
+			free += ci.freeMilli
+		}
+		if free < anyNeed {
+			return 0, false
+		}
+		slack += free - anyNeed
+	}
+	return slack, true
+}
+
+func noClusterReason(total int, whys map[string]int) string {
+	if total == 0 {
+		return "no clusters are registered"
+	}
+	parts := make([]string, 0, len(whys))
+	for _, why := range sortedKeys(whys) {
+		parts = append(parts, fmt.Sprintf("%d %s", whys[why], why))
+	}
+	return fmt.Sprintf("no eligible cluster among %d: %s", total, strings.Join(parts, ", "))
+}
+
+// noFitReason describes the pod set that did not fit and the closest cluster.
+func noFitReason(w *Workload, best fitAttempt, eligible, tried int) string {
+	ps := &w.PodSets[best.res.podSet]
+	class := ps.Class
+	if class == "" {
+		class = "any-class"
+	}
+	var what string
+	switch {
+	case ps.Req.GPUs == 0:
+		what = fmt.Sprintf("%d replicas of %s CPU / %d MiB", best.res.need, milliCPU(ps.Req.CPUMilli), ps.Req.MemMiB)
+	case ps.Req.Shared():
+		what = fmt.Sprintf("%d replicas of %.3g of a %s GPU", best.res.need, float64(ps.Req.Milli)/1000, class)
+	default:
+		what = fmt.Sprintf("%d nodes with %d free %s GPUs", best.res.need, ps.Req.GPUs, class)
+		if best.res.need == 1 {
+			what = fmt.Sprintf("a node with %d free %s GPUs", ps.Req.GPUs, class)
+		}
+	}
+	where := ""
+	if ps.Topology != TopologyCluster {
+		where = " in one " + ps.Topology.String()
+	}
+	if ps.Topology == TopologySameNode {
+		what = fmt.Sprintf("a node with room for %d replicas of %d %s GPUs", best.res.need, ps.Req.GPUs, class)
+		where = ""
+	}
+	s := fmt.Sprintf("no cluster has %s%s", what, where)
+	if len(w.PodSets) > 1 {
+		s += fmt.Sprintf(" (pod set %s)", ps.Name)
+	}
+	s += fmt.Sprintf("; closest: %s (%d of %d)", best.cluster, best.res.placed, best.res.need)
+	if eligible > tried {
+		s += fmt.Sprintf("; tried the %d best of %d eligible clusters", tried, eligible)
+	}
+	return s
+}
+
+func milliCPU(m int64) string {
+	if m%1000 == 0 {
+		return fmt.Sprintf("%d", m/1000)
+	}
+	return fmt.Sprintf("%.3g", float64(m)/1000)
+}

@@ -1,0 +1,318 @@
+package scheduler
+
+import (
+	"sort"
+
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
+)
+
+// txn places the replicas of one gang on one cluster and can roll every
+// placement back, so a gang is committed whole or not at all.
+type txn struct {
+	cs  *clusterState
+	log []applied
+}
+
+type applied struct {
+	node int32
+	req  *gpufit.Request
+	gpus []int
+}
+
+func (t *txn) apply(node int32, r *gpufit.Request, gpus []int) {
+	g := append([]int(nil), gpus...)
+	t.cs.apply(node, r, g)
+	t.log = append(t.log, applied{node: node, req: r, gpus: g})
+}
+
+// mark and rollbackTo undo part of a transaction (one pod set or one domain try).
+func (t *txn) mark() int { return len(t.log) }
+
+func (t *txn) rollbackTo(m int) {
+	for i := len(t.log) - 1; i >= m; i-- {
+		a := t.log[i]
+		t.cs.undo(a.node, a.req, a.gpus)
+	}
+	t.log = t.log[:m]
+}
+
+// fitResult says how far a gang got in one cluster: used for pending reasons.
+type fitResult struct {
+	ok bool
+	// podSet is the index of the first pod set that did not fit.
+	podSet int
+	// placed and need are that pod set's replica counts.
+	placed, need int32
+}
+
+// placer holds the per-Plan scratch buffers for node choice.
+type placer struct {
+	cfg   *Config
+	cands []int32
+	buf   []int
+	best  []int
+}
+
+// placeGang tries to place every pod set of w on cs inside t. On failure it
+// rolls t back to where it started and says how far it got.
+func (p *placer) placeGang(t *txn, w *Workload, out []PodSetPlacement) ([]PodSetPlacement, fitResult) {
+	start := t.mark()
+	out = out[:0]
+	for si := range w.PodSets {
+		ps := &w.PodSets[si]
+		m := t.mark()
+		placed := p.placePodSet(t, ps)
+		need := ps.MinReplicas
+		if need <= 0 || need > ps.Replicas {
+			need = ps.Replicas
+		}
+		if placed < need {
+			t.rollbackTo(m)
+			t.rollbackTo(start)
+			return out, fitResult{podSet: si, placed: placed, need: need}
+		}
+		pp := PodSetPlacement{PodSet: ps.Name, Replicas: make([]ReplicaPlacement, 0, placed)}
+		for _, a := range t.log[m:] {
+			pp.Replicas = append(pp.Replicas, ReplicaPlacement{Node: t.cs.src.Nodes[a.node].Name, GPUs: a.gpus})
+		}
+		out = append(out, pp)
+	}
+	return out, fitResult{ok: true}
+}
+
+// placePodSet places as many replicas of ps as it can (up to Replicas) under
+// its topology constraint, and returns how many it placed. For a domain
+// constraint it returns the best count any single domain reached; the
+// transaction then holds only the replicas of the chosen domain.
+func (p *placer) placePodSet(t *txn, ps *PodSet) int32 {
+	switch ps.Topology {
+	case TopologySameNode:
+		return p.placeSameNode(t, ps)
+	case TopologyRack, TopologyNVLink:
+		return p.placeInDomain(t, ps)
+	}
+	var placed int32
+	for placed < ps.Replicas {
+		node, ok := p.pickNode(t.cs, ps, nil)
+		if !ok {
+			break
+		}
+		t.apply(node, &ps.Req, p.best)
+		placed++
+	}
+	return placed
+}
+
+// classesFor lists the class indexes a pod set may use in cs.
+func classesFor(cs *clusterState, ps *PodSet) []*classIndex {
+	if ps.Class == "" || ps.Req.GPUs == 0 {
+		return cs.classes
+	}
+	if ci := cs.classFor(ps.Class); ci != nil {
+		return []*classIndex{ci}
+	}
+	return nil
+}
+
+// pickNode finds the best node for one replica: scan the buckets from the
+// tightest that can serve the request, collect up to NodeCandidates nodes that
+// fit, and let the scorer choose. allowed, when set, restricts the nodes
+// (a topology domain). The chosen GPUs are left in p.best.
+func (p *placer) pickNode(cs *clusterState, ps *PodSet, allowed []int32) (int32, bool) {
+	r := &ps.Req
+	p.cands = p.cands[:0]
+	k := p.cfg.NodeCandidates
+	if k <= 0 {
+		k = 1
+	}
+	if allowed != nil {
+		for _, i := range allowed {
+			if len(p.cands) >= k {
+				break
+			}
+			if classOK(cs, i, ps) && gpufit.Fits(&cs.nodes[i], r) {
+				p.cands = append(p.cands, i)
+			}
+		}
+	} else {
+		fb := firstBucket(r)
+		for _, ci := range classesFor(cs, ps) {
+			if r.GPUs > 0 && ci.freeMilli < r.TotalMilli() {
+				continue
+			}
+			for b := fb; b < len(ci.buckets) && len(p.cands) < k; b++ {
+				for _, i := range ci.buckets[b] {
+					if gpufit.Fits(&cs.nodes[i], r) {
+						p.cands = append(p.cands, i)
+						if len(p.cands) >= k {
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(p.cands) == 0 {
+		return -1, false
+	}
+	bestNode, bestScore := int32(-1), 0.0
+	for _, i := range p.cands {
+		s, g := p.cfg.Scorer.Score(&cs.nodes[i], r, p.buf[:0])
+		p.buf = g
+		if bestNode < 0 || s > bestScore || (s == bestScore && i < bestNode) {
+			bestNode, bestScore = i, s
+			p.best = append(p.best[:0], g...)
+		}
+	}
+	return bestNode, true
+}
+
+func classOK(cs *clusterState, i int32, ps *PodSet) bool {
+	return ps.Class == "" || ps.Req.GPUs == 0 || cs.meta[i].class.class == ps.Class
+}
+
+// placeSameNode puts every replica on one node, trying the tightest nodes first.
+func (p *placer) placeSameNode(t *txn, ps *PodSet) int32 {
+	need := ps.MinReplicas
+	if need <= 0 || need > ps.Replicas {
+		need = ps.Replicas
+	}
+	var best int32
+	whole := ps.Req.GPUs * need
+	for _, ci := range classesFor(t.cs, ps) {
+		fb := firstBucket(&ps.Req)
+		if ps.Req.Milli >= gpufit.MilliPerGPU && ps.Req.GPUs > 0 {
+			fb = bucketWhole + int(whole) - 1
+		}
+		for b := fb; b < len(ci.buckets); b++ {
+			// copy: placing replicas moves nodes between buckets
+			nodes := append([]int32(nil), ci.buckets[b]...)
+			for _, i := range nodes {
+				m := t.mark()
+				var placed int32
+				for placed < ps.Replicas && gpufit.Fits(&t.cs.nodes[i], &ps.Req) {
+					_, g := p.cfg.Scorer.Score(&t.cs.nodes[i], &ps.Req, p.buf[:0])
+					p.buf = g
+					t.apply(i, &ps.Req, g)
+					placed++
+				}
+				if placed >= need {
+					return placed
+				}
+				if placed > best {
+					best = placed
+				}
+				t.rollbackTo(m)
+			}
+		}
+	}
+	return best
+}
+
+// placeInDomain puts every replica of ps into one rack or NVLink domain. It
+// tries the domains with the least free capacity that could still hold the
+// pod set first (best fit), so big domains stay whole for big gangs.
+func (p *placer) placeInDomain(t *txn, ps *PodSet) int32 {
+	need := ps.MinReplicas
+	if need <= 0 || need > ps.Replicas {
+		need = ps.Replicas
+	}
+	doms := t.cs.domains(ps.Topology)
+	type cand struct {
+		d    int
+		free int64
+	}
+	want := int64(need) * ps.Req.TotalMilli()
+	cands := make([]cand, 0, len(doms))
+	for d := range doms {
+		var free int64
+		for _, i := range doms[d].nodes {
+			if classOK(t.cs, i, ps) {
+				free += freeMilli(&t.cs.nodes[i])
+			}
+		}
+		if free >= want {
+			cands = append(cands, cand{d, free})
+		}
+	}
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].free < cands[b].free })
+	if len(cands) == 0 && len(doms) > 0 {
+		// No domain has the room in total: try the emptiest one, only to
+		// say how far the pod set gets.
+		most, mostFree := 0, int64(-1)
+		for d := range doms {
+			var free int64
+			for _, i := range doms[d].nodes {
+				free += freeMilli(&t.cs.nodes[i])
+			}
+			if free > mostFree {
+				most, mostFree = d, free
+			}
+		}
+		cands = append(cands, cand{most, mostFree})
+	}
+	var best int32
+	for _, c := range cands {
+		m := t.mark()
+		var placed int32
+		for placed < ps.Replicas {
+			node, ok := p.pickNode(t.cs, ps, doms[c.d].nodes)
+			if !ok {
+				break
+			}
+			t.apply(node, &ps.Req, p.best)
+			placed++
+		}
+		if placed >= need {
+			return placed
+		}
+		if placed > best {
+			best = placed
+		}
+		t.rollbackTo(m)
+	}
+	return best
+}
+
+type domain struct {
+	name  string
+	nodes []int32
+}
+
+// domains returns the cluster's racks or NVLink domains, built once per plan.
+func (cs *clusterState) domains(topo Topology) []domain {
+	k := 0
+	if topo == TopologyNVLink {
+		k = 1
+	}
+	if cs.doms[k] == nil {
+		cs.doms[k] = domainsOf(cs, topo)
+	}
+	return cs.doms[k]
+}
+
+// domainsOf groups a cluster's nodes by rack or NVLink domain, sorted by name.
+// A node with no domain label is a domain of its own.
+func domainsOf(cs *clusterState, topo Topology) []domain {
+	idx := map[string]int{}
+	var out []domain
+	for i := range cs.src.Nodes {
+		n := &cs.src.Nodes[i]
+		key := n.Rack
+		if topo == TopologyNVLink {
+			key = n.NVLink
+		}
+		if key == "" {
+			key = "node:" + n.Name
+		}
+		d, ok := idx[key]
+		if !ok {
+			d = len(out)
+			idx[key] = d
+			out = append(out, domain{name: key})
+		}
+		out[d].nodes = append(out[d].nodes, int32(i))
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].name < out[b].name })
+	return out
+}

@@ -1,0 +1,309 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/quota"
+)
+
+// planner is the working state of one Plan call. It owns copies of
+// everything it changes; the Snapshot stays untouched.
+type planner struct {
+	snap     *Snapshot
+	cfg      Config
+	tree     *quota.Tree
+	clusters []*clusterState
+	placer   placer
+	plan     *Plan
+	// failed memoises placement failures by gang shape: capacity only shrinks
+	// during the main pass, so a shape that did not fit will not fit later.
+	failed map[string]Pending
+	// victims marks running workloads already chosen for preemption.
+	victims map[string]bool
+	// pendingIdx finds a workload's Pending entry to rewrite it after preemption.
+	pendingIdx map[string]int
+	order      []*Workload
+	running    map[string]*Running
+}
+
+// Decide decides what to do with the pending workloads of a snapshot. It is
+// pure and deterministic; see the package documentation for the contract.
+func Decide(s *Snapshot, cfg Config) *Plan {
+	if cfg.Scorer == nil {
+		cfg.Scorer = DefaultConfig().Scorer
+	}
+	if cfg.NodeCandidates <= 0 {
+		cfg.NodeCandidates = 1
+	}
+	if cfg.ClusterCandidates <= 0 {
+		cfg.ClusterCandidates = 1
+	}
+	p := &planner{
+		snap:       s,
+		cfg:        cfg,
+		plan:       &Plan{},
+		failed:     map[string]Pending{},
+		victims:    map[string]bool{},
+		pendingIdx: map[string]int{},
+		running:    map[string]*Running{},
+	}
+	p.placer.cfg = &p.cfg
+	p.tree = s.Queues.Clone()
+	alloc := map[string]int64{}
+	for i := range s.Running {
+		r := &s.Running[i]
+		p.running[r.Workload.ID] = r
+		if !p.tree.Leaf(r.Workload.Queue) {
+			continue
+		}
+		for _, u := range r.Usage {
+			p.tree.Charge(r.Workload.Queue, u.Class, u.Milli)
+			alloc[r.Workload.Queue] += u.Milli
+		}
+	}
+	for i := range s.Clusters {
+		p.clusters = append(p.clusters, newClusterState(&s.Clusters[i]))
+	}
+	sort.Slice(p.clusters, func(a, b int) bool { return p.clusters[a].src.ID < p.clusters[b].src.ID })
+
+	var known []*Workload
+	for _, w := range s.Pending {
+		if !p.tree.Leaf(w.Queue) {
+			p.pend(w, ReasonInvalid, fmt.Sprintf("queue %q does not exist or is not a leaf queue", w.Queue))
+			continue
+		}
+		known = append(known, w)
+	}
+	fo := newFairOrder(known, p.tree, s.Ledger, s.Now, alloc, usageHorizon(s.Ledger))
+	for {
+		w, leaf := fo.next()
+		if w == nil {
+			break
+		}
+		if p.cfg.MaxConsidered > 0 && p.plan.Stats.Considered >= p.cfg.MaxConsidered {
+			p.pend(w, ReasonDeferred, "not considered yet: this scheduling cycle reached its budget; it will be tried in the next cycle")
+			continue
+		}
+		p.plan.Stats.Considered++
+		if d, ok := p.schedule(w); ok {
+			var m int64
+			for _, u := range d.Usage {
+				m += u.Milli
+			}
+			fo.addUsage(leaf, m, usageHorizon(s.Ledger))
+		}
+	}
+	p.preemptPass()
+	return p.plan
+}
+
+// usageHorizon is how long a current allocation counts for in fairshare
+// ordering: the ledger's mean decay time, or an hour without a ledger.
+func usageHorizon(l *quota.Ledger) time.Duration {
+	if l != nil {
+		if h := l.HalfLife(); h > 0 {
+			return time.Duration(float64(h) / 0.6931471805599453)
+		}
+	}
+	return time.Hour
+}
+
+func (p *planner) pend(w *Workload, code ReasonCode, reason string) {
+	p.pendingIdx[w.ID] = len(p.plan.Pending)
+	p.plan.Pending = append(p.plan.Pending, Pending{WorkloadID: w.ID, Code: code, Reason: reason})
+	p.order = append(p.order, w)
+}
+
+// schedule tries to admit one workload: quota, then cluster filters, then a
+// whole-gang placement on the best clusters, then the final quota charge.
+func (p *planner) schedule(w *Workload) (Dispatch, bool) {
+	if v, ok := p.quotaPrecheck(w); !ok {
+		p.pend(w, ReasonQuota, v)
+		return Dispatch{}, false
+	}
+	key := shapeKey(w)
+	if f, ok := p.failed[key]; ok {
+		p.pend(w, f.Code, f.Reason)
+		return Dispatch{}, false
+	}
+	cands, tooFull, why := p.eligible(w)
+	if len(cands) == 0 && len(tooFull) > 0 {
+		// Nothing has the room; try the emptiest few only to say how close
+		// the gang comes.
+		var best fitAttempt
+		for i, cs := range tooFull {
+			if i >= p.cfg.ClusterCandidates {
+				break
+			}
+			t := &txn{cs: cs}
+			_, res := p.placer.placeGang(t, w, nil)
+			t.rollbackTo(0)
+			if a := (fitAttempt{cluster: cs.src.ID, res: res}); a.better(best) {
+				best = a
+			}
+		}
+		f := Pending{Code: ReasonNoFit, Reason: noFitReason(w, best, 0, 0)}
+		p.failed[key] = f
+		p.pend(w, f.Code, f.Reason)
+		return Dispatch{}, false
+	}
+	if len(cands) == 0 {
+		f := Pending{Code: ReasonNoCluster, Reason: why}
+		p.failed[key] = f
+		p.pend(w, f.Code, f.Reason)
+		return Dispatch{}, false
+	}
+	var best fitAttempt
+	tried := 0
+	for _, cs := range cands {
+		if tried >= p.cfg.ClusterCandidates {
+			break
+		}
+		tried++
+		t := &txn{cs: cs}
+		placement, res := p.placer.placeGang(t, w, nil)
+		if !res.ok {
+			if a := (fitAttempt{cluster: cs.src.ID, res: res}); a.better(best) {
+				best = a
+			}
+			continue
+		}
+		usage := usageOf(t)
+		if reason, borrowed, ok := p.checkAndCharge(w.Queue, usage); !ok {
+			t.rollbackTo(0)
+			p.pend(w, ReasonQuota, reason)
+			return Dispatch{}, false
+		} else {
+			d := Dispatch{WorkloadID: w.ID, Cluster: cs.src.ID, Placement: placement, Usage: usage, Borrowed: borrowed}
+			p.plan.Dispatches = append(p.plan.Dispatches, d)
+			p.plan.Stats.Dispatched++
+			p.plan.Stats.Placements += len(t.log)
+			return d, true
+		}
+	}
+	f := Pending{Code: ReasonNoFit, Reason: noFitReason(w, best, len(cands), tried)}
+	p.failed[key] = f
+	p.pend(w, f.Code, f.Reason)
+	return Dispatch{}, false
+}
+
+// quotaPrecheck checks the quota a workload needs at its minimum size, for
+// the pod sets whose class is known before placement.
+func (p *planner) quotaPrecheck(w *Workload) (string, bool) {
+	need := map[string]int64{}
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		if ps.Class == "" || ps.Req.GPUs == 0 {
+			continue
+		}
+		n := ps.MinReplicas
+		if n <= 0 || n > ps.Replicas {
+			n = ps.Replicas
+		}
+		need[ps.Class] += int64(n) * ps.Req.TotalMilli()
+	}
+	for _, c := range sortedKeys(need) {
+		if v := p.tree.Check(w.Queue, c, need[c]); !v.OK {
+			return v.Reason, false
+		}
+	}
+	return "", true
+}
+
+// checkAndCharge checks the placed gang's usage against quota and charges it.
+func (p *planner) checkAndCharge(queue string, usage []ClassMilli) (string, bool, bool) {
+	borrowed := false
+	for _, u := range usage {
+		v := p.tree.Check(queue, u.Class, u.Milli)
+		if !v.OK {
+			return v.Reason, false, false
+		}
+		if v.Borrowed > 0 {
+			borrowed = true
+		}
+	}
+	for _, u := range usage {
+		p.tree.Charge(queue, u.Class, u.Milli)
+	}
+	return "", borrowed, true
+}
+
+// usageOf sums a transaction's GPU milli per accelerator class, sorted by class.
+func usageOf(t *txn) []ClassMilli {
+	var out []ClassMilli
+	for _, a := range t.log {
+		m := a.req.TotalMilli()
+		if m == 0 {
+			continue
+		}
+		class := t.cs.meta[a.node].class.class
+		found := false
+		for i := range out {
+			if out[i].Class == class {
+				out[i].Milli += m
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, ClassMilli{Class: class, Milli: m})
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Class < out[b].Class })
+	return out
+}
+
+// fitAttempt records the closest a gang came to fitting, for the reason text.
+type fitAttempt struct {
+	cluster string
+	res     fitResult
+}
+
+func (a fitAttempt) better(b fitAttempt) bool {
+	if b.cluster == "" {
+		return true
+	}
+	if a.res.podSet != b.res.podSet {
+		return a.res.podSet > b.res.podSet
+	}
+	return int64(a.res.placed)*int64(b.res.need) > int64(b.res.placed)*int64(a.res.need)
+}
+
+// shapeKey identifies everything about a workload that decides whether it can
+// be placed: two workloads with one key fit (or fail) alike.
+func shapeKey(w *Workload) string {
+	var b strings.Builder
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		r := &ps.Req
+		for _, v := range []int64{int64(ps.Replicas), int64(ps.MinReplicas), r.CPUMilli, r.MemMiB, int64(r.GPUs), int64(r.Milli), int64(r.GPUMemMiB), int64(ps.Mode), int64(ps.Topology)} {
+			b.WriteString(strconv.FormatInt(v, 36))
+			b.WriteByte(',')
+		}
+		b.WriteString(ps.Class)
+		b.WriteByte(';')
+	}
+	for _, k := range sortedKeys(w.ClusterSelector) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(w.ClusterSelector[k])
+		b.WriteByte(';')
+	}
+	for _, c := range w.AvoidClusters {
+		b.WriteString("!" + c)
+	}
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,335 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
+)
+
+// preemptPass looks, in fairshare order, for running workloads whose removal
+// would let a pending workload in: lower-priority work in the same cluster
+// (priority preemption), or work that borrows quota the pending workload's
+// queue has lent (reclaim). Victims are whole gangs, never non-preemptible
+// ones, and the set is minimal: every victim is needed.
+//
+// The pending workload is not dispatched in this plan. It waits, with a
+// reason that names its victims, until they have released their room.
+func (p *planner) preemptPass() {
+	attempts := 0
+	for _, w := range p.order {
+		if p.cfg.MaxPreemptionAttempts > 0 && attempts >= p.cfg.MaxPreemptionAttempts {
+			return
+		}
+		i := p.pendingIdx[w.ID]
+		pe := &p.plan.Pending[i]
+		if pe.Code != ReasonNoFit && pe.Code != ReasonQuota {
+			continue
+		}
+		attempts++
+		sel, ok := p.findVictims(w, pe.Code == ReasonQuota)
+		if !ok {
+			continue
+		}
+		ids := make([]string, len(sel.victims))
+		for k, v := range sel.victims {
+			ids[k] = v.Workload.ID
+			p.victims[v.Workload.ID] = true
+			why := fmt.Sprintf("preempted for %s (priority %d > %d)", w.ID, w.Priority, v.Workload.Priority)
+			if sel.reclaim[v.Workload.ID] {
+				why = fmt.Sprintf("reclaimed: queue %s wants back the quota that %s borrows", w.Queue, v.Workload.Queue)
+			}
+			p.plan.Preemptions = append(p.plan.Preemptions, Preemption{WorkloadID: v.Workload.ID, Cluster: v.Cluster, For: w.ID, Reason: why})
+		}
+		p.plan.Stats.Preemptions += len(sel.victims)
+		pe.Code = ReasonPreempting
+		pe.Reason = fmt.Sprintf("waiting for %d preempted workload(s) to stop, then runs on %s: %s", len(ids), sel.cluster, strings.Join(ids, ", "))
+	}
+}
+
+type victimSet struct {
+	cluster string
+	victims []*Running
+	reclaim map[string]bool
+}
+
+// findVictims picks the smallest sufficient set of victims for w, or false.
+func (p *planner) findVictims(w *Workload, quotaBlocked bool) (victimSet, bool) {
+	reclaim := map[string]bool{}
+	var quotaVictims []*Running
+	if quotaBlocked {
+		var ok bool
+		quotaVictims, ok = p.quotaVictims(w)
+		if !ok {
+			return victimSet{}, false
+		}
+		for _, v := range quotaVictims {
+			reclaim[v.Workload.ID] = true
+		}
+	}
+	var best victimSet
+	found := false
+	for _, cs := range p.clusters {
+		ok := true
+		for _, f := range filters {
+			if ok, _ = f.fn(p, cs, w); !ok {
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		extra, fits := p.capacityVictims(cs, w, quotaVictims)
+		if !fits {
+			continue
+		}
+		set := append(append([]*Running(nil), quotaVictims...), extra...)
+		if !found || len(set) < len(best.victims) || (len(set) == len(best.victims) && victimMilli(set) < victimMilli(best.victims)) {
+			best = victimSet{cluster: cs.src.ID, victims: set, reclaim: reclaim}
+			found = true
+		}
+	}
+	if !found || len(best.victims) == 0 {
+		// Nothing to preempt, or preemption cannot make room.
+		return victimSet{}, false
+	}
+	return best, true
+}
+
+// quotaVictims chooses borrowers to reclaim from so that w's queue gets its
+// lent quota back: newest first within each borrowing queue.
+func (p *planner) quotaVictims(w *Workload) ([]*Running, bool) {
+	need := map[string]int64{}
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		if ps.Req.GPUs == 0 {
+			continue
+		}
+		if ps.Class == "" {
+			return nil, false // the class is unknown until placement
+		}
+		n := ps.MinReplicas
+		if n <= 0 || n > ps.Replicas {
+			n = ps.Replicas
+		}
+		need[ps.Class] += int64(n) * ps.Req.TotalMilli()
+	}
+	var chosen []*Running
+	tree := p.tree.Clone()
+	for _, class := range sortedKeys(need) {
+		if tree.Check(w.Queue, class, need[class]).OK {
+			continue
+		}
+		needs, ok := tree.ReclaimNeeds(w.Queue, class, need[class])
+		if !ok {
+			return nil, false
+		}
+		for _, n := range needs {
+			left := n.Milli
+			for _, r := range p.runningIn(func(r *Running) bool { return r.Workload.Queue == n.Queue }) {
+				if left <= 0 {
+					break
+				}
+				if m := usageIn(r, class); m > 0 {
+					chosen = append(chosen, r)
+					for _, u := range r.Usage {
+						tree.Release(r.Workload.Queue, u.Class, u.Milli)
+					}
+					left -= m
+				}
+			}
+			if left > 0 {
+				return nil, false
+			}
+		}
+		if !tree.Check(w.Queue, class, need[class]).OK {
+			return nil, false
+		}
+	}
+	return chosen, len(chosen) > 0
+}
+
+// runningIn lists preemptible, not yet chosen running workloads matching
+// keep, in victim order: lowest priority, then newest, then id.
+func (p *planner) runningIn(keep func(*Running) bool) []*Running {
+	var out []*Running
+	for i := range p.snap.Running {
+		r := &p.snap.Running[i]
+		if !r.Workload.Preemptible || p.victims[r.Workload.ID] || !keep(r) {
+			continue
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		x, y := out[a], out[b]
+		if x.Workload.Priority != y.Workload.Priority {
+			return x.Workload.Priority < y.Workload.Priority
+		}
+		if !x.StartedAt.Equal(y.StartedAt) {
+			return x.StartedAt.After(y.StartedAt)
+		}
+		return x.Workload.ID < y.Workload.ID
+	})
+	return out
+}
+
+func usageIn(r *Running, class string) int64 {
+	var m int64
+	for _, u := range r.Usage {
+		if u.Class == class {
+			m += u.Milli
+		}
+	}
+	return m
+}
+
+func victimMilli(vs []*Running) int64 {
+	var m int64
+	for _, v := range vs {
+		for _, u := range v.Usage {
+			m += u.Milli
+		}
+	}
+	return m
+}
+
+// capacityVictims finds lower-priority victims in cs that, together with the
+// already chosen quota victims, make room for w. It adds victims in victim
+// order until the gang fits, then drops every victim the gang can do
+// without, so the set is minimal. The cluster state is restored afterwards.
+func (p *planner) capacityVictims(cs *clusterState, w *Workload, given []*Running) ([]*Running, bool) {
+	var released []*Running
+	defer func() {
+		for i := len(released) - 1; i >= 0; i-- {
+			p.occupy(cs, released[i])
+		}
+	}()
+	for _, v := range given {
+		if v.Cluster == cs.src.ID && p.release(cs, v) {
+			released = append(released, v)
+		}
+	}
+	if p.fitsNow(cs, w) {
+		return nil, true
+	}
+	cands := p.runningIn(func(r *Running) bool {
+		return r.Cluster == cs.src.ID && r.Workload.Priority < w.Priority
+	})
+	var extra []*Running
+	fits := false
+	for _, v := range cands {
+		if !p.release(cs, v) {
+			continue
+		}
+		released = append(released, v)
+		extra = append(extra, v)
+		if p.fitsNow(cs, w) {
+			fits = true
+			break
+		}
+	}
+	if !fits {
+		return nil, false
+	}
+	// Reprieve: put back each victim, latest first, if the gang still fits.
+	keep := extra[:0:0]
+	for i := len(extra) - 1; i >= 0; i-- {
+		v := extra[i]
+		p.occupy(cs, v)
+		if p.fitsNow(cs, w) {
+			released = removeRunning(released, v)
+			continue
+		}
+		p.release(cs, v)
+		keep = append(keep, v)
+	}
+	sort.Slice(keep, func(a, b int) bool { return keep[a].Workload.ID < keep[b].Workload.ID })
+	return keep, true
+}
+
+func removeRunning(list []*Running, v *Running) []*Running {
+	for i, r := range list {
+		if r == v {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// fitsNow tries the gang on cs and rolls the attempt back.
+func (p *planner) fitsNow(cs *clusterState, w *Workload) bool {
+	t := &txn{cs: cs}
+	_, res := p.placer.placeGang(t, w, nil)
+	t.rollbackTo(0)
+	return res.ok
+}
+
+// release returns a running workload's resources to cs's nodes (what-if).
+// It refuses, changing nothing, when the placement does not match the
+// cluster's state (an unknown node, or a GPU that would overflow).
+func (p *planner) release(cs *clusterState, r *Running) bool {
+	type step struct {
+		node int32
+		req  *gpufit.Request
+		gpus []int
+	}
+	var steps []step
+	for _, pp := range r.Placement {
+		ps := podSetByName(r.Workload, pp.PodSet)
+		if ps == nil {
+			return false
+		}
+		for _, rp := range pp.Replicas {
+			i, ok := cs.nodeIndex(rp.Node)
+			if !ok || len(rp.GPUs) != int(ps.Req.GPUs) {
+				return false
+			}
+			steps = append(steps, step{i, &ps.Req, rp.GPUs})
+		}
+	}
+	// Check every step against a scratch copy before touching the state.
+	scratch := map[int32]gpufit.Node{}
+	for _, s := range steps {
+		n, ok := scratch[s.node]
+		if !ok {
+			n = cs.nodes[s.node].Clone()
+		}
+		for _, g := range s.gpus {
+			if g < 0 || g >= len(n.GPUs) {
+				return false
+			}
+			gpu := &n.GPUs[g]
+			if gpu.FreeMilli+s.req.Milli > gpufit.MilliPerGPU || (gpu.TotalMemMiB > 0 && gpu.FreeMemMiB+s.req.GPUMemMiB > gpu.TotalMemMiB) {
+				return false
+			}
+			gpu.FreeMilli += s.req.Milli
+			gpu.FreeMemMiB += s.req.GPUMemMiB
+		}
+		scratch[s.node] = n
+	}
+	for _, s := range steps {
+		cs.undo(s.node, s.req, s.gpus)
+	}
+	return true
+}
+
+// occupy is the inverse of release.
+func (p *planner) occupy(cs *clusterState, r *Running) {
+	for _, pp := range r.Placement {
+		ps := podSetByName(r.Workload, pp.PodSet)
+		for _, rp := range pp.Replicas {
+			i, _ := cs.nodeIndex(rp.Node)
+			cs.apply(i, &ps.Req, rp.GPUs)
+		}
+	}
+}
+
+func podSetByName(w *Workload, name string) *PodSet {
+	for i := range w.PodSets {
+		if w.PodSets[i].Name == name {
+			return &w.PodSets[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package scheduler
+
+import (
+	"sort"
+
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
+)
+
+// Bucket layout of a class index. Nodes are kept in buckets by how much whole
+// GPU room they have, so that candidate retrieval is best-fit by construction:
+// a request scans the tightest bucket that can serve it first, which keeps
+// whole GPUs and whole nodes free for later large requests.
+const (
+	bucketNoGPU   = 0 // no free GPU capacity at all (CPU-only work still fits)
+	bucketPartial = 1 // some GPU has a fraction free, none is wholly free
+	bucketWhole   = 2 // bucketWhole+k: k GPUs are wholly free (k >= 1)
+)
+
+// clusterState is the core's working copy of one cluster for one Plan call.
+// Nodes are copied out of the snapshot, so the core can place, undo and
+// what-if without touching the caller's data.
+type clusterState struct {
+	src     *Cluster
+	nodes   []gpufit.Node
+	meta    []nodeMeta
+	classes []*classIndex // sorted by class name
+	byName  map[string]int32
+	doms    [2][]domain // racks, NVLink domains; built on first use
+}
+
+type nodeMeta struct {
+	class  *classIndex
+	bucket int32
+	pos    int32 // index in class.buckets[bucket]
+}
+
+// classIndex indexes the nodes of one accelerator class in one cluster.
+type classIndex struct {
+	class   string
+	buckets [][]int32
+	// freeMilli is the class's total free GPU capacity, for fast rejection.
+	freeMilli int64
+	maxGPUs   int32
+}
+
+func newClusterState(c *Cluster) *clusterState {
+	cs := &clusterState{src: c, nodes: make([]gpufit.Node, len(c.Nodes)), meta: make([]nodeMeta, len(c.Nodes))}
+	total := 0
+	for i := range c.Nodes {
+		total += len(c.Nodes[i].Res.GPUs)
+	}
+	arena := make([]gpufit.GPU, total)
+	byClass := map[string]*classIndex{}
+	for i := range c.Nodes {
+		src := &c.Nodes[i].Res
+		n := copy(arena, src.GPUs)
+		cs.nodes[i] = *src
+		cs.nodes[i].GPUs = arena[:n:n]
+		arena = arena[n:]
+		ci := byClass[src.Class]
+		if ci == nil {
+			ci = &classIndex{class: src.Class}
+			byClass[src.Class] = ci
+			cs.classes = append(cs.classes, ci)
+		}
+		if g := int32(len(src.GPUs)); g > ci.maxGPUs {
+			ci.maxGPUs = g
+		}
+		cs.meta[i].class = ci
+	}
+	sort.Slice(cs.classes, func(a, b int) bool { return cs.classes[a].class < cs.classes[b].class })
+	for _, ci := range cs.classes {
+		ci.buckets = make([][]int32, bucketWhole+int(ci.maxGPUs)+1)
+	}
+	for i := range cs.nodes {
+		cs.reindex(int32(i), true)
+		cs.meta[i].class.freeMilli += freeMilli(&cs.nodes[i])
+	}
+	return cs
+}
+
+// nodeIndex finds a node by name (built on first use: only what-ifs need it).
+func (cs *clusterState) nodeIndex(name string) (int32, bool) {
+	if cs.byName == nil {
+		cs.byName = make(map[string]int32, len(cs.nodes))
+		for i := range cs.src.Nodes {
+			cs.byName[cs.src.Nodes[i].Name] = int32(i)
+		}
+	}
+	i, ok := cs.byName[name]
+	return i, ok
+}
+
+// reindex moves node i into the bucket its free capacity now belongs to.
+func (cs *clusterState) reindex(i int32, fresh bool) {
+	m := &cs.meta[i]
+	ci := m.class
+	b := wholeBucket(&cs.nodes[i])
+	if !fresh {
+		if b == m.bucket {
+			return
+		}
+		// swap-remove from the old bucket
+		old := ci.buckets[m.bucket]
+		last := old[len(old)-1]
+		old[m.pos] = last
+		cs.meta[last].pos = m.pos
+		ci.buckets[m.bucket] = old[:len(old)-1]
+	}
+	m.bucket = b
+	m.pos = int32(len(ci.buckets[b]))
+	ci.buckets[b] = append(ci.buckets[b], i)
+}
+
+// wholeBucket is the bucket for a node: bucketNoGPU, bucketPartial, or
+// bucketWhole+k-1 for k wholly free GPUs.
+func wholeBucket(n *gpufit.Node) int32 {
+	whole, partial := int32(0), false
+	for i := range n.GPUs {
+		switch f := n.GPUs[i].FreeMilli; {
+		case f >= gpufit.MilliPerGPU:
+			whole++
+		case f > 0:
+			partial = true
+		}
+	}
+	switch {
+	case whole > 0:
+		return bucketWhole + whole - 1
+	case partial:
+		return bucketPartial
+	}
+	return bucketNoGPU
+}
+
+func freeMilli(n *gpufit.Node) int64 {
+	var s int64
+	for i := range n.GPUs {
+		s += int64(n.GPUs[i].FreeMilli)
+	}
+	return s
+}
+
+// apply places r on node i, keeping the index and totals in step.
+func (cs *clusterState) apply(i int32, r *gpufit.Request, gpus []int) {
+	n := &cs.nodes[i]
+	before := freeMilli(n)
+	n.Apply(r, gpus)
+	cs.meta[i].class.freeMilli += freeMilli(n) - before
+	cs.reindex(i, false)
+}
+
+// undo is the exact inverse of apply.
+func (cs *clusterState) undo(i int32, r *gpufit.Request, gpus []int) {
+	n := &cs.nodes[i]
+	before := freeMilli(n)
+	n.Undo(r, gpus)
+	cs.meta[i].class.freeMilli += freeMilli(n) - before
+	cs.reindex(i, false)
+}
+
+// classFor returns the class index, or nil when the cluster lacks the class.
+func (cs *clusterState) classFor(class string) *classIndex {
+	lo, hi := 0, len(cs.classes)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if cs.classes[mid].class < class {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(cs.classes) && cs.classes[lo].class == class {
+		return cs.classes[lo]
+	}
+	return nil
+}
+
+// firstBucket is the tightest bucket that can possibly serve r.
+func firstBucket(r *gpufit.Request) int {
+	switch {
+	case r.GPUs == 0:
+		return bucketNoGPU
+	case r.Milli < gpufit.MilliPerGPU:
+		return bucketPartial
+	default:
+		return bucketWhole + int(r.GPUs) - 1
+	}
+}

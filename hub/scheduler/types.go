@@ -1,0 +1,302 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
+)
+
+// Topology says how close the replicas of one pod set must be.
+type Topology uint8
+
+const (
+	// TopologyCluster lets replicas land anywhere in the chosen cluster.
+	TopologyCluster Topology = iota
+	// TopologyRack keeps every replica in one rack.
+	TopologyRack
+	// TopologyNVLink keeps every replica in one NVLink domain.
+	TopologyNVLink
+	// TopologySameNode puts every replica on one node.
+	TopologySameNode
+)
+
+func (t Topology) String() string {
+	switch t {
+	case TopologyRack:
+		return "rack"
+	case TopologyNVLink:
+		return "NVLink domain"
+	case TopologySameNode:
+		return "node"
+	default:
+		return "cluster"
+	}
+}
+
+// FractionalMode says how a fraction of a GPU may be served. A cluster
+// advertises the set it supports as a bit mask.
+type FractionalMode uint8
+
+const (
+	// FracAny accepts whatever sharing mechanism the cluster offers.
+	FracAny FractionalMode = 0
+	// FracMPS is CUDA MPS (Slurm mps, HAMi, KAI).
+	FracMPS FractionalMode = 1 << iota
+	// FracMIG is a hardware-isolated MIG slice.
+	FracMIG
+	// FracTimeSlice is time-sliced sharing (device-plugin time-slicing, KAI gpu-fraction).
+	FracTimeSlice
+	// FracMemory is a GPU-memory-limited share (HAMi gpumem).
+	FracMemory
+	// FracShard is Slurm's shard GRES.
+	FracShard
+)
+
+// FracModes is a set of fractional modes.
+type FracModes uint8
+
+// Has reports whether the set can serve a request that asks for mode m.
+// FracAny is served by any non-empty set.
+func (s FracModes) Has(m FractionalMode) bool {
+	if m == FracAny {
+		return s != 0
+	}
+	return s&FracModes(m) != 0
+}
+
+func (m FractionalMode) String() string {
+	switch m {
+	case FracMPS:
+		return "mps"
+	case FracMIG:
+		return "mig"
+	case FracTimeSlice:
+		return "time-slice"
+	case FracMemory:
+		return "memory"
+	case FracShard:
+		return "shard"
+	default:
+		return "any"
+	}
+}
+
+// ClusterState is the hub's view of a cluster's health.
+type ClusterState uint8
+
+const (
+	// ClusterReady takes new work.
+	ClusterReady ClusterState = iota
+	// ClusterDraining keeps running work but takes nothing new.
+	ClusterDraining
+	// ClusterLost has been silent past its timeout.
+	ClusterLost
+)
+
+// Snapshot is everything the core may look at. Decide never mutates it.
+type Snapshot struct {
+	// Now is the decision time. The core never reads a clock.
+	Now time.Time
+	// Queues is the queue tree with quotas. Usage is NOT charged in it: the
+	// core charges Running itself, on a clone.
+	Queues *quota.Tree
+	// Ledger holds decayed usage for fairshare. It may be nil (no history).
+	Ledger *quota.Ledger
+	// Clusters with their per-node free capacity. Running work's usage is
+	// already subtracted from that free capacity, as the agents report it.
+	Clusters []Cluster
+	// Running are the admitted workloads: they hold quota and may be preempted.
+	Running []Running
+	// Pending are the workloads waiting for a decision.
+	Pending []*Workload
+}
+
+// Cluster is one spoke as its agent last advertised it.
+type Cluster struct {
+	ID     string
+	Labels map[string]string
+	// Modes is the set of fractional modes the cluster's local plugins serve.
+	Modes FracModes
+	State ClusterState
+	// LastSeen is when the hub last heard the cluster's agent.
+	LastSeen time.Time
+	Nodes    []Node
+}
+
+// Node is one machine: its free resources and where it sits.
+type Node struct {
+	Name string
+	// Rack and NVLink name the node's topology domains. An empty NVLink means
+	// the node's GPUs are only linked inside the node.
+	Rack   string
+	NVLink string
+	Res    gpufit.Node
+}
+
+// Workload is a gang of pod sets that go to one cluster, whole or not at all.
+type Workload struct {
+	ID          string
+	Queue       string // leaf queue path, tenant/team/project
+	Priority    int32
+	Preemptible bool
+	CreatedAt   time.Time
+	// ClusterSelector must match a cluster's labels exactly.
+	ClusterSelector map[string]string
+	// AvoidClusters lists clusters excluded for now (a recent rejection backoff).
+	AvoidClusters []string
+	PodSets       []PodSet
+}
+
+// PodSet is a group of identical replicas.
+type PodSet struct {
+	Name string
+	// Replicas is the most replicas wanted; MinReplicas > 0 makes it elastic.
+	Replicas    int32
+	MinReplicas int32
+	// Class is the accelerator class every replica needs; "" means any class.
+	Class string
+	// Req is one replica's resources.
+	Req      gpufit.Request
+	Mode     FractionalMode
+	Topology Topology
+}
+
+// Running is an admitted workload and where it runs.
+type Running struct {
+	Workload  *Workload
+	Cluster   string
+	StartedAt time.Time
+	// Usage is the quota it holds, per accelerator class, in milli-GPUs.
+	Usage []ClassMilli
+	// Placement is where its replicas sit, so that a preemption what-if can
+	// return their resources to the nodes.
+	Placement []PodSetPlacement
+}
+
+// ClassMilli is an amount of one accelerator class.
+type ClassMilli struct {
+	Class string
+	Milli int64
+}
+
+// PodSetPlacement says where the replicas of one pod set go.
+type PodSetPlacement struct {
+	PodSet   string
+	Replicas []ReplicaPlacement
+}
+
+// ReplicaPlacement is one replica's node and GPU indices: the placement hint.
+type ReplicaPlacement struct {
+	Node string
+	GPUs []int
+}
+
+// Plan is the core's decision for one snapshot.
+type Plan struct {
+	Dispatches  []Dispatch
+	Preemptions []Preemption
+	Pending     []Pending
+	Stats       Stats
+}
+
+// Dispatch sends a whole workload to one cluster.
+type Dispatch struct {
+	WorkloadID string
+	Cluster    string
+	Placement  []PodSetPlacement
+	Usage      []ClassMilli
+	// Borrowed is true when the admission uses quota borrowed from siblings,
+	// which makes it a reclaim candidate later.
+	Borrowed bool
+}
+
+// Preemption asks a cluster to stop a running workload, whole.
+type Preemption struct {
+	WorkloadID string
+	Cluster    string
+	// For is the pending workload that needs the room.
+	For    string
+	Reason string
+}
+
+// Pending explains why a workload was not dispatched.
+type Pending struct {
+	WorkloadID string
+	Code       ReasonCode
+	Reason     string
+}
+
+// ReasonCode classifies a pending reason so callers can react (backoff,
+// alerting) without parsing text.
+type ReasonCode uint8
+
+const (
+	// ReasonQuota: the queue or its cohort has no quota left.
+	ReasonQuota ReasonCode = iota + 1
+	// ReasonNoFit: no eligible cluster has room for the whole gang now.
+	ReasonNoFit
+	// ReasonNoCluster: no cluster passes the filters at all (selector, class, mode).
+	ReasonNoCluster
+	// ReasonPreempting: victims were chosen; the workload waits for them to stop.
+	ReasonPreempting
+	// ReasonInvalid: the workload cannot be scheduled as written (unknown queue).
+	ReasonInvalid
+	// ReasonDeferred: the cycle's budget ran out before this workload was tried.
+	ReasonDeferred
+)
+
+func (c ReasonCode) String() string {
+	switch c {
+	case ReasonQuota:
+		return "QuotaExceeded"
+	case ReasonNoFit:
+		return "NoFit"
+	case ReasonNoCluster:
+		return "NoEligibleCluster"
+	case ReasonPreempting:
+		return "WaitingForPreemption"
+	case ReasonInvalid:
+		return "Invalid"
+	case ReasonDeferred:
+		return "Deferred"
+	}
+	return "Unknown"
+}
+
+// Stats counts what one Plan call did.
+type Stats struct {
+	Considered  int
+	Dispatched  int
+	Preemptions int
+	// Placements counts replicas placed (the unit of "placement decisions").
+	Placements int
+}
+
+// Config tunes the core. The zero value is not valid; use DefaultConfig.
+type Config struct {
+	// StaleAfter excludes clusters not heard from for this long.
+	StaleAfter time.Duration
+	// Scorer ranks nodes for a replica (fragmentation-aware by default).
+	Scorer gpufit.Scorer
+	// NodeCandidates is how many fitting nodes the scorer compares per replica.
+	NodeCandidates int
+	// ClusterCandidates is how many clusters, best first, a gang is tried on.
+	ClusterCandidates int
+	// MaxPreemptionAttempts bounds preemption searches per Plan call.
+	MaxPreemptionAttempts int
+	// MaxConsidered bounds how many pending workloads one Plan call tries; the
+	// rest are Deferred. 0 means no bound.
+	MaxConsidered int
+}
+
+// DefaultConfig returns the settings the hub runs with.
+func DefaultConfig() Config {
+	return Config{
+		StaleAfter:            30 * time.Second,
+		Scorer:                gpufit.BestFit(),
+		NodeCandidates:        8,
+		ClusterCandidates:     4,
+		MaxPreemptionAttempts: 64,
+	}
+}
