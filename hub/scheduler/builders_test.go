@@ -49,7 +49,7 @@ func (b *clusterBuilder) Modes(m ...FractionalMode) *clusterBuilder {
 }
 
 func (b *clusterBuilder) Label(k, v string) *clusterBuilder { b.c.Labels[k] = v; return b }
-func (b *clusterBuilder) Seen(t time.Time) *clusterBuilder { b.c.LastSeen = t; return b }
+func (b *clusterBuilder) Seen(t time.Time) *clusterBuilder  { b.c.LastSeen = t; return b }
 func (b *clusterBuilder) State(s ClusterState) *clusterBuilder {
 	b.c.State = s
 	return b
