@@ -1,0 +1,310 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Delivery is one message handed to a Handler.
+type Delivery struct {
+	Subject string
+	// Cluster is the subject's last token.
+	Cluster string
+	// MsgID is the publisher's Nats-Msg-Id (the dispatch or event id).
+	MsgID   string
+	Payload []byte
+	// NumDelivered is 1 on the first delivery and grows on each redelivery.
+	NumDelivered uint64
+	// StreamSeq is the message's sequence in its stream.
+	StreamSeq uint64
+	// Published is when the stream stored the message.
+	Published time.Time
+}
+
+// Handler processes one delivery. nil acks it; an error naks it for
+// redelivery after a backoff; an error wrapping ErrPermanent terminates it.
+// Handlers of one consumer are called one at a time. A handler must be
+// idempotent: any message can arrive more than once.
+type Handler func(ctx context.Context, d Delivery) error
+
+// Decoded adapts a typed handler: decode turns the payload into T, and a
+// decode error terminates the message (it would fail the same way forever).
+func Decoded[T any](decode func([]byte) (T, error), h func(ctx context.Context, d Delivery, v T) error) Handler {
+	return func(ctx context.Context, d Delivery) error {
+		v, err := decode(d.Payload)
+		if err != nil {
+			return Permanent(fmt.Errorf("decode %s message %s: %w", d.Subject, d.MsgID, err))
+		}
+		return h(ctx, d, v)
+	}
+}
+
+// Subscription is a running consumer or subscription. It stops when its
+// context ends, when Stop is called, or when the Bus closes.
+type Subscription struct {
+	once   sync.Once
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Stop ends the subscription and waits until its handler is no longer
+// being called. It is idempotent.
+func (s *Subscription) Stop() {
+	s.once.Do(s.cancel)
+	<-s.done
+}
+
+// Done is closed once the subscription has stopped.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// newSub registers a subscription bound to ctx. The caller starts the
+// consumer with the returned context and then calls run with its stop
+// function, or abort if starting failed.
+func (b *Bus) newSub(ctx context.Context) (*Subscription, context.Context, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	s := &Subscription{cancel: cancel, done: make(chan struct{})}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		cancel()
+		return nil, nil, errors.New("natsbus: bus is closed")
+	}
+	b.subs[s] = struct{}{}
+	return s, sctx, nil
+}
+
+// run calls stop once the subscription's context ends.
+func (b *Bus) run(s *Subscription, sctx context.Context, stop func()) {
+	go func() {
+		<-sctx.Done()
+		stop()
+		b.forget(s)
+	}()
+}
+
+// abort unregisters a subscription whose consumer never started.
+func (b *Bus) abort(s *Subscription) {
+	s.once.Do(s.cancel)
+	b.forget(s)
+}
+
+func (b *Bus) forget(s *Subscription) {
+	b.mu.Lock()
+	delete(b.subs, s)
+	b.mu.Unlock()
+	close(s.done)
+}
+
+func stopConsume(cc jetstream.ConsumeContext) func() {
+	return func() {
+		cc.Stop()
+		<-cc.Closed()
+	}
+}
+
+// nakDelay is base * 2^(n-1), capped at max.
+func (b *Bus) nakDelay(numDelivered uint64) time.Duration {
+	d := b.opts.nakBase
+	for i := uint64(1); i < numDelivered && d < b.opts.nakMax; i++ {
+		d *= 2
+	}
+	return min(d, b.opts.nakMax)
+}
+
+// ConsumeDispatches delivers cluster's dispatches to h through the durable
+// consumer dispatch-<cluster>, starting with the oldest unacknowledged one.
+// It returns once the consumer is running. Call EnsureStreams first.
+func (b *Bus) ConsumeDispatches(ctx context.Context, cluster string, h Handler) (*Subscription, error) {
+	subj, err := DispatchSubject(cluster)
+	if err != nil {
+		return nil, err
+	}
+	name, _ := DispatchConsumer(cluster)
+	return b.consume(ctx, StreamDispatch, name, subj, h)
+}
+
+// ConsumeEvents delivers every cluster's events to h through the hub's
+// durable consumer hub-events.
+func (b *Bus) ConsumeEvents(ctx context.Context, h Handler) (*Subscription, error) {
+	return b.consume(ctx, StreamEvents, HubEventsConsumer, eventsRoot+"*", h)
+}
+
+func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Handler) (*Subscription, error) {
+	if h == nil {
+		return nil, errors.New("natsbus: handler is nil")
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable:       durable,
+		Description:   "meridian " + filter,
+		FilterSubject: filter,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       b.opts.ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: b.opts.maxAckPending,
+	})
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("natsbus: consumer %s: stream %s missing (call EnsureStreams): %w", durable, stream, err)
+		}
+		return nil, fmt.Errorf("natsbus: consumer %s on %s: %w", durable, stream, err)
+	}
+	sub, sctx, err := b.newSub(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log := b.log.With("consumer", durable)
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		b.handle(sctx, log, msg, h)
+	},
+		jetstream.PullMaxMessages(b.opts.pullBatch),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if sctx.Err() == nil {
+				log.Warn("consume error", "err", err)
+			}
+		}),
+	)
+	if err != nil {
+		b.abort(sub)
+		return nil, fmt.Errorf("natsbus: consume %s: %w", durable, err)
+	}
+	b.run(sub, sctx, stopConsume(cc))
+	return sub, nil
+}
+
+func (b *Bus) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, h Handler) {
+	if ctx.Err() != nil {
+		return // stopping: leave it unacked, it will be redelivered
+	}
+	d := Delivery{Subject: msg.Subject(), Cluster: clusterOf(msg.Subject()), MsgID: msg.Headers().Get(jetstream.MsgIDHeader), Payload: msg.Data()}
+	if md, err := msg.Metadata(); err == nil {
+		d.NumDelivered, d.StreamSeq, d.Published = md.NumDelivered, md.Sequence.Stream, md.Timestamp
+	}
+	err := safeCall(ctx, h, d)
+	switch {
+	case err == nil:
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if aerr := msg.DoubleAck(actx); aerr != nil {
+			log.Warn("ack failed; the message will be redelivered", "msg_id", d.MsgID, "err", aerr)
+		}
+		cancel()
+	case errors.Is(err, ErrPermanent):
+		log.Error("handler failed permanently; terminating message", "msg_id", d.MsgID, "subject", d.Subject, "err", err)
+		if terr := msg.TermWithReason(err.Error()); terr != nil {
+			log.Warn("term failed", "msg_id", d.MsgID, "err", terr)
+		}
+	default:
+		delay := b.nakDelay(d.NumDelivered)
+		log.Warn("handler failed; will redeliver", "msg_id", d.MsgID, "delivery", d.NumDelivered, "delay", delay, "err", err)
+		if nerr := msg.NakWithDelay(delay); nerr != nil {
+			log.Warn("nak failed; redelivery after ack wait", "msg_id", d.MsgID, "err", nerr)
+		}
+	}
+}
+
+// safeCall turns a handler panic into an error so one bad message cannot
+// kill the consumer.
+func safeCall(ctx context.Context, h Handler, d Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic on %s message %s: %v", d.Subject, d.MsgID, r)
+		}
+	}()
+	return h(ctx, d)
+}
+
+// WatchAdverts calls fn with each cluster's latest advert, then with every
+// new one. It keeps no state on the server (an ordered, ephemeral consumer)
+// and resumes by itself after reconnects. fn is called one at a time.
+func (b *Bus) WatchAdverts(ctx context.Context, fn func(cluster string, payload []byte)) (*Subscription, error) {
+	if fn == nil {
+		return nil, errors.New("natsbus: advert callback is nil")
+	}
+	cons, err := b.js.OrderedConsumer(ctx, StreamAdvert, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{advertRoot + "*"},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsbus: watch adverts: %w", err)
+	}
+	sub, sctx, err := b.newSub(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if sctx.Err() != nil {
+			return
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					b.log.Error("advert callback panic", "subject", msg.Subject(), "panic", r)
+				}
+			}()
+			fn(clusterOf(msg.Subject()), msg.Data())
+		}()
+	})
+	if err != nil {
+		b.abort(sub)
+		return nil, fmt.Errorf("natsbus: watch adverts: %w", err)
+	}
+	b.run(sub, sctx, stopConsume(cc))
+	return sub, nil
+}
+
+// SubscribeHeartbeats calls fn for every heartbeat received on core NATS.
+// Heartbeats sent while this subscriber was away are not replayed.
+func (b *Bus) SubscribeHeartbeats(ctx context.Context, fn func(cluster string, payload []byte)) (*Subscription, error) {
+	if fn == nil {
+		return nil, errors.New("natsbus: heartbeat callback is nil")
+	}
+	ns, err := b.nc.Subscribe(heartbeatRoot+"*", func(m *nats.Msg) {
+		defer func() {
+			if r := recover(); r != nil {
+				b.log.Error("heartbeat callback panic", "subject", m.Subject, "panic", r)
+			}
+		}()
+		fn(clusterOf(m.Subject), m.Data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsbus: subscribe heartbeats: %w", err)
+	}
+	// Make sure the server has the interest before returning.
+	if err := b.nc.FlushWithContext(ctx); err != nil {
+		_ = ns.Unsubscribe()
+		return nil, fmt.Errorf("natsbus: subscribe heartbeats: %w", err)
+	}
+	sub, sctx, err := b.newSub(ctx)
+	if err != nil {
+		_ = ns.Unsubscribe()
+		return nil, err
+	}
+	b.run(sub, sctx, func() { _ = ns.Unsubscribe() })
+	return sub, nil
+}
+
+// DispatchBacklog returns how many of cluster's dispatches are not yet
+// acknowledged: waiting for delivery plus delivered but unacked. It needs
+// the consumer to exist (ConsumeDispatches has run once).
+func (b *Bus) DispatchBacklog(ctx context.Context, cluster string) (uint64, error) {
+	name, err := DispatchConsumer(cluster)
+	if err != nil {
+		return 0, err
+	}
+	cons, err := b.js.Consumer(ctx, StreamDispatch, name)
+	if err != nil {
+		return 0, fmt.Errorf("natsbus: consumer %s: %w", name, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("natsbus: consumer %s info: %w", name, err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
