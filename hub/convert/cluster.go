@@ -1,0 +1,158 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/scheduler"
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// clampInt32 keeps agent-reported int64 figures inside the scheduler's int32
+// fields.
+func clampInt32(v int64) int32 {
+	switch {
+	case v < 0:
+		return 0
+	case v > math.MaxInt32:
+		return math.MaxInt32
+	}
+	return int32(v)
+}
+
+// Node turns one advertised node into the scheduler's node. An unschedulable
+// node, and every unhealthy GPU, offer no capacity (they stay listed so that
+// a placement hint naming them still resolves). GPUs are ordered by index.
+func Node(n *agentv1.Node) (scheduler.Node, error) {
+	if n == nil {
+		return scheduler.Node{}, fmt.Errorf("node: is nil")
+	}
+	if n.GetName() == "" {
+		return scheduler.Node{}, fmt.Errorf("name: is empty")
+	}
+	sn := scheduler.Node{
+		Name:   n.GetName(),
+		Rack:   n.GetRack(),
+		NVLink: n.GetNvlinkDomain(),
+		Res: gpufit.Node{
+			Class:        n.GetAcceleratorClass(),
+			CPUMilliFree: max(0, n.GetCpuMilliFree()),
+			MemMiBFree:   max(0, n.GetMemoryMibFree()),
+		},
+	}
+	gpus := append([]*agentv1.Gpu(nil), n.GetGpus()...)
+	sort.SliceStable(gpus, func(a, b int) bool { return gpus[a].GetIndex() < gpus[b].GetIndex() })
+	for i, g := range gpus {
+		if g == nil {
+			return scheduler.Node{}, fmt.Errorf("gpus[%d]: is nil", i)
+		}
+		if g.GetIndex() != int32(i) {
+			return scheduler.Node{}, fmt.Errorf("gpus[%d].index: want indices 0..%d without gaps or repeats, got %d", i, len(gpus)-1, g.GetIndex())
+		}
+		if g.GetFreeMilli() < 0 || g.GetFreeMilli() > gpufit.MilliPerGPU {
+			return scheduler.Node{}, fmt.Errorf("gpus[%d].free_milli: must be in 0..%d, got %d", i, gpufit.MilliPerGPU, g.GetFreeMilli())
+		}
+		gg := gpufit.GPU{
+			FreeMilli:   g.GetFreeMilli(),
+			FreeMemMiB:  clampInt32(g.GetFreeMemoryMib()),
+			TotalMemMiB: clampInt32(g.GetTotalMemoryMib()),
+		}
+		if !g.GetHealthy() || !n.GetSchedulable() {
+			gg.FreeMilli, gg.FreeMemMiB = 0, 0
+		}
+		sn.Res.GPUs = append(sn.Res.GPUs, gg)
+	}
+	if !n.GetSchedulable() {
+		sn.Res.CPUMilliFree, sn.Res.MemMiBFree = 0, 0
+	}
+	return sn, nil
+}
+
+// Cluster turns a full advertisement into the scheduler's cluster with the
+// given state and freshness. Nodes are sorted by name. Errors name the node
+// and field.
+func Cluster(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen time.Time) (scheduler.Cluster, error) {
+	if ad == nil {
+		return scheduler.Cluster{}, fmt.Errorf("advertisement: is nil")
+	}
+	if ad.GetClusterId() == "" {
+		return scheduler.Cluster{}, fmt.Errorf("cluster_id: is empty")
+	}
+	c := scheduler.Cluster{ID: ad.GetClusterId(), State: state, LastSeen: lastSeen}
+	if len(ad.GetLabels()) > 0 {
+		c.Labels = make(map[string]string, len(ad.GetLabels()))
+		for k, v := range ad.GetLabels() {
+			c.Labels[k] = v
+		}
+	}
+	modes, bad := Modes(ad.GetFractionalModes())
+	if len(bad) > 0 {
+		return scheduler.Cluster{}, fmt.Errorf("%s", bad[0])
+	}
+	c.Modes = modes
+	seen := map[string]bool{}
+	for i, n := range ad.GetNodes() {
+		sn, err := Node(n)
+		if err != nil {
+			return scheduler.Cluster{}, fmt.Errorf("nodes[%d].%w", i, err)
+		}
+		if seen[sn.Name] {
+			return scheduler.Cluster{}, fmt.Errorf("nodes[%d].name: %q is listed twice", i, sn.Name)
+		}
+		seen[sn.Name] = true
+		c.Nodes = append(c.Nodes, sn)
+	}
+	sort.Slice(c.Nodes, func(a, b int) bool { return c.Nodes[a].Name < c.Nodes[b].Name })
+	return c, nil
+}
+
+// State maps the scheduler's cluster state to the API's.
+func State(s scheduler.ClusterState) meridianv1.ClusterState {
+	switch s {
+	case scheduler.ClusterDraining:
+		return meridianv1.ClusterState_CLUSTER_STATE_DRAINING
+	case scheduler.ClusterLost:
+		return meridianv1.ClusterState_CLUSTER_STATE_LOST
+	}
+	return meridianv1.ClusterState_CLUSTER_STATE_READY
+}
+
+// Capacity summarises an advertisement per accelerator class: total and free
+// milli-GPUs, node count and whole free GPUs, sorted by class. CPU-only
+// nodes are left out. Unhealthy GPUs count in the total but not as free.
+func Capacity(ad *agentv1.Advertisement) []*meridianv1.ClassCapacity {
+	by := map[string]*meridianv1.ClassCapacity{}
+	for _, n := range ad.GetNodes() {
+		if len(n.GetGpus()) == 0 {
+			continue
+		}
+		cls := n.GetAcceleratorClass()
+		cc := by[cls]
+		if cc == nil {
+			cc = &meridianv1.ClassCapacity{AcceleratorClass: cls}
+			by[cls] = cc
+		}
+		cc.Nodes++
+		for _, g := range n.GetGpus() {
+			cc.TotalMilli += gpufit.MilliPerGPU
+			if !g.GetHealthy() || !n.GetSchedulable() {
+				continue
+			}
+			free := min(max(g.GetFreeMilli(), 0), gpufit.MilliPerGPU)
+			cc.FreeMilli += int64(free)
+			if free == gpufit.MilliPerGPU {
+				cc.FreeWholeGpus++
+			}
+		}
+	}
+	out := make([]*meridianv1.ClassCapacity, 0, len(by))
+	for _, cc := range by {
+		out = append(out, cc)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].AcceleratorClass < out[b].AcceleratorClass })
+	return out
+}
