@@ -55,6 +55,7 @@ type structure struct {
 	leaf     []bool
 	weight   []float64
 	spec     []map[string]Limits // explicit limits, nil for implicit queues
+	specIdx  []int               // index in the NewTree input, -1 for implicit queues
 	leaves   int
 	tmpl     *classCol // a class that no spec lists by name
 }
@@ -79,8 +80,9 @@ type Tree struct {
 
 // Mark is a point in a Tree's undo log; see Tree.Mark.
 type Mark struct {
-	pos   int
-	depth int
+	pos     int
+	depth   int
+	classes int
 }
 
 // NewTree validates specs and builds the tree. Parents that no spec names
@@ -120,6 +122,11 @@ func NewTree(specs []QueueSpec) (*Tree, error) {
 		leaf:     make([]bool, n),
 		weight:   make([]float64, n),
 		spec:     make([]map[string]Limits, n),
+		specIdx:  make([]int, n),
+	}
+	specIdx := make(map[string]int, len(specs))
+	for i := range specs {
+		specIdx[specs[i].Path] = i
 	}
 	for i, p := range paths {
 		s.index[p] = QueueID(i)
@@ -128,6 +135,10 @@ func NewTree(specs []QueueSpec) (*Tree, error) {
 	for i, p := range paths {
 		id := QueueID(i)
 		s.weight[i] = 1
+		s.specIdx[i] = -1
+		if j, ok := specIdx[p]; ok {
+			s.specIdx[i] = j
+		}
 		if p == "" {
 			s.parent[i] = -1
 			continue
@@ -164,6 +175,14 @@ func NewTree(specs []QueueSpec) (*Tree, error) {
 		ct.index[c] = ClassID(len(ct.names))
 		ct.names = append(ct.names, c)
 		ct.cols = append(ct.cols, s.resolve(c))
+	}
+	if err := s.checkReserves("", s.tmpl); err != nil {
+		return nil, err
+	}
+	for i, col := range ct.cols {
+		if err := s.checkReserves(ct.names[i], col); err != nil {
+			return nil, err
+		}
 	}
 	t := &Tree{s: s, ct: ct}
 	for _, col := range ct.cols {
@@ -216,6 +235,26 @@ func (s *structure) resolve(class string) *classCol {
 	return col
 }
 
+// checkReserves rejects a queue whose sub-queues reserve (keep from
+// lending) more of class than the queue's own nominal: such a guarantee is
+// not backed, and an idle tree would already break the admission rule.
+func (s *structure) checkReserves(class string, col *classCol) error {
+	for i := range s.paths {
+		l := col.lim[i]
+		if i == int(RootID) || !l.set || col.h0[i] <= l.nom {
+			continue
+		}
+		key := class
+		if _, ok := s.spec[i][class]; !ok || class == "" {
+			key = AnyClass
+		}
+		return fieldErr(fmt.Sprintf("queues[%d].limits[%q].nominal", s.specIdx[i], key),
+			"must be at least the %s GPUs its sub-queues reserve (their nominal - lendLimit), got %s",
+			GPUs(col.h0[i]), GPUs(l.nom))
+	}
+	return nil
+}
+
 func parentPath(p string) string {
 	if k := strings.LastIndexByte(p, '/'); k >= 0 {
 		return p[:k]
@@ -249,11 +288,12 @@ func (t *Tree) Clone() *Tree {
 // order of opening.
 func (t *Tree) Mark() Mark {
 	t.marks++
-	return Mark{pos: len(t.undo), depth: t.marks}
+	return Mark{pos: len(t.undo), depth: t.marks, classes: len(t.ct.names)}
 }
 
-// Rollback undoes every Charge and Release made since m and closes m and
-// any mark opened after it. A mark that was already closed is ignored.
+// Rollback undoes every Charge and Release made since m, forgets classes
+// interned since m, and closes m and any mark opened after it. A mark that
+// was already closed is ignored.
 func (t *Tree) Rollback(m Mark) {
 	if m.depth <= 0 || m.depth > t.marks || m.pos > len(t.undo) {
 		return
@@ -263,6 +303,14 @@ func (t *Tree) Rollback(m Mark) {
 		t.apply(e.q, e.c, -e.d)
 	}
 	t.undo = t.undo[:m.pos]
+	if n := m.classes; n < len(t.ct.names) {
+		ct := &classTable{names: t.ct.names[:n:n], cols: t.ct.cols[:n:n], index: make(map[string]ClassID, n)}
+		for i, name := range ct.names {
+			ct.index[name] = ClassID(i)
+		}
+		t.ct = ct
+		t.u, t.h = t.u[:n:n], t.h[:n:n]
+	}
 	t.closeMark(m)
 }
 

@@ -33,7 +33,11 @@ func TestNewTreeRejectsBadSpecs(t *testing.T) {
 		"lend limit below -1":   {[]QueueSpec{queue("a").limits(h100, Limits{LendLimit: -5}).obj()}, `queues[0].limits["nvidia-h100"].lendLimit`, "got -5"},
 		"empty class":           {[]QueueSpec{queue("a").limits("", Limits{}).obj()}, `queues[0].limits[""]`, "must not be empty"},
 		"class with a space":    {[]QueueSpec{queue("a").limits("nvidia h100", Limits{}).obj()}, `queues[0].limits["nvidia h100"]`, "letters, digits"},
-		"class too long":        {[]QueueSpec{queue("a").limits(strings.Repeat("c", 64), Limits{}).obj()}, `queues[0].limits["` + strings.Repeat("c", 64) + `"]`, "at most 63"},
+		"unbacked reserve": {[]QueueSpec{queue("t").quota(h100, 2, unl, unl).obj(), queue("t/a").quota(h100, 4, 0, 1).obj()},
+			`queues[0].limits["nvidia-h100"].nominal`, "at least the 3 GPUs its sub-queues reserve"},
+		"unbacked reserve via star": {[]QueueSpec{queue("t/a").quota(AnyClass, 1, 0, 0).obj(), queue("t").quota(AnyClass, 0.5, unl, unl).obj()},
+			`queues[1].limits["*"].nominal`, "at least the 1 GPUs"},
+		"class too long": {[]QueueSpec{queue("a").limits(strings.Repeat("c", 64), Limits{}).obj()}, `queues[0].limits["` + strings.Repeat("c", 64) + `"]`, "at most 63"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
