@@ -1433,7 +1433,11 @@ type DispatchEvent struct {
 	// duplicates and detect reordering.
 	Seq uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Agent session id.
-	SessionId     string `protobuf:"bytes,10,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,10,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Unique id of this event, used as the JetStream `Nats-Msg-Id`. An agent
+	// that republishes the same event reuses its id, so it is stored once.
+	// Recommended form: `<dispatch_id>/<seq>`.
+	EventId       string `protobuf:"bytes,11,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1537,6 +1541,102 @@ func (x *DispatchEvent) GetSessionId() string {
 	}
 	return ""
 }
+
+func (x *DispatchEvent) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+// HubMessage is the payload on a cluster's dispatch subject, which carries
+// both dispatches and cancels in order.
+type HubMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one is set. An agent that finds none set (a kind added by a
+	// newer hub) acknowledges the message and ignores it.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*HubMessage_Dispatch
+	//	*HubMessage_Cancel
+	Kind          isHubMessage_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HubMessage) Reset() {
+	*x = HubMessage{}
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HubMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HubMessage) ProtoMessage() {}
+
+func (x *HubMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HubMessage.ProtoReflect.Descriptor instead.
+func (*HubMessage) Descriptor() ([]byte, []int) {
+	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HubMessage) GetKind() isHubMessage_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *HubMessage) GetDispatch() *Dispatch {
+	if x != nil {
+		if x, ok := x.Kind.(*HubMessage_Dispatch); ok {
+			return x.Dispatch
+		}
+	}
+	return nil
+}
+
+func (x *HubMessage) GetCancel() *DispatchCancel {
+	if x != nil {
+		if x, ok := x.Kind.(*HubMessage_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+type isHubMessage_Kind interface {
+	isHubMessage_Kind()
+}
+
+type HubMessage_Dispatch struct {
+	// Launch a dispatch.
+	Dispatch *Dispatch `protobuf:"bytes,1,opt,name=dispatch,proto3,oneof"`
+}
+
+type HubMessage_Cancel struct {
+	// Stop a dispatch.
+	Cancel *DispatchCancel `protobuf:"bytes,2,opt,name=cancel,proto3,oneof"`
+}
+
+func (*HubMessage_Dispatch) isHubMessage_Kind() {}
+
+func (*HubMessage_Cancel) isHubMessage_Kind() {}
 
 var File_meridian_agent_v1_agent_proto protoreflect.FileDescriptor
 
@@ -1671,7 +1771,7 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x05Usage\x12*\n" +
 	"\x11gpu_milli_seconds\x18\x01 \x01(\x03R\x0fgpuMilliSeconds\x12*\n" +
 	"\x11cpu_milli_seconds\x18\x02 \x01(\x03R\x0fcpuMilliSeconds\x126\n" +
-	"\twall_time\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bwallTime\"\x83\x03\n" +
+	"\twall_time\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bwallTime\"\x9e\x03\n" +
 	"\rDispatchEvent\x12\x1f\n" +
 	"\vdispatch_id\x18\x01 \x01(\tR\n" +
 	"dispatchId\x12\x1f\n" +
@@ -1687,9 +1787,15 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x03seq\x18\t \x01(\x04R\x03seq\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\n" +
-	" \x01(\tR\tsessionIdB\f\n" +
+	" \x01(\tR\tsessionId\x12\x19\n" +
+	"\bevent_id\x18\v \x01(\tR\aeventIdB\f\n" +
 	"\n" +
-	"_exit_code*K\n" +
+	"_exit_code\"\x8c\x01\n" +
+	"\n" +
+	"HubMessage\x129\n" +
+	"\bdispatch\x18\x01 \x01(\v2\x1b.meridian.agent.v1.DispatchH\x00R\bdispatch\x12;\n" +
+	"\x06cancel\x18\x02 \x01(\v2!.meridian.agent.v1.DispatchCancelH\x00R\x06cancelB\x06\n" +
+	"\x04kind*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*\xa6\x02\n" +
@@ -1716,7 +1822,7 @@ func file_meridian_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_meridian_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_meridian_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_meridian_agent_v1_agent_proto_goTypes = []any{
 	(ProtocolVersion)(0),          // 0: meridian.agent.v1.ProtocolVersion
 	(DispatchEventType)(0),        // 1: meridian.agent.v1.DispatchEventType
@@ -1734,53 +1840,56 @@ var file_meridian_agent_v1_agent_proto_goTypes = []any{
 	(*DispatchCancel)(nil),        // 13: meridian.agent.v1.DispatchCancel
 	(*Usage)(nil),                 // 14: meridian.agent.v1.Usage
 	(*DispatchEvent)(nil),         // 15: meridian.agent.v1.DispatchEvent
-	nil,                           // 16: meridian.agent.v1.Register.LabelsEntry
-	nil,                           // 17: meridian.agent.v1.Node.LabelsEntry
-	nil,                           // 18: meridian.agent.v1.Advertisement.LabelsEntry
-	(v1.ConnectorKind)(0),         // 19: meridian.v1.ConnectorKind
-	(v1.FractionalMode)(0),        // 20: meridian.v1.FractionalMode
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*v1.Workload)(nil),           // 23: meridian.v1.Workload
+	(*HubMessage)(nil),            // 16: meridian.agent.v1.HubMessage
+	nil,                           // 17: meridian.agent.v1.Register.LabelsEntry
+	nil,                           // 18: meridian.agent.v1.Node.LabelsEntry
+	nil,                           // 19: meridian.agent.v1.Advertisement.LabelsEntry
+	(v1.ConnectorKind)(0),         // 20: meridian.v1.ConnectorKind
+	(v1.FractionalMode)(0),        // 21: meridian.v1.FractionalMode
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*v1.Workload)(nil),           // 24: meridian.v1.Workload
 }
 var file_meridian_agent_v1_agent_proto_depIdxs = []int32{
 	0,  // 0: meridian.agent.v1.Register.protocol_version:type_name -> meridian.agent.v1.ProtocolVersion
-	19, // 1: meridian.agent.v1.Register.connector:type_name -> meridian.v1.ConnectorKind
-	16, // 2: meridian.agent.v1.Register.labels:type_name -> meridian.agent.v1.Register.LabelsEntry
-	20, // 3: meridian.agent.v1.Register.fractional_modes:type_name -> meridian.v1.FractionalMode
-	21, // 4: meridian.agent.v1.Register.sent_at:type_name -> google.protobuf.Timestamp
+	20, // 1: meridian.agent.v1.Register.connector:type_name -> meridian.v1.ConnectorKind
+	17, // 2: meridian.agent.v1.Register.labels:type_name -> meridian.agent.v1.Register.LabelsEntry
+	21, // 3: meridian.agent.v1.Register.fractional_modes:type_name -> meridian.v1.FractionalMode
+	22, // 4: meridian.agent.v1.Register.sent_at:type_name -> google.protobuf.Timestamp
 	0,  // 5: meridian.agent.v1.RegisterAck.protocol_version:type_name -> meridian.agent.v1.ProtocolVersion
-	22, // 6: meridian.agent.v1.RegisterAck.heartbeat_interval:type_name -> google.protobuf.Duration
-	22, // 7: meridian.agent.v1.RegisterAck.advertise_interval:type_name -> google.protobuf.Duration
-	22, // 8: meridian.agent.v1.RegisterAck.lost_timeout:type_name -> google.protobuf.Duration
-	21, // 9: meridian.agent.v1.RegisterAck.sent_at:type_name -> google.protobuf.Timestamp
+	23, // 6: meridian.agent.v1.RegisterAck.heartbeat_interval:type_name -> google.protobuf.Duration
+	23, // 7: meridian.agent.v1.RegisterAck.advertise_interval:type_name -> google.protobuf.Duration
+	23, // 8: meridian.agent.v1.RegisterAck.lost_timeout:type_name -> google.protobuf.Duration
+	22, // 9: meridian.agent.v1.RegisterAck.sent_at:type_name -> google.protobuf.Timestamp
 	4,  // 10: meridian.agent.v1.Gpu.mig_profiles:type_name -> meridian.agent.v1.MigSlice
-	17, // 11: meridian.agent.v1.Node.labels:type_name -> meridian.agent.v1.Node.LabelsEntry
+	18, // 11: meridian.agent.v1.Node.labels:type_name -> meridian.agent.v1.Node.LabelsEntry
 	5,  // 12: meridian.agent.v1.Node.gpus:type_name -> meridian.agent.v1.Gpu
-	21, // 13: meridian.agent.v1.Advertisement.sent_at:type_name -> google.protobuf.Timestamp
-	19, // 14: meridian.agent.v1.Advertisement.connector:type_name -> meridian.v1.ConnectorKind
-	18, // 15: meridian.agent.v1.Advertisement.labels:type_name -> meridian.agent.v1.Advertisement.LabelsEntry
-	20, // 16: meridian.agent.v1.Advertisement.fractional_modes:type_name -> meridian.v1.FractionalMode
+	22, // 13: meridian.agent.v1.Advertisement.sent_at:type_name -> google.protobuf.Timestamp
+	20, // 14: meridian.agent.v1.Advertisement.connector:type_name -> meridian.v1.ConnectorKind
+	19, // 15: meridian.agent.v1.Advertisement.labels:type_name -> meridian.agent.v1.Advertisement.LabelsEntry
+	21, // 16: meridian.agent.v1.Advertisement.fractional_modes:type_name -> meridian.v1.FractionalMode
 	6,  // 17: meridian.agent.v1.Advertisement.nodes:type_name -> meridian.agent.v1.Node
-	21, // 18: meridian.agent.v1.AdvertisementDelta.sent_at:type_name -> google.protobuf.Timestamp
+	22, // 18: meridian.agent.v1.AdvertisementDelta.sent_at:type_name -> google.protobuf.Timestamp
 	6,  // 19: meridian.agent.v1.AdvertisementDelta.upserted_nodes:type_name -> meridian.agent.v1.Node
 	1,  // 20: meridian.agent.v1.RunningDispatch.state:type_name -> meridian.agent.v1.DispatchEventType
-	21, // 21: meridian.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	22, // 21: meridian.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	9,  // 22: meridian.agent.v1.Heartbeat.dispatches:type_name -> meridian.agent.v1.RunningDispatch
-	23, // 23: meridian.agent.v1.Dispatch.workload:type_name -> meridian.v1.Workload
+	24, // 23: meridian.agent.v1.Dispatch.workload:type_name -> meridian.v1.Workload
 	11, // 24: meridian.agent.v1.Dispatch.placement:type_name -> meridian.agent.v1.PodSetPlacement
-	21, // 25: meridian.agent.v1.Dispatch.created_at:type_name -> google.protobuf.Timestamp
-	22, // 26: meridian.agent.v1.DispatchCancel.grace_period:type_name -> google.protobuf.Duration
-	21, // 27: meridian.agent.v1.DispatchCancel.sent_at:type_name -> google.protobuf.Timestamp
-	22, // 28: meridian.agent.v1.Usage.wall_time:type_name -> google.protobuf.Duration
+	22, // 25: meridian.agent.v1.Dispatch.created_at:type_name -> google.protobuf.Timestamp
+	23, // 26: meridian.agent.v1.DispatchCancel.grace_period:type_name -> google.protobuf.Duration
+	22, // 27: meridian.agent.v1.DispatchCancel.sent_at:type_name -> google.protobuf.Timestamp
+	23, // 28: meridian.agent.v1.Usage.wall_time:type_name -> google.protobuf.Duration
 	1,  // 29: meridian.agent.v1.DispatchEvent.type:type_name -> meridian.agent.v1.DispatchEventType
-	21, // 30: meridian.agent.v1.DispatchEvent.time:type_name -> google.protobuf.Timestamp
+	22, // 30: meridian.agent.v1.DispatchEvent.time:type_name -> google.protobuf.Timestamp
 	14, // 31: meridian.agent.v1.DispatchEvent.usage:type_name -> meridian.agent.v1.Usage
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	12, // 32: meridian.agent.v1.HubMessage.dispatch:type_name -> meridian.agent.v1.Dispatch
+	13, // 33: meridian.agent.v1.HubMessage.cancel:type_name -> meridian.agent.v1.DispatchCancel
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_meridian_agent_v1_agent_proto_init() }
@@ -1789,13 +1898,17 @@ func file_meridian_agent_v1_agent_proto_init() {
 		return
 	}
 	file_meridian_agent_v1_agent_proto_msgTypes[13].OneofWrappers = []any{}
+	file_meridian_agent_v1_agent_proto_msgTypes[14].OneofWrappers = []any{
+		(*HubMessage_Dispatch)(nil),
+		(*HubMessage_Cancel)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_agent_v1_agent_proto_rawDesc), len(file_meridian_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
