@@ -68,9 +68,9 @@ func samples() map[string]proto.Message {
 	modes := []meridianv1.FractionalMode{meridianv1.FractionalMode_FRACTIONAL_MODE_MIG, meridianv1.FractionalMode_FRACTIONAL_MODE_MPS}
 	dispatch := &agentv1.Dispatch{
 		DispatchId: "d-01JD3M7", WorkloadId: "wl-01JD3M6Q7ZK4X9V2B8N5T0RCWE", Attempt: 2,
-		Workload:   sampleWorkload(),
-		Placement:  []*agentv1.PodSetPlacement{{PodSet: "worker", Nodes: []string{"gpu-node-01", "gpu-node-02"}}},
-		ClusterId:  "eu-1", LeaderTerm: 42, CreatedAt: ts(0),
+		Workload:  sampleWorkload(),
+		Placement: []*agentv1.PodSetPlacement{{PodSet: "worker", Nodes: []string{"gpu-node-01", "gpu-node-02"}}},
+		ClusterId: "eu-1", LeaderTerm: 42, CreatedAt: ts(0),
 	}
 	cancel := &agentv1.DispatchCancel{
 		DispatchId: "d-01JD3M7", WorkloadId: "wl-01JD3M6Q7ZK4X9V2B8N5T0RCWE", Reason: "preempted by acme/llm",
