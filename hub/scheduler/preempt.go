@@ -84,6 +84,11 @@ func (p *planner) findVictims(w *Workload, quotaBlocked bool) (victimSet, bool) 
 		if !fits {
 			continue
 		}
+		for _, v := range extra {
+			if v.Workload.Priority >= w.Priority {
+				reclaim[v.Workload.ID] = true
+			}
+		}
 		set := append(append([]*Running(nil), quotaVictims...), extra...)
 		if !found || len(set) < len(best.victims) || (len(set) == len(best.victims) && victimMilli(set) < victimMilli(best.victims)) {
 			best = victimSet{cluster: cs.src.ID, victims: set, reclaim: reclaim}
@@ -213,12 +218,26 @@ func (p *planner) capacityVictims(cs *clusterState, w *Workload, given []*Runnin
 	if p.fitsNow(cs, w) {
 		return nil, true
 	}
+	// Lower-priority work may always be preempted. Work of queues that borrow
+	// may be preempted too when w's queue stays within its own nominal quota:
+	// that is reclaim of lent capacity, at the level of one cluster's nodes.
+	entitled := p.withinNominal(cs, w)
 	cands := p.runningIn(func(r *Running) bool {
-		return r.Cluster == cs.src.ID && r.Workload.Priority < w.Priority
+		if r.Cluster != cs.src.ID || r.Workload.Queue == w.Queue && r.Workload.Priority >= w.Priority {
+			return false
+		}
+		return r.Workload.Priority < w.Priority || entitled && p.borrowing(r)
 	})
 	var extra []*Running
 	fits := false
+	// A borrower is reclaimed only as far as its queue borrows: after the
+	// preemption its queue is still at or above its nominal quota, so it has
+	// no claim to reclaim back (no ping-pong).
+	borrowLeft := map[[2]string]int64{}
 	for _, v := range cands {
+		if v.Workload.Priority >= w.Priority && !p.takeBorrowed(borrowLeft, v) {
+			continue
+		}
 		if !p.release(cs, v) {
 			continue
 		}
@@ -246,6 +265,71 @@ func (p *planner) capacityVictims(cs *clusterState, w *Workload, given []*Runnin
 	}
 	sort.Slice(keep, func(a, b int) bool { return keep[a].Workload.ID < keep[b].Workload.ID })
 	return keep, true
+}
+
+// withinNominal reports whether w, placed on cs, keeps its queue within the
+// queue's own nominal quota for every class it uses. A pod set of any class
+// takes the class of cs when cs has only one.
+func (p *planner) withinNominal(cs *clusterState, w *Workload) bool {
+	need := map[string]int64{}
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		if ps.Req.GPUs == 0 {
+			continue
+		}
+		class := ps.Class
+		if class == "" {
+			if len(cs.classes) != 1 {
+				return false
+			}
+			class = cs.classes[0].class
+		}
+		n := ps.MinReplicas
+		if n <= 0 || n > ps.Replicas {
+			n = ps.Replicas
+		}
+		need[class] += int64(n) * ps.Req.TotalMilli()
+	}
+	for class, m := range need {
+		if p.tree.Usage(w.Queue, class)+m > p.tree.Nominal(w.Queue, class) {
+			return false
+		}
+	}
+	return len(need) > 0
+}
+
+// borrowing reports whether r's queue uses more than its nominal quota in
+// any class r holds.
+func (p *planner) borrowing(r *Running) bool {
+	for _, u := range r.Usage {
+		if p.tree.Borrowing(r.Workload.Queue, u.Class) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// takeBorrowed charges v's usage against what its queue borrows, if there is
+// enough left; it changes nothing otherwise.
+func (p *planner) takeBorrowed(left map[[2]string]int64, v *Running) bool {
+	for _, u := range v.Usage {
+		k := [2]string{v.Workload.Queue, u.Class}
+		b, ok := left[k]
+		if !ok {
+			b = p.tree.Borrowing(k[0], k[1])
+		}
+		if b < u.Milli {
+			return false
+		}
+	}
+	for _, u := range v.Usage {
+		k := [2]string{v.Workload.Queue, u.Class}
+		if _, ok := left[k]; !ok {
+			left[k] = p.tree.Borrowing(k[0], k[1])
+		}
+		left[k] -= u.Milli
+	}
+	return true
 }
 
 func removeRunning(list []*Running, v *Running) []*Running {
