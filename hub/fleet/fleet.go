@@ -1,0 +1,474 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meridian-gpu/meridian/hub/convert"
+	"github.com/meridian-gpu/meridian/hub/scheduler"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// DefaultTimeout is how long a cluster may stay silent before it is LOST.
+const DefaultTimeout = 15 * time.Second
+
+// ErrUnknownCluster is returned for a cluster id the registry has never heard.
+var ErrUnknownCluster = errors.New("unknown cluster")
+
+// IsUnknownCluster reports whether err is or wraps ErrUnknownCluster.
+func IsUnknownCluster(err error) bool { return errors.Is(err, ErrUnknownCluster) }
+
+// Options configure a Registry.
+type Options struct {
+	// Clock returns the hub's current time; nil means time.Now.
+	Clock func() time.Time
+	// Timeout is the silence after which a cluster is LOST; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives dropped-input and state-change logs; nil drops them.
+	Logger *slog.Logger
+}
+
+// Registry is the cluster registry. It is safe for concurrent use.
+type Registry struct {
+	clock   func() time.Time
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	clusters map[string]*entry
+	changed  chan struct{}
+}
+
+type entry struct {
+	id          string
+	ad          *agentv1.Advertisement // current inventory, deltas applied
+	session     string
+	seq         uint64
+	advertAt    time.Time // hub time the inventory last changed
+	lastSeen    time.Time // hub time of the last advert, delta or heartbeat
+	draining    bool
+	drainReason string
+	lost        bool
+	reported    []string // dispatch ids of the last heartbeat, sorted
+	reportedAt  time.Time
+	reportedSet bool
+}
+
+// New returns an empty registry.
+func New(opts Options) *Registry {
+	r := &Registry{clock: opts.Clock, timeout: opts.Timeout, log: opts.Logger, clusters: map[string]*entry{}, changed: make(chan struct{}, 1)}
+	if r.clock == nil {
+		r.clock = time.Now
+	}
+	if r.timeout <= 0 {
+		r.timeout = DefaultTimeout
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	return r
+}
+
+// Timeout is the silence after which a cluster is LOST.
+func (r *Registry) Timeout() time.Duration { return r.timeout }
+
+// Changed is signalled (without blocking; one pending signal at most) when an
+// inventory or a state changes, so the scheduling loop can run a cycle.
+func (r *Registry) Changed() <-chan struct{} { return r.changed }
+
+func (r *Registry) notify() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Start feeds the registry from the bus: every advert in the ADVERT stream
+// (the latest per cluster first) and every heartbeat. It returns once both
+// subscriptions run; they stop when ctx ends or the bus closes.
+func (r *Registry) Start(ctx context.Context, bus *natsbus.Bus) error {
+	if bus == nil {
+		return errors.New("fleet: Start: bus is nil")
+	}
+	if _, err := bus.WatchAdverts(ctx, func(cluster string, payload []byte) {
+		if err := r.HandleAdvertPayload(cluster, payload); err != nil {
+			r.log.Warn("fleet: dropped advertisement", "cluster", cluster, "err", err)
+		}
+	}); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	if _, err := bus.SubscribeHeartbeats(ctx, func(cluster string, payload []byte) {
+		if err := r.HandleHeartbeatPayload(cluster, payload); err != nil {
+			r.log.Warn("fleet: dropped heartbeat", "cluster", cluster, "err", err)
+		}
+	}); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	return nil
+}
+
+// HandleAdvertPayload decodes one message of the advert subject: a full
+// Advertisement, or an AdvertisementDelta (told apart by the fields that
+// only decode cleanly as one of them), and applies it.
+func (r *Registry) HandleAdvertPayload(subjectCluster string, payload []byte) error {
+	ad := &agentv1.Advertisement{}
+	if err := proto.Unmarshal(payload, ad); err == nil && len(ad.ProtoReflect().GetUnknown()) == 0 {
+		return r.ApplyAdvert(subjectCluster, ad)
+	}
+	d := &agentv1.AdvertisementDelta{}
+	if err := proto.Unmarshal(payload, d); err != nil {
+		return fmt.Errorf("fleet: advert from %s decodes neither as Advertisement nor as AdvertisementDelta: %w", subjectCluster, err)
+	}
+	return r.ApplyDelta(subjectCluster, d)
+}
+
+// seenAt is the hub time to record for a message the agent sent at sentAt:
+// now, unless the message is older than the timeout by the agent's own clock
+// (an advert replayed from the stream after a hub restart), in which case it
+// proves nothing about liveness now.
+func (r *Registry) seenAt(now time.Time, sentAt *timestamppb.Timestamp) time.Time {
+	if sentAt == nil {
+		return now
+	}
+	s := sentAt.AsTime()
+	if now.Sub(s) > r.timeout {
+		return s
+	}
+	return now
+}
+
+// ApplyAdvert replaces a cluster's inventory with a full advertisement. An
+// advertisement of the same agent session with a sequence number not above
+// the last applied one is ignored. subjectCluster, when set, must match the
+// advert's cluster_id.
+func (r *Registry) ApplyAdvert(subjectCluster string, ad *agentv1.Advertisement) error {
+	if ad == nil {
+		return errors.New("fleet: advertisement is nil")
+	}
+	id := ad.GetClusterId()
+	if err := natsbus.ValidateClusterID(id); err != nil {
+		return fmt.Errorf("fleet: advertisement cluster_id: %w", err)
+	}
+	if subjectCluster != "" && subjectCluster != id {
+		return fmt.Errorf("fleet: advertisement cluster_id %q arrived on the subject of cluster %q", id, subjectCluster)
+	}
+	if _, err := convert.Cluster(ad, scheduler.ClusterReady, time.Time{}); err != nil {
+		return fmt.Errorf("fleet: advertisement from %s: %w", id, err)
+	}
+	now := r.clock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil {
+		e = &entry{id: id}
+		r.clusters[id] = e
+	}
+	if e.ad != nil && e.session == ad.GetSessionId() && ad.GetSeq() <= e.seq && ad.GetSeq() != 0 {
+		return nil // stale or repeated
+	}
+	e.ad = proto.Clone(ad).(*agentv1.Advertisement)
+	e.session, e.seq = ad.GetSessionId(), ad.GetSeq()
+	e.advertAt = now
+	r.seenLocked(e, r.seenAt(now, ad.GetSentAt()))
+	r.notify()
+	return nil
+}
+
+// ApplyDelta applies an advertisement delta. It is ignored unless it builds
+// on the last applied sequence number of the same session (the agent's next
+// full advertisement repairs the gap).
+func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDelta) error {
+	if d == nil {
+		return errors.New("fleet: delta is nil")
+	}
+	id := d.GetClusterId()
+	if err := natsbus.ValidateClusterID(id); err != nil {
+		return fmt.Errorf("fleet: delta cluster_id: %w", err)
+	}
+	if subjectCluster != "" && subjectCluster != id {
+		return fmt.Errorf("fleet: delta cluster_id %q arrived on the subject of cluster %q", id, subjectCluster)
+	}
+	now := r.clock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil || e.ad == nil || e.session != d.GetSessionId() || e.seq != d.GetBaseSeq() {
+		return fmt.Errorf("fleet: delta %d of %s builds on %d, which is not the last applied advertisement; waiting for a full one", d.GetSeq(), id, d.GetBaseSeq())
+	}
+	next := proto.Clone(e.ad).(*agentv1.Advertisement)
+	byName := map[string]int{}
+	for i, n := range next.Nodes {
+		byName[n.GetName()] = i
+	}
+	removed := map[string]bool{}
+	for _, n := range d.GetRemovedNodes() {
+		removed[n] = true
+	}
+	var nodes []*agentv1.Node
+	for _, n := range next.Nodes {
+		if !removed[n.GetName()] {
+			nodes = append(nodes, n)
+		}
+	}
+	for _, up := range d.GetUpsertedNodes() {
+		replaced := false
+		for i, n := range nodes {
+			if n.GetName() == up.GetName() {
+				nodes[i], replaced = up, true
+				break
+			}
+		}
+		if !replaced {
+			nodes = append(nodes, up)
+		}
+	}
+	sort.Slice(nodes, func(a, b int) bool { return nodes[a].GetName() < nodes[b].GetName() })
+	next.Nodes, next.Seq, next.SentAt = nodes, d.GetSeq(), d.GetSentAt()
+	if _, err := convert.Cluster(next, scheduler.ClusterReady, time.Time{}); err != nil {
+		return fmt.Errorf("fleet: delta %d from %s: %w", d.GetSeq(), id, err)
+	}
+	e.ad, e.seq, e.advertAt = next, d.GetSeq(), now
+	r.seenLocked(e, r.seenAt(now, d.GetSentAt()))
+	r.notify()
+	return nil
+}
+
+// HandleHeartbeatPayload decodes and applies one heartbeat.
+func (r *Registry) HandleHeartbeatPayload(subjectCluster string, payload []byte) error {
+	hb := &agentv1.Heartbeat{}
+	if err := proto.Unmarshal(payload, hb); err != nil {
+		return fmt.Errorf("fleet: heartbeat from %s: %w", subjectCluster, err)
+	}
+	return r.ApplyHeartbeat(subjectCluster, hb)
+}
+
+// ApplyHeartbeat records that a cluster is alive and which dispatch ids it
+// holds. A heartbeat from a cluster that has not advertised yet is
+// remembered (it has no capacity until its first advertisement).
+func (r *Registry) ApplyHeartbeat(subjectCluster string, hb *agentv1.Heartbeat) error {
+	if hb == nil {
+		return errors.New("fleet: heartbeat is nil")
+	}
+	id := hb.GetClusterId()
+	if id == "" {
+		id = subjectCluster
+	}
+	if err := natsbus.ValidateClusterID(id); err != nil {
+		return fmt.Errorf("fleet: heartbeat cluster_id: %w", err)
+	}
+	if subjectCluster != "" && subjectCluster != id {
+		return fmt.Errorf("fleet: heartbeat cluster_id %q arrived on the subject of cluster %q", id, subjectCluster)
+	}
+	now := r.clock()
+	ids := make([]string, 0, len(hb.GetDispatches()))
+	for _, d := range hb.GetDispatches() {
+		if d.GetDispatchId() != "" {
+			ids = append(ids, d.GetDispatchId())
+		}
+	}
+	sort.Strings(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil {
+		e = &entry{id: id}
+		r.clusters[id] = e
+	}
+	e.reported, e.reportedAt, e.reportedSet = ids, now, true
+	r.seenLocked(e, r.seenAt(now, hb.GetSentAt()))
+	return nil
+}
+
+func (r *Registry) seenLocked(e *entry, at time.Time) {
+	if at.After(e.lastSeen) {
+		e.lastSeen = at
+	}
+	if e.lost && r.clock().Sub(e.lastSeen) <= r.timeout {
+		e.lost = false
+		r.log.Info("fleet: cluster is back", "cluster", e.id)
+		r.notify()
+	}
+}
+
+// Sweep marks clusters silent for longer than the timeout as LOST and
+// returns the ids that became LOST in this call, sorted.
+func (r *Registry) Sweep() []string {
+	now := r.clock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var lost []string
+	for id, e := range r.clusters {
+		if !e.lost && now.Sub(e.lastSeen) > r.timeout {
+			e.lost = true
+			lost = append(lost, id)
+			r.log.Warn("fleet: cluster lost", "cluster", id, "silent_for", now.Sub(e.lastSeen).String())
+		}
+	}
+	sort.Strings(lost)
+	if len(lost) > 0 {
+		r.notify()
+	}
+	return lost
+}
+
+// View is one cluster as the scheduling loop needs it.
+type View struct {
+	Cluster scheduler.Cluster
+	// AdvertAt is the hub time the inventory last changed; dispatches the
+	// agent acknowledged after it are not yet reflected in it.
+	AdvertAt time.Time
+}
+
+func stateOf(e *entry) scheduler.ClusterState {
+	switch {
+	case e.lost:
+		return scheduler.ClusterLost
+	case e.draining:
+		return scheduler.ClusterDraining
+	}
+	return scheduler.ClusterReady
+}
+
+// Views returns every cluster with an inventory, sorted by id. Each call
+// builds fresh values the caller may change.
+func (r *Registry) Views() []View {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]View, 0, len(r.clusters))
+	for _, e := range r.clusters {
+		if e.ad == nil {
+			continue
+		}
+		c, err := convert.Cluster(e.ad, stateOf(e), e.lastSeen)
+		if err != nil { // validated on the way in; keep going regardless
+			r.log.Error("fleet: stored advertisement no longer converts", "cluster", e.id, "err", err)
+			continue
+		}
+		out = append(out, View{Cluster: c, AdvertAt: e.advertAt})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Cluster.ID < out[b].Cluster.ID })
+	return out
+}
+
+// State returns a cluster's state, and false when the cluster is unknown.
+func (r *Registry) State(id string) (scheduler.ClusterState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil {
+		return scheduler.ClusterReady, false
+	}
+	return stateOf(e), true
+}
+
+// Reported returns the dispatch ids of a cluster's last heartbeat and when it
+// arrived; ok is false before the first heartbeat.
+func (r *Registry) Reported(id string) (ids []string, at time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil || !e.reportedSet {
+		return nil, time.Time{}, false
+	}
+	return append([]string(nil), e.reported...), e.reportedAt, true
+}
+
+// IDs returns every known cluster id, sorted.
+func (r *Registry) IDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.clusters))
+	for id := range r.clusters {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *Registry) apiLocked(e *entry) *meridianv1.Cluster {
+	c := &meridianv1.Cluster{
+		Id:                e.id,
+		State:             convert.State(stateOf(e)),
+		DrainReason:       e.drainReason,
+		RunningDispatches: int32(len(e.reported)),
+	}
+	if !e.lastSeen.IsZero() {
+		c.LastHeartbeat = timestamppb.New(e.lastSeen)
+	}
+	if e.ad != nil {
+		c.Labels = map[string]string{}
+		for k, v := range e.ad.GetLabels() {
+			c.Labels[k] = v
+		}
+		modes, _ := convert.Modes(e.ad.GetFractionalModes())
+		c.FractionalModes = convert.ModesList(modes)
+		c.Capacity = convert.Capacity(e.ad)
+		c.Connector = e.ad.GetConnector()
+		c.AdvertisementSeq = int64(e.ad.GetSeq())
+	}
+	return c
+}
+
+// ListClusters returns every known cluster in API form, sorted by id. It
+// implements the API's ClusterSource.
+func (r *Registry) ListClusters() []*meridianv1.Cluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*meridianv1.Cluster, 0, len(r.clusters))
+	for _, e := range r.clusters {
+		out = append(out, r.apiLocked(e))
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Id < out[b].Id })
+	return out
+}
+
+// GetCluster returns one cluster in API form.
+func (r *Registry) GetCluster(id string) (*meridianv1.Cluster, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil {
+		return nil, false
+	}
+	return r.apiLocked(e), true
+}
+
+// SetDraining starts or stops draining a cluster: a draining cluster keeps
+// its running work and takes nothing new. It fails with ErrUnknownCluster for
+// a cluster never heard from. The flag lives in this registry's memory.
+func (r *Registry) SetDraining(ctx context.Context, id string, draining bool) error {
+	return r.SetDrainingReason(ctx, id, draining, "")
+}
+
+// SetDrainingReason is SetDraining with the operator's reason.
+func (r *Registry) SetDrainingReason(ctx context.Context, id string, draining bool, reason string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil {
+		return fmt.Errorf("fleet: cluster %q: %w", id, ErrUnknownCluster)
+	}
+	if e.draining != draining {
+		r.notify()
+	}
+	e.draining = draining
+	e.drainReason = ""
+	if draining {
+		e.drainReason = reason
+	}
+	return nil
+}
