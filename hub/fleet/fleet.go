@@ -14,9 +14,9 @@ import (
 
 	"github.com/meridian-gpu/meridian/hub/convert"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // DefaultTimeout is how long a cluster may stay silent before it is LOST.
