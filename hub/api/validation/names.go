@@ -54,6 +54,9 @@ func CheckQueuePath(path string) error {
 			return fmt.Errorf("%q has an empty segment %d; separate segments with a single '/', with none leading or trailing", path, i+1)
 		}
 		if p := checkDNSLabel(seg); p != "" {
+			if len(segs) == 1 {
+				return fmt.Errorf("%s", p)
+			}
 			return fmt.Errorf("segment %d of %q: %s", i+1, path, p)
 		}
 	}
