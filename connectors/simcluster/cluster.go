@@ -1,0 +1,533 @@
+package simcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// Workload labels and runtime environment variables the simulator reads.
+const (
+	// LabelDuration is how long the workload runs, as a Go duration.
+	LabelDuration = "meridian.io/sim-duration"
+	// LabelExitCode makes the workload fail with this exit code at its end
+	// (0 means success).
+	LabelExitCode = "meridian.io/sim-exit-code"
+	// EnvDuration is read from the runtime template's environment when the
+	// label is absent.
+	EnvDuration = "SIM_DURATION"
+	// EnvExitCode is read from the runtime template's environment when the
+	// label is absent.
+	EnvExitCode = "SIM_EXIT_CODE"
+)
+
+// Kind is the connector kind.
+const Kind = "simcluster"
+
+// Options tune a Cluster.
+type Options struct {
+	// Clock drives simulated time; nil means the wall clock (scale 1).
+	Clock Clock
+	// Logger receives debug logs; nil drops them.
+	Logger *slog.Logger
+	// DefaultDuration overrides the config's default duration when > 0.
+	DefaultDuration time.Duration
+}
+
+// Cluster is an in-memory cluster that implements agent.Connector.
+type Cluster struct {
+	clock    Clock
+	log      *slog.Logger
+	labels   map[string]string
+	modes    []meridianv1.FractionalMode
+	duration time.Duration
+
+	mu        sync.Mutex
+	nodes     []*node // sorted by name
+	byName    map[string]*node
+	works     map[string]*work
+	launches  int
+	rejectAll string
+	rejectIDs map[string]string
+	vanished  bool
+	closed    bool
+
+	queue  []agent.WorkEvent
+	wake   chan struct{}
+	events chan agent.WorkEvent
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+var (
+	_ agent.Connector = (*Cluster)(nil)
+	_ agent.Vanisher  = (*Cluster)(nil)
+)
+
+type node struct {
+	name    string
+	class   string
+	rack    string
+	nvlink  string
+	labels  map[string]string
+	cpuFree int64
+	cpuTot  int64
+	memFree int64
+	memTot  int64
+	gpus    []gpu
+}
+
+type gpu struct {
+	freeMilli int32
+	freeMem   int64
+	totalMem  int64
+}
+
+// charge is what one replica takes from one node.
+type charge struct {
+	n    *node
+	cpu  int64
+	mem  int64
+	gpus []gpuCharge
+}
+
+type gpuCharge struct {
+	idx   int
+	milli int32
+	mem   int64
+}
+
+type work struct {
+	id, workloadID string
+	state          agent.WorkState
+	charges        []charge
+	nodes          []string
+	milli          int64
+	started        time.Time
+	finished       time.Time
+	duration       time.Duration
+	exitCode       int32
+	finalExit      *int32
+	reason         string
+	timer          Timer
+}
+
+// New builds a cluster from a validated config. Close it when done.
+func New(cfg *Config, opts Options) (*Cluster, error) {
+	if cfg == nil {
+		return nil, errors.New("simcluster: config is nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		clock:     opts.Clock,
+		log:       opts.Logger,
+		labels:    maps.Clone(cfg.Labels),
+		modes:     cfg.Modes(),
+		duration:  cfg.DefaultDuration.Duration,
+		byName:    map[string]*node{},
+		works:     map[string]*work{},
+		rejectIDs: map[string]string{},
+		wake:      make(chan struct{}, 1),
+		events:    make(chan agent.WorkEvent, 64),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if c.clock == nil {
+		c.clock, _ = NewScaledClock(1)
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.DefaultDuration > 0 {
+		c.duration = opts.DefaultDuration
+	}
+	if c.duration <= 0 {
+		c.duration = DefaultDuration
+	}
+	for _, spec := range cfg.Nodes {
+		for _, name := range expandNames(spec) {
+			n := &node{
+				name: name, class: spec.AcceleratorClass, rack: spec.Rack, nvlink: spec.NVLinkDomain,
+				labels:  maps.Clone(spec.Labels),
+				cpuFree: spec.CPUMilli, cpuTot: spec.CPUMilli, memFree: spec.MemoryMiB, memTot: spec.MemoryMiB,
+			}
+			for range spec.GPUs {
+				n.gpus = append(n.gpus, gpu{freeMilli: 1000, freeMem: spec.GPUMemoryMiB, totalMem: spec.GPUMemoryMiB})
+			}
+			c.nodes = append(c.nodes, n)
+			c.byName[name] = n
+		}
+	}
+	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].name < c.nodes[j].name })
+	go c.pump()
+	return c, nil
+}
+
+// Close stops pending timers and the event pump. Events not yet read are
+// dropped. It is idempotent.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	for _, w := range c.works {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+	}
+	c.mu.Unlock()
+	close(c.stop)
+	<-c.done
+}
+
+// Kind returns "simcluster".
+func (c *Cluster) Kind() string { return Kind }
+
+// Events delivers state changes in order; see agent.Connector.
+func (c *Cluster) Events() <-chan agent.WorkEvent { return c.events }
+
+// pump moves queued events to the channel without ever blocking Launch.
+func (c *Cluster) pump() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		var ev agent.WorkEvent
+		has := len(c.queue) > 0
+		if has {
+			ev = c.queue[0]
+			c.queue = c.queue[1:]
+		}
+		c.mu.Unlock()
+		if !has {
+			select {
+			case <-c.wake:
+				continue
+			case <-c.stop:
+				return
+			}
+		}
+		select {
+		case c.events <- ev:
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// emit queues an event; c.mu must be held.
+func (c *Cluster) emit(w *work) {
+	ev := agent.WorkEvent{
+		DispatchID: w.id, WorkloadID: w.workloadID, State: w.state, Reason: w.reason,
+		ExitCode: w.finalExit, GPUMilliSeconds: w.usage(c.clock.Now()),
+	}
+	if w.state == agent.StateRunning {
+		ev.Time = w.started
+	} else {
+		ev.Time = w.finished
+		ev.WallTime = w.finished.Sub(w.started)
+	}
+	c.queue = append(c.queue, ev)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *work) usage(now time.Time) int64 {
+	end := now
+	if !w.finished.IsZero() {
+		end = w.finished
+	}
+	d := end.Sub(w.started)
+	if d < 0 {
+		d = 0
+	}
+	return w.milli * d.Milliseconds() / 1000
+}
+
+// ---- test hooks --------------------------------------------------------
+
+// SetRejectAll makes every new dispatch be rejected with reason; "" turns it off.
+func (c *Cluster) SetRejectAll(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rejectAll = reason
+}
+
+// RejectDispatch makes the dispatch with this id be rejected with reason when
+// it is launched.
+func (c *Cluster) RejectDispatch(dispatchID, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rejectIDs[dispatchID] = reason
+}
+
+// SetVanished makes the cluster stop (true) or resume (false) talking to
+// the hub; running work keeps running either way.
+func (c *Cluster) SetVanished(v bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vanished = v
+}
+
+// Vanished implements agent.Vanisher.
+func (c *Cluster) Vanished() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.vanished
+}
+
+// Fail ends running work now as Failed with exitCode. It reports whether
+// the dispatch was running.
+func (c *Cluster) Fail(dispatchID string, exitCode int32, reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.works[dispatchID]
+	if w == nil || w.state != agent.StateRunning {
+		return false
+	}
+	if reason == "" {
+		reason = "failed by test hook"
+	}
+	c.finishLocked(w, agent.StateFailed, &exitCode, fmt.Sprintf("%s (exit code %d)", reason, exitCode))
+	return true
+}
+
+// Launches counts dispatches actually started (idempotent repeats and
+// rejections are not counted).
+func (c *Cluster) Launches() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.launches
+}
+
+// Running counts dispatches running now.
+func (c *Cluster) Running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, w := range c.works {
+		if w.state == agent.StateRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// ---- Connector ---------------------------------------------------------
+
+// Inventory reports every node's free and total capacity.
+func (c *Cluster) Inventory(ctx context.Context) (*agent.Inventory, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inv := &agent.Inventory{Labels: maps.Clone(c.labels), FractionalModes: append([]meridianv1.FractionalMode(nil), c.modes...)}
+	for _, n := range c.nodes {
+		an := &agentv1.Node{
+			Name: n.name, Labels: maps.Clone(n.labels), AcceleratorClass: n.class, Rack: n.rack, NvlinkDomain: n.nvlink,
+			Schedulable: true, CpuMilliFree: n.cpuFree, CpuMilliTotal: n.cpuTot, MemoryMibFree: n.memFree, MemoryMibTotal: n.memTot,
+		}
+		for i, g := range n.gpus {
+			an.Gpus = append(an.Gpus, &agentv1.Gpu{Index: int32(i), FreeMilli: g.freeMilli, FreeMemoryMib: g.freeMem, TotalMemoryMib: g.totalMem, Healthy: true})
+		}
+		inv.Nodes = append(inv.Nodes, an)
+	}
+	return inv, nil
+}
+
+// Launch places and starts d's workload; see agent.Connector.
+func (c *Cluster) Launch(ctx context.Context, d *agentv1.Dispatch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d == nil || d.GetDispatchId() == "" {
+		return errors.New("simcluster: dispatch_id is empty")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errors.New("simcluster: cluster is closed")
+	}
+	if _, known := c.works[d.DispatchId]; known {
+		return nil
+	}
+	if r, ok := c.rejectIDs[d.DispatchId]; ok {
+		return agent.Reject("%s", r)
+	}
+	if c.rejectAll != "" {
+		return agent.Reject("%s", c.rejectAll)
+	}
+	wl := d.GetWorkload()
+	if wl == nil {
+		return agent.Reject("workload: missing from the dispatch")
+	}
+	if len(wl.GetPodSets()) == 0 {
+		return agent.Reject("workload.pod_sets: empty")
+	}
+	dur, exit, err := c.runSpec(wl)
+	if err != nil {
+		return agent.Reject("%v", err)
+	}
+	charges, nodes, err := c.place(wl, d.GetPlacement())
+	if err != nil {
+		return agent.Reject("%v", err)
+	}
+	now := c.clock.Now()
+	w := &work{id: d.DispatchId, workloadID: d.GetWorkloadId(), state: agent.StateRunning, charges: charges, nodes: nodes,
+		started: now, duration: dur, exitCode: exit}
+	if w.workloadID == "" {
+		w.workloadID = wl.GetId()
+	}
+	for _, ch := range charges {
+		for _, g := range ch.gpus {
+			w.milli += int64(g.milli)
+		}
+	}
+	c.works[w.id] = w
+	c.launches++
+	id := w.id
+	w.timer = c.clock.AfterFunc(dur, func() { c.complete(id) })
+	c.log.Debug("simcluster launched", "dispatch_id", id, "nodes", nodes, "duration", dur)
+	c.emit(w)
+	return nil
+}
+
+// complete ends work whose duration has passed.
+func (c *Cluster) complete(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.works[id]
+	if w == nil || w.state != agent.StateRunning || c.closed {
+		return
+	}
+	exit := w.exitCode
+	if exit != 0 {
+		c.finishLocked(w, agent.StateFailed, &exit, fmt.Sprintf("exited with code %d", exit))
+		return
+	}
+	c.finishLocked(w, agent.StateSucceeded, &exit, "")
+}
+
+func (c *Cluster) finishLocked(w *work, st agent.WorkState, exit *int32, reason string) {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.state, w.finalExit, w.reason = st, exit, reason
+	w.finished = c.clock.Now()
+	for _, ch := range w.charges {
+		ch.release()
+	}
+	c.emit(w)
+}
+
+// Cancel stops running work; unknown or finished work is a no-op.
+func (c *Cluster) Cancel(ctx context.Context, dispatchID string, preempt bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.works[dispatchID]
+	if w == nil || w.state != agent.StateRunning {
+		return nil
+	}
+	if preempt {
+		c.finishLocked(w, agent.StatePreempted, nil, "preempted by the hub")
+	} else {
+		c.finishLocked(w, agent.StateCancelled, nil, "cancelled by the hub")
+	}
+	return nil
+}
+
+// List returns every dispatch the cluster launched, sorted by id.
+func (c *Cluster) List(ctx context.Context) ([]agent.WorkStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	out := make([]agent.WorkStatus, 0, len(c.works))
+	for _, w := range c.works {
+		out = append(out, agent.WorkStatus{
+			DispatchID: w.id, WorkloadID: w.workloadID, State: w.state, Nodes: append([]string(nil), w.nodes...),
+			StartedAt: w.started, FinishedAt: w.finished, ExitCode: w.finalExit, Reason: w.reason,
+			GPUMilliSeconds: w.usage(now),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].DispatchID < out[j].DispatchID })
+	return out, nil
+}
+
+// runSpec reads the duration and exit code from labels or runtime env.
+func (c *Cluster) runSpec(wl *meridianv1.Workload) (time.Duration, int32, error) {
+	env := map[string]string{}
+	if rt := wl.GetRuntime(); rt != nil {
+		if ct := rt.GetContainer(); ct != nil {
+			env = ct.GetEnv()
+		} else if st := rt.GetSlurm(); st != nil {
+			env = st.GetEnv()
+		}
+	}
+	pick := func(label, envKey string) (string, string) {
+		if v, ok := wl.GetLabels()[label]; ok {
+			return v, "workload.labels[" + label + "]"
+		}
+		if v, ok := env[envKey]; ok {
+			return v, "workload.runtime env " + envKey
+		}
+		return "", ""
+	}
+	dur := c.duration
+	if v, field := pick(LabelDuration, EnvDuration); field != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d < 0 {
+			return 0, 0, fmt.Errorf("%s: %q is not a non-negative duration such as 30s", field, v)
+		}
+		dur = d
+	}
+	var exit int32
+	if v, field := pick(LabelExitCode, EnvExitCode); field != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil || n < 0 || n > 255 {
+			return 0, 0, fmt.Errorf("%s: %q is not an exit code in 0..255", field, v)
+		}
+		exit = int32(n)
+	}
+	return dur, exit, nil
+}
+
+func (ch *charge) release() {
+	ch.n.cpuFree += ch.cpu
+	ch.n.memFree += ch.mem
+	for _, g := range ch.gpus {
+		ch.n.gpus[g.idx].freeMilli += g.milli
+		ch.n.gpus[g.idx].freeMem += g.mem
+	}
+}
+
+func (ch *charge) apply() {
+	ch.n.cpuFree -= ch.cpu
+	ch.n.memFree -= ch.mem
+	for _, g := range ch.gpus {
+		ch.n.gpus[g.idx].freeMilli -= g.milli
+		ch.n.gpus[g.idx].freeMem -= g.mem
+	}
+}
