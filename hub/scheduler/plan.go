@@ -125,6 +125,7 @@ func (p *planner) schedule(w *Workload) (Dispatch, bool) {
 		p.pend(w, ReasonQuota, v)
 		return Dispatch{}, false
 	}
+	w = p.capElastic(w)
 	key := shapeKey(w)
 	if f, ok := p.failed[key]; ok {
 		p.pend(w, f.Code, f.Reason)
@@ -212,6 +213,55 @@ func (p *planner) quotaPrecheck(w *Workload) (string, bool) {
 		}
 	}
 	return "", true
+}
+
+// capElastic lowers the replica count of elastic pod sets of a known class
+// to what the queue's quota admits (never below MinReplicas), so an elastic
+// workload runs smaller instead of waiting. It returns w itself when nothing
+// changes, or a copy.
+func (p *planner) capElastic(w *Workload) *Workload {
+	var out *Workload
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		if ps.MinReplicas <= 0 || ps.MinReplicas >= ps.Replicas || ps.Class == "" || ps.Req.GPUs == 0 {
+			continue
+		}
+		// Everything else at its minimum, in this class.
+		var others int64
+		for j := range w.PodSets {
+			o := &w.PodSets[j]
+			if j == i || o.Class != ps.Class {
+				continue
+			}
+			n := o.MinReplicas
+			if n <= 0 || n > o.Replicas {
+				n = o.Replicas
+			}
+			others += int64(n) * o.Req.TotalMilli()
+		}
+		per := ps.Req.TotalMilli()
+		lo, hi := ps.MinReplicas, ps.Replicas // lo is admissible (precheck passed)
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if p.tree.Check(w.Queue, ps.Class, others+int64(mid)*per).OK {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if lo < ps.Replicas {
+			if out == nil {
+				cp := *w
+				cp.PodSets = append([]PodSet(nil), w.PodSets...)
+				out = &cp
+			}
+			out.PodSets[i].Replicas = lo
+		}
+	}
+	if out == nil {
+		return w
+	}
+	return out
 }
 
 // checkAndCharge checks the placed gang's usage against quota and charges it.
