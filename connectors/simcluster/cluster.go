@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
 )
 
 // Workload labels and runtime environment variables the simulator reads.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
 )
 
 const small = `
