@@ -1,0 +1,103 @@
+package api
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+const maxClusterIDLen = 63
+
+func checkClusterID(id string) error {
+	switch {
+	case id == "":
+		return invalid("id", "is required")
+	case len(id) > maxClusterIDLen:
+		return invalid("id", "is %d characters; a cluster id is a DNS-1123 label of at most %d", len(id), maxClusterIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return invalid("id", "%q is not a DNS-1123 label: use lower-case letters, digits and '-'", id)
+		}
+	}
+	return nil
+}
+
+// ListClusters lists the fleet from the ClusterSource.
+func (s *Service) ListClusters(ctx context.Context, req *meridianv1.ListClustersRequest) (*meridianv1.ListClustersResponse, error) {
+	if _, ok := meridianv1.ClusterState_name[int32(req.GetState())]; !ok {
+		return nil, invalid("state", "unknown cluster state %d", req.GetState())
+	}
+	sel, err := parseSelector(req.GetLabelSelector())
+	if err != nil {
+		return nil, invalid("label_selector", "%v", err)
+	}
+	out := &meridianv1.ListClustersResponse{}
+	if s.d.Clusters == nil {
+		return out, nil
+	}
+	for _, c := range s.d.Clusters.ListClusters() {
+		if st := req.GetState(); st != meridianv1.ClusterState_CLUSTER_STATE_UNSPECIFIED && c.GetState() != st {
+			continue
+		}
+		if !sel.matches(c.GetLabels()) {
+			continue
+		}
+		out.Clusters = append(out.Clusters, proto.Clone(c).(*meridianv1.Cluster))
+	}
+	return out, nil
+}
+
+// GetCluster returns one cluster.
+func (s *Service) GetCluster(ctx context.Context, req *meridianv1.GetClusterRequest) (*meridianv1.Cluster, error) {
+	if err := checkClusterID(req.GetId()); err != nil {
+		return nil, err
+	}
+	return s.cluster(req.GetId())
+}
+
+func (s *Service) cluster(id string) (*meridianv1.Cluster, error) {
+	if s.d.Clusters != nil {
+		if c, ok := s.d.Clusters.GetCluster(id); ok {
+			return proto.Clone(c).(*meridianv1.Cluster), nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "cluster %s not found; it has never registered with this hub", id)
+}
+
+// DrainCluster closes a cluster to new dispatches.
+func (s *Service) DrainCluster(ctx context.Context, req *meridianv1.DrainClusterRequest) (*meridianv1.Cluster, error) {
+	if err := checkClusterID(req.GetId()); err != nil {
+		return nil, err
+	}
+	if len(req.GetReason()) > maxReasonLen {
+		return nil, invalid("reason", "is %d bytes; at most %d", len(req.GetReason()), maxReasonLen)
+	}
+	return s.setDraining(ctx, req.GetId(), true)
+}
+
+// ResumeCluster reopens a drained cluster.
+func (s *Service) ResumeCluster(ctx context.Context, req *meridianv1.ResumeClusterRequest) (*meridianv1.Cluster, error) {
+	if err := checkClusterID(req.GetId()); err != nil {
+		return nil, err
+	}
+	return s.setDraining(ctx, req.GetId(), false)
+}
+
+func (s *Service) setDraining(ctx context.Context, id string, draining bool) (*meridianv1.Cluster, error) {
+	if _, err := s.cluster(id); err != nil {
+		return nil, err
+	}
+	if err := s.d.Clusters.SetDraining(ctx, id, draining); err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, err
+		}
+		return nil, storeErr("set draining", err)
+	}
+	return s.cluster(id)
+}

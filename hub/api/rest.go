@@ -1,0 +1,129 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/meridian-gpu/meridian/hub/api/validation"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// NewGatewayMux returns a grpc-gateway mux that decodes bodies strictly
+// (unknown fields are errors), writes JSON without unset fields, and passes
+// the Idempotency-Key header through as gRPC metadata. Register the
+// generated handlers on it, then call HandleSubmit.
+func NewGatewayMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
+	opts := []runtime.ServeMuxOption{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}),
+		runtime.WithIncomingHeaderMatcher(func(k string) (string, bool) {
+			if strings.EqualFold(k, IdempotencyHeader) {
+				return "idempotency-key", true
+			}
+			return runtime.DefaultHeaderMatcher(k)
+		}),
+	}
+	return runtime.NewServeMux(append(opts, extra...)...)
+}
+
+// RegisterGateway registers every service's REST handlers on mux, calling
+// the gRPC server through conn, and the strict submit handler.
+func RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn, maxBody int64) error {
+	for name, reg := range map[string]func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+		"workload": meridianv1.RegisterWorkloadServiceHandler,
+		"queue":    meridianv1.RegisterQueueServiceHandler,
+		"cluster":  meridianv1.RegisterClusterServiceHandler,
+		"admin":    meridianv1.RegisterAdminServiceHandler,
+	} {
+		if err := reg(ctx, mux, conn); err != nil {
+			return fmt.Errorf("api: register %s gateway: %w", name, err)
+		}
+	}
+	return HandleSubmit(mux, meridianv1.NewWorkloadServiceClient(conn), maxBody)
+}
+
+// HandleSubmit serves POST /v1/workloads on mux with DecodeWorkload, so a
+// bad body gets an InvalidArgument naming the field and line, and YAML
+// bodies work too. Bodies over maxBody bytes (0: DefaultMaxRequestBytes)
+// get 413 with an InvalidArgument status naming `body`. It must be called
+// after the generated handlers are registered (the last route wins).
+func HandleSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient, maxBody int64) error {
+	if maxBody <= 0 {
+		maxBody = DefaultMaxRequestBytes
+	}
+	return mux.HandlePath(http.MethodPost, "/v1/workloads", func(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+		serveSubmit(mux, client, maxBody, w, r)
+	})
+}
+
+func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient, maxBody int64, w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	_, outbound := runtime.MarshalerForRequest(mux, r)
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeStatus(w, outbound, http.StatusRequestEntityTooLarge, invalid("body", "request body is larger than %d bytes", mbe.Limit))
+			return
+		}
+		runtime.HTTPError(ctx, mux, outbound, w, r, invalid("body", "could not read the request body: %v", err))
+		return
+	}
+	if int64(len(body)) > maxBody {
+		writeStatus(w, outbound, http.StatusRequestEntityTooLarge, invalid("body", "request body is larger than %d bytes; the limit is %d", maxBody, maxBody))
+		return
+	}
+	wl, err := validation.DecodeWorkload(body)
+	if err != nil {
+		field := "body"
+		var de *validation.DecodeError
+		if errors.As(err, &de) && de.Field != "" {
+			field = de.Field
+		}
+		runtime.HTTPError(ctx, mux, outbound, w, r, invalid(field, "%v", err))
+		return
+	}
+	md := metadata.MD{}
+	if k := r.Header.Get(IdempotencyHeader); k != "" {
+		md.Set("idempotency-key", k)
+	}
+	if rid := r.Header.Get("X-Request-Id"); rid != "" {
+		md.Set("x-request-id", rid)
+	}
+	resp, err := client.SubmitWorkload(metadata.NewOutgoingContext(ctx, md), &meridianv1.SubmitWorkloadRequest{Workload: wl})
+	if err != nil {
+		runtime.HTTPError(ctx, mux, outbound, w, r, err)
+		return
+	}
+	runtime.ForwardResponseMessage(ctx, mux, outbound, w, r, resp)
+}
+
+// writeStatus writes a gRPC status as the gateway would, with an explicit
+// HTTP code.
+func writeStatus(w http.ResponseWriter, m runtime.Marshaler, httpCode int, err error) {
+	st := status.Convert(err)
+	if st.Code() == codes.OK {
+		st = status.New(codes.Unknown, err.Error())
+	}
+	b, merr := m.Marshal(st.Proto())
+	if merr != nil {
+		http.Error(w, st.Message(), httpCode)
+		return
+	}
+	w.Header().Set("Content-Type", m.ContentType(st.Proto()))
+	w.WriteHeader(httpCode)
+	_, _ = w.Write(b)
+}

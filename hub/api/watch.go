@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meridian-gpu/meridian/hub/api/validation"
+	"github.com/meridian-gpu/meridian/hub/store"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// WatchWorkloads streams workload changes. From revision 0 it reads the
+// watch cache, whose per-subscriber delivery is coalesced per workload and
+// never blocks the cache: a slow client may skip intermediate states of a
+// workload but always receives its latest one, and one workload's events
+// arrive in revision order. With since_revision it replays from etcd.
+func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream meridianv1.WorkloadService_WatchWorkloadsServer) error {
+	if q := req.GetQueue(); q != "" {
+		if err := validation.CheckQueuePath(q); err != nil {
+			return invalid("queue", "%v", err)
+		}
+	}
+	sel, err := parseSelector(req.GetLabelSelector())
+	if err != nil {
+		return invalid("label_selector", "%v", err)
+	}
+	if r := req.GetSinceRevision(); r < 0 {
+		return invalid("since_revision", "must not be negative (got %d)", r)
+	}
+	if req.GetSinceRevision() > 0 && req.GetSendInitial() {
+		return invalid("send_initial", "cannot be combined with since_revision; resume or start fresh")
+	}
+	f := watchFilter{queue: req.GetQueue(), sel: sel}
+	if req.GetSinceRevision() > 0 || s.d.Workloads == nil {
+		return s.watchEtcd(stream.Context(), req, f, stream)
+	}
+	return s.watchCache(stream.Context(), req, f, stream)
+}
+
+type watchFilter struct {
+	queue string
+	sel   selector
+}
+
+func (f watchFilter) match(w *meridianv1.Workload) bool {
+	return queueMatches(f.queue, w.GetQueue()) && f.sel.matches(w.GetLabels())
+}
+
+type eventSender interface {
+	Send(*meridianv1.WorkloadEvent) error
+}
+
+func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloadsRequest, f watchFilter, out eventSender) error {
+	c := s.d.Workloads
+	select {
+	case <-c.Ready():
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	// Subscribe first, then snapshot: every change after the snapshot's
+	// revision arrives on the channel.
+	events, cancel := c.Subscribe()
+	defer cancel()
+	snap, rev := c.Snapshot()
+	prefix := store.Prefix(store.KindWorkloads)
+	known := make(map[string]bool, len(snap))
+	keys := make([]string, 0, len(snap))
+	for k := range snap {
+		known[k] = true
+		keys = append(keys, k)
+	}
+	if req.GetSendInitial() {
+		sort.Strings(keys)
+		for _, k := range keys {
+			w, err := DecodeWorkloadRecord(snap[k].Value)
+			if err != nil || !f.match(w) {
+				continue
+			}
+			if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED, Workload: w, Revision: snap[k].ModRev}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK, Revision: rev, Time: timestamppb.New(s.now())}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				return status.Error(codes.Unavailable, "watch: the hub's workload cache stopped; reconnect with since_revision")
+			}
+			if ev.ModRev <= rev || !strings.HasPrefix(ev.Key, prefix) {
+				continue
+			}
+			we, ok := s.cacheEvent(ev, known, f)
+			if !ok {
+				continue
+			}
+			if err := out.Send(we); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// cacheEvent turns a cache event into an API event, or false when it is
+// filtered out.
+func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilter) (*meridianv1.WorkloadEvent, bool) {
+	prefix := store.Prefix(store.KindWorkloads)
+	we := &meridianv1.WorkloadEvent{Revision: ev.ModRev, Time: timestamppb.New(s.now())}
+	if ev.Type == store.EventDelete {
+		if !known[ev.Key] {
+			return nil, false
+		}
+		delete(known, ev.Key)
+		we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_DELETED
+		we.Workload = &meridianv1.Workload{Id: strings.TrimPrefix(ev.Key, prefix)}
+		return we, true
+	}
+	w, err := DecodeWorkloadRecord(ev.Value)
+	if err != nil {
+		s.log.Error("watch: skipping undecodable workload record", "key", ev.Key, "err", err)
+		return nil, false
+	}
+	we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED
+	if !known[ev.Key] {
+		we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED
+		known[ev.Key] = true
+	}
+	if !f.match(w) {
+		return nil, false
+	}
+	we.Workload = w
+	return we, true
+}
+
+func (s *Service) watchEtcd(ctx context.Context, req *meridianv1.WatchWorkloadsRequest, f watchFilter, out eventSender) error {
+	prefix := store.Prefix(store.KindWorkloads)
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	from := req.GetSinceRevision() + 1
+	if req.GetSinceRevision() == 0 {
+		// No cache: list now (optionally sending it), then watch after.
+		items, rev, err := s.st.List(ctx, prefix, 0)
+		if err != nil {
+			return storeErr("watch: list workloads", err)
+		}
+		if req.GetSendInitial() {
+			for _, it := range items {
+				w, err := DecodeWorkloadRecord(it.Value)
+				if err != nil || !f.match(w) {
+					continue
+				}
+				if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED, Workload: w, Revision: it.ModRev}); err != nil {
+					return err
+				}
+			}
+		}
+		if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK, Revision: rev, Time: timestamppb.New(s.now())}); err != nil {
+			return err
+		}
+		from = rev + 1
+	}
+	wch := s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
+	for wr := range wch {
+		if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
+			return invalid("since_revision", "revision %d has been compacted (oldest available %d); start again with send_initial", from-1, wr.CompactRevision)
+		}
+		if err := wr.Err(); err != nil {
+			return storeErr("watch workloads", err)
+		}
+		for _, ev := range wr.Events {
+			we := &meridianv1.WorkloadEvent{Revision: ev.Kv.ModRevision, Time: timestamppb.New(s.now())}
+			val := ev.Kv.Value
+			switch {
+			case ev.Type == clientv3.EventTypeDelete:
+				we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_DELETED
+				if ev.PrevKv != nil {
+					val = ev.PrevKv.Value
+				}
+			case ev.IsCreate():
+				we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED
+			default:
+				we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED
+			}
+			w, err := DecodeWorkloadRecord(val)
+			if err != nil {
+				if ev.Type != clientv3.EventTypeDelete {
+					continue
+				}
+				w = &meridianv1.Workload{Id: strings.TrimPrefix(string(ev.Kv.Key), prefix)}
+			} else if !f.match(w) {
+				continue
+			}
+			we.Workload = w
+			if err := out.Send(we); err != nil {
+				return err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return status.Error(codes.Unavailable, "watch: etcd watch ended; reconnect with since_revision")
+}

@@ -1,0 +1,473 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meridian-gpu/meridian/hub/api/validation"
+	"github.com/meridian-gpu/meridian/hub/store"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// PendingWaitingForScheduler is the pending reason of a freshly submitted
+// workload, until the scheduling loop writes its own.
+const PendingWaitingForScheduler = "waiting for the scheduler"
+
+// IdempotencyHeader is the HTTP header (and gRPC metadata key, lower-cased)
+// that may carry the idempotency key instead of the body field.
+const IdempotencyHeader = "Idempotency-Key"
+
+// ConditionCancelRequested is the condition the API appends to a
+// dispatched workload when a user cancels it; the loop acts on it.
+const ConditionCancelRequested = "CancelRequested"
+
+const (
+	maxReasonLen     = 1024
+	defaultPageSize  = 100
+	maxPageSize      = 1000
+	listBatch        = 256
+	maxScanPerList   = 20000
+	maxSubmitRetries = 4
+	maxCASRetries    = 8
+)
+
+// SubmitWorkload validates and stores a workload as QUEUED.
+func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWorkloadRequest) (*meridianv1.SubmitWorkloadResponse, error) {
+	w := req.GetWorkload()
+	if w == nil {
+		return nil, invalid("workload", "is required")
+	}
+	if hk := idempotencyFromMetadata(ctx); hk != "" {
+		switch bk := w.GetIdempotencyKey(); {
+		case bk == "":
+			w = proto.Clone(w).(*meridianv1.Workload)
+			w.IdempotencyKey = hk
+		case bk != hk:
+			return nil, invalid("idempotency_key", "the body says %q but the %s header says %q; send one or make them equal", bk, IdempotencyHeader, hk)
+		}
+	}
+	if err := validation.ValidateWorkload(w); err != nil {
+		return nil, err
+	}
+	qkey, err := QueueKey(w.GetQueue())
+	if err != nil {
+		return nil, invalid("queue", "%v", err)
+	}
+	for attempt := 0; ; attempt++ {
+		// A replay needs no queue: it returns what was stored.
+		if k := w.GetIdempotencyKey(); k != "" {
+			if resp, err := s.replay(ctx, w); resp != nil || err != nil {
+				return resp, err
+			}
+		}
+		qrev, err := s.checkLeafQueue(ctx, qkey, w.GetQueue())
+		if err != nil {
+			return nil, err
+		}
+		now := s.now()
+		id, err := s.ids.next(now)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "submit: %v", err)
+		}
+		stored := proto.Clone(w).(*meridianv1.Workload)
+		stored.Id = id
+		stored.CreateTime = timestamppb.New(now)
+		stored.Status = &meridianv1.WorkloadStatus{
+			Phase:         meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
+			PendingReason: PendingWaitingForScheduler,
+			UpdateTime:    timestamppb.New(now),
+		}
+		wkey, err := WorkloadKey(id)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "submit: %v", err)
+		}
+		b, err := marshal(stored)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "submit: %v", err)
+		}
+		ops := []store.Op{store.PutIfModRev(wkey, b, 0), store.Check(qkey, qrev)}
+		if k := w.GetIdempotencyKey(); k != "" {
+			ops = append(ops, store.PutIfModRev(IdempotencyKey(w.GetQueue(), k), []byte(id), 0))
+		}
+		_, err = s.st.Commit(ctx, nil, ops...)
+		if err == nil {
+			s.log.Debug("workload submitted", "workload", id, "queue", stored.GetQueue())
+			return &meridianv1.SubmitWorkloadResponse{Workload: stored}, nil
+		}
+		if !store.IsConflict(err) || attempt >= maxSubmitRetries {
+			return nil, storeErr("submit workload", err)
+		}
+		// The queue changed or another submit with the same key won the
+		// race; look again.
+	}
+}
+
+// replay returns the stored workload for w's idempotency key, a
+// conflict error when the key was used for a different workload, or
+// (nil, nil) when the key is new.
+func (s *Service) replay(ctx context.Context, w *meridianv1.Workload) (*meridianv1.SubmitWorkloadResponse, error) {
+	ikey := IdempotencyKey(w.GetQueue(), w.GetIdempotencyKey())
+	idb, _, err := s.st.Get(ctx, ikey)
+	if store.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, storeErr("read idempotency record", err)
+	}
+	orig, _, err := s.getWorkload(ctx, string(idb))
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			return nil, fieldError(codes.FailedPrecondition, "idempotency_key",
+				"%q was used for workload %s, which no longer exists; use a new key", w.GetIdempotencyKey(), idb)
+		}
+		return nil, err
+	}
+	spec := proto.Clone(orig).(*meridianv1.Workload)
+	spec.Id, spec.CreateTime, spec.Status = "", nil, nil
+	if !proto.Equal(spec, w) {
+		return nil, fieldError(codes.AlreadyExists, "idempotency_key",
+			"%q was already used in queue %s for workload %s with a different body; use a new key to submit a different workload",
+			w.GetIdempotencyKey(), w.GetQueue(), orig.GetId())
+	}
+	return &meridianv1.SubmitWorkloadResponse{Workload: orig, Replayed: true}, nil
+}
+
+// checkLeafQueue returns the queue's mod revision when it exists and has no
+// children, and an InvalidArgument naming `queue` otherwise.
+func (s *Service) checkLeafQueue(ctx context.Context, qkey, path string) (int64, error) {
+	_, rev, err := s.st.Get(ctx, qkey)
+	if store.IsNotFound(err) {
+		return 0, invalid("queue", "queue %q does not exist; create it first (meridianctl queues, or POST /v1/queues)", path)
+	}
+	if err != nil {
+		return 0, storeErr("read queue", err)
+	}
+	resp, err := s.cli.Get(ctx, qkey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, storeErr("read queue children", err)
+	}
+	if resp.Count > 0 {
+		return 0, invalid("queue", "queue %q has child queues; submit to a leaf queue below it", path)
+	}
+	return rev, nil
+}
+
+func idempotencyFromMetadata(ctx context.Context) string {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return ""
+	}
+	for _, k := range []string{"idempotency-key", "grpcgateway-idempotency-key"} {
+		if v := md.Get(k); len(v) > 0 && v[0] != "" {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// checkID validates a workload id from a request.
+func checkID(id string) error {
+	if id == "" {
+		return invalid("id", "is required")
+	}
+	if !validWorkloadID(id) {
+		return invalid("id", "%q is not a workload id (want %s followed by 26 base32 characters)", truncate(id, 80), WorkloadIDPrefix)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// getWorkload reads one workload and its mod revision.
+func (s *Service) getWorkload(ctx context.Context, id string) (*meridianv1.Workload, int64, error) {
+	if err := checkID(id); err != nil {
+		return nil, 0, err
+	}
+	key, err := WorkloadKey(id)
+	if err != nil {
+		return nil, 0, invalid("id", "%v", err)
+	}
+	b, rev, err := s.st.Get(ctx, key)
+	if store.IsNotFound(err) {
+		return nil, 0, status.Errorf(codes.NotFound, "workload %s not found", id)
+	}
+	if err != nil {
+		return nil, 0, storeErr("read workload", err)
+	}
+	w, err := DecodeWorkloadRecord(b)
+	if err != nil {
+		return nil, 0, status.Errorf(codes.Internal, "workload %s: %v", id, err)
+	}
+	return w, rev, nil
+}
+
+// GetWorkload returns one workload.
+func (s *Service) GetWorkload(ctx context.Context, req *meridianv1.GetWorkloadRequest) (*meridianv1.Workload, error) {
+	w, _, err := s.getWorkload(ctx, req.GetId())
+	return w, err
+}
+
+// pageToken is the opaque list cursor: the last key returned and a hash
+// of the filters it was made for.
+type pageToken struct {
+	Last   string `json:"l"`
+	Filter string `json:"f"`
+}
+
+func encodeToken(t pageToken) string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeToken(s, filter string) (pageToken, error) {
+	var t pageToken
+	if len(s) > 2048 {
+		return t, invalid("page_token", "is %d characters; it is not a token this server issued", len(s))
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return t, invalid("page_token", "is not a token this server issued (bad encoding)")
+	}
+	if err := json.Unmarshal(b, &t); err != nil || t.Last == "" {
+		return t, invalid("page_token", "is not a token this server issued (bad content)")
+	}
+	if t.Filter != filter {
+		return t, invalid("page_token", "was issued for a request with different filters; send the same filters as the request that returned it")
+	}
+	return t, nil
+}
+
+func filterHash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s;", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func pageSize(field string, n int32) (int, error) {
+	switch {
+	case n < 0:
+		return 0, invalid(field, "must not be negative (got %d)", n)
+	case n > maxPageSize:
+		return 0, invalid(field, "must be at most %d (got %d)", maxPageSize, n)
+	case n == 0:
+		return defaultPageSize, nil
+	}
+	return int(n), nil
+}
+
+// ListWorkloads lists workloads newest first, a page at a time.
+func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloadsRequest) (*meridianv1.ListWorkloadsResponse, error) {
+	size, err := pageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	if q := req.GetQueue(); q != "" {
+		if err := validation.CheckQueuePath(q); err != nil {
+			return nil, invalid("queue", "%v", err)
+		}
+	}
+	for i, p := range req.GetPhase() {
+		if _, ok := meridianv1.WorkloadPhase_name[int32(p)]; !ok {
+			return nil, invalid(fmt.Sprintf("phase[%d]", i), "unknown phase %d", p)
+		}
+	}
+	if c := req.GetCluster(); len(c) > 253 {
+		return nil, invalid("cluster", "is %d characters; at most 253", len(c))
+	}
+	sel, err := parseSelector(req.GetLabelSelector())
+	if err != nil {
+		return nil, invalid("label_selector", "%v", err)
+	}
+	phases := make([]string, 0, len(req.GetPhase()))
+	for _, p := range req.GetPhase() {
+		phases = append(phases, p.String())
+	}
+	slices.Sort(phases)
+	fh := filterHash(req.GetQueue(), strings.Join(phases, ","), req.GetCluster(), req.GetLabelSelector())
+	prefix := store.Prefix(store.KindWorkloads)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	if tok := req.GetPageToken(); tok != "" {
+		t, err := decodeToken(tok, fh)
+		if err != nil {
+			return nil, err
+		}
+		if !validWorkloadID(t.Last) {
+			return nil, invalid("page_token", "is not a token this server issued (bad position)")
+		}
+		end = prefix + t.Last
+	}
+	match := func(w *meridianv1.Workload) bool {
+		if !queueMatches(req.GetQueue(), w.GetQueue()) {
+			return false
+		}
+		if len(req.GetPhase()) > 0 && !slices.Contains(req.GetPhase(), w.GetStatus().GetPhase()) {
+			return false
+		}
+		if c := req.GetCluster(); c != "" && w.GetStatus().GetCluster() != c {
+			return false
+		}
+		return sel.matches(w.GetLabels())
+	}
+	out := &meridianv1.ListWorkloadsResponse{}
+	var rev int64
+	scanned := 0
+	for {
+		opts := []clientv3.OpOption{
+			clientv3.WithRange(end),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend),
+			clientv3.WithLimit(listBatch),
+		}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, prefix, opts...)
+		if err != nil {
+			return nil, storeErr("list workloads", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for i, kv := range resp.Kvs {
+			scanned++
+			key := string(kv.Key)
+			w, err := DecodeWorkloadRecord(kv.Value)
+			if err != nil {
+				s.log.Error("skipping undecodable workload record", "key", key, "err", err)
+				continue
+			}
+			if match(w) {
+				out.Workloads = append(out.Workloads, w)
+			}
+			last := strings.TrimPrefix(key, prefix)
+			moreHere := i < len(resp.Kvs)-1 || resp.More
+			if (len(out.Workloads) == size || scanned >= maxScanPerList) && moreHere {
+				out.NextPageToken = encodeToken(pageToken{Last: last, Filter: fh})
+				return out, nil
+			}
+			end = key
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// CancelWorkload cancels a queued workload at once, asks the loop to stop
+// a dispatched one, and returns a terminal one unchanged.
+func (s *Service) CancelWorkload(ctx context.Context, req *meridianv1.CancelWorkloadRequest) (*meridianv1.Workload, error) {
+	if err := checkID(req.GetId()); err != nil {
+		return nil, err
+	}
+	if r := req.GetReason(); len(r) > maxReasonLen {
+		return nil, invalid("reason", "is %d bytes; at most %d", len(r), maxReasonLen)
+	}
+	key, _ := WorkloadKey(req.GetId())
+	for attempt := 0; attempt < maxCASRetries; attempt++ {
+		w, rev, err := s.getWorkload(ctx, req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		now := timestamppb.New(s.now())
+		msg := "cancelled by user"
+		if r := req.GetReason(); r != "" {
+			msg += ": " + r
+		}
+		st := w.GetStatus()
+		if st == nil {
+			st = &meridianv1.WorkloadStatus{}
+			w.Status = st
+		}
+		switch p := st.GetPhase(); {
+		case IsTerminal(p):
+			return w, nil
+		case p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_UNSPECIFIED:
+			st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
+			st.PendingReason = ""
+			st.Message = msg
+			st.EndTime = now
+			st.UpdateTime = now
+		default:
+			if hasCondition(st, ConditionCancelRequested) {
+				return w, nil
+			}
+			st.Conditions = append(st.Conditions, &meridianv1.Condition{
+				Type: ConditionCancelRequested, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE,
+				Reason: "UserRequested", Message: msg, LastTransitionTime: now,
+			})
+			st.UpdateTime = now
+		}
+		b, err := marshal(w)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "cancel: %v", err)
+		}
+		_, err = s.st.Commit(ctx, nil, store.PutIfModRev(key, b, rev))
+		if err == nil {
+			return w, nil
+		}
+		if !store.IsConflict(err) {
+			return nil, storeErr("cancel workload", err)
+		}
+	}
+	return nil, status.Errorf(codes.Aborted, "cancel workload %s: it kept changing under %d attempts; retry", req.GetId(), maxCASRetries)
+}
+
+func hasCondition(st *meridianv1.WorkloadStatus, typ string) bool {
+	for _, c := range st.GetConditions() {
+		if c.GetType() == typ && c.GetStatus() == meridianv1.ConditionStatus_CONDITION_STATUS_TRUE {
+			return true
+		}
+	}
+	return false
+}
+
+// ExplainWorkload asks the Explainer, or answers from the stored status.
+func (s *Service) ExplainWorkload(ctx context.Context, req *meridianv1.ExplainWorkloadRequest) (*meridianv1.ExplainWorkloadResponse, error) {
+	w, _, err := s.getWorkload(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if s.d.Explainer != nil {
+		resp, err := s.d.Explainer.Explain(ctx, w)
+		if err != nil {
+			if _, ok := status.FromError(err); ok {
+				return nil, err
+			}
+			return nil, status.Errorf(codes.Internal, "explain %s: %v", w.GetId(), err)
+		}
+		if resp != nil {
+			return resp, nil
+		}
+	}
+	resp := &meridianv1.ExplainWorkloadResponse{
+		WorkloadId:   w.GetId(),
+		Phase:        w.GetStatus().GetPhase(),
+		EvaluateTime: w.GetStatus().GetUpdateTime(),
+	}
+	if resp.Phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+		resp.PendingReason = w.GetStatus().GetPendingReason()
+		if resp.PendingReason == "" {
+			resp.PendingReason = PendingWaitingForScheduler
+		}
+	}
+	return resp, nil
+}
