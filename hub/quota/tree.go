@@ -275,10 +275,20 @@ func sortedKeys[V any](m map[string]V) []string {
 // immutable structure: O(queues x classes) int64 copies. The clone starts
 // with an empty undo log.
 func (t *Tree) Clone() *Tree {
+	n := len(t.s.paths)
+	rows := make([][]int64, 2*len(t.u))
+	buf := make([]int64, 2*len(t.u)*n) // one allocation for every row
+	for i := range rows {
+		src := t.u[i/2]
+		if i%2 == 1 {
+			src = t.h[i/2]
+		}
+		rows[i] = buf[i*n : (i+1)*n : (i+1)*n]
+		copy(rows[i], src)
+	}
 	c := &Tree{s: t.s, ct: t.ct, u: make([][]int64, len(t.u)), h: make([][]int64, len(t.h))}
 	for i := range t.u {
-		c.u[i] = append([]int64(nil), t.u[i]...)
-		c.h[i] = append([]int64(nil), t.h[i]...)
+		c.u[i], c.h[i] = rows[2*i], rows[2*i+1]
 	}
 	return c
 }
