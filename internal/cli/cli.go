@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// DefaultHub is the hub gRPC address used when neither --hub nor
+// MERIDIAN_HUB is set. It matches meridian-hub's default gRPC listen
+// address.
+const DefaultHub = "127.0.0.1:7070"
+
+// DefaultTimeout bounds each call to the hub unless --timeout says
+// otherwise.
+const DefaultTimeout = 10 * time.Second
+
+// HubEnv is the environment variable that names the hub address.
+const HubEnv = "MERIDIAN_HUB"
+
+// Env is everything a command may touch outside itself.
+type Env struct {
+	// Stdin is read by `-f -`.
+	Stdin io.Reader
+	// Stdout receives results.
+	Stdout io.Writer
+	// Stderr receives errors and notes.
+	Stderr io.Writer
+	// Getenv looks up environment variables; nil means none are set.
+	Getenv func(string) string
+	// Now is the clock used for ages; nil means time.Now.
+	Now func() time.Time
+}
+
+// app is the state of one command-line invocation.
+type app struct {
+	env     Env
+	hub     string
+	timeout time.Duration
+	output  string
+	conn    *grpc.ClientConn
+}
+
+// Main runs one meridianctl command line (args without the program name)
+// and returns the process exit code. Errors are written to env.Stderr.
+func Main(ctx context.Context, args []string, env Env) int {
+	if env.Stdin == nil {
+		env.Stdin = strings.NewReader("")
+	}
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	a := &app{env: env}
+	defer a.close()
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		// Errors cobra produced itself: unknown commands, bad flags,
+		// wrong argument counts.
+		ee = &exitError{code: ExitUsage, msg: err.Error() + "\nRun 'meridianctl --help' for usage."}
+	}
+	fmt.Fprintf(env.Stderr, "error: %s\n", ee.msg)
+	return ee.code
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "meridianctl",
+		Short: "Command-line client of the Meridian multi-cluster GPU dispatcher",
+		Long: `meridianctl submits gang workloads to a Meridian hub and shows where they
+stand, why they are pending, and how queues and clusters are doing.
+
+The hub address comes from --hub, else the ` + HubEnv + ` environment
+variable, else ` + DefaultHub + `.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			switch a.output {
+			case "table", "json", "yaml":
+			default:
+				return usageErrorf("-o/--output: unknown format %q (use table, json or yaml)", a.output)
+			}
+			if a.timeout <= 0 {
+				return usageErrorf("--timeout: must be positive (got %s)", a.timeout)
+			}
+			if strings.TrimSpace(a.hub) == "" {
+				return usageErrorf("--hub: must not be empty (host:port of the hub's gRPC API)")
+			}
+			return nil
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	hub := a.env.Getenv(HubEnv)
+	if hub == "" {
+		hub = DefaultHub
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.hub, "hub", hub, "hub gRPC address host:port (env "+HubEnv+")")
+	pf.DurationVar(&a.timeout, "timeout", DefaultTimeout, "limit for each call to the hub")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json or yaml")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usageErrorf("%v\nRun 'meridianctl --help' for usage.", err)
+	})
+	root.AddCommand(
+		a.submitCommand(),
+		a.getCommand(),
+		a.listCommand(),
+		a.cancelCommand(),
+		a.explainCommand(),
+		a.watchCommand(),
+		a.queuesCommand(),
+		a.queueCommand(),
+		a.clustersCommand(),
+		a.versionCommand(),
+	)
+	return root
+}
+
+// dial returns the connection to the hub, creating it on first use. The
+// connection is lazy: nothing is contacted until the first call.
+func (a *app) dial() (*grpc.ClientConn, error) {
+	if a.conn != nil {
+		return a.conn, nil
+	}
+	conn, err := grpc.NewClient(a.hub,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUserAgent("meridianctl/"+Version),
+	)
+	if err != nil {
+		return nil, usageErrorf("--hub: %q is not a usable address: %v", a.hub, err)
+	}
+	a.conn = conn
+	return conn, nil
+}
+
+func (a *app) close() {
+	if a.conn != nil {
+		_ = a.conn.Close()
+	}
+}
+
+// call runs fn with a context bounded by --timeout.
+func (a *app) call(ctx context.Context, fn func(ctx context.Context, conn *grpc.ClientConn) error) error {
+	conn, err := a.dial()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	return fn(ctx, conn)
+}
+
+func (a *app) workloads(conn *grpc.ClientConn) meridianv1.WorkloadServiceClient {
+	return meridianv1.NewWorkloadServiceClient(conn)
+}
+
+// exactArgs is cobra.ExactArgs with a message that names what is missing.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			for i, v := range args {
+				if strings.TrimSpace(v) == "" {
+					return usageErrorf("%s: %s must not be empty", cmd.CommandPath(), names[i])
+				}
+			}
+			return nil
+		}
+		if len(args) < len(names) {
+			return usageErrorf("%s: missing %s\nUsage: %s", cmd.CommandPath(), strings.Join(names[len(args):], " "), cmd.UseLine())
+		}
+		return usageErrorf("%s: too many arguments (want %s, got %d)\nUsage: %s", cmd.CommandPath(), strings.Join(names, " "), len(args), cmd.UseLine())
+	}
+}
+
+// noArgs rejects positional arguments.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("%s: takes no arguments (got %q)\nUsage: %s", cmd.CommandPath(), args[0], cmd.UseLine())
+	}
+	return nil
+}

@@ -1,0 +1,387 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// result is what one command line produced.
+type result struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+// runCLI runs one command line against the hub at addr (through
+// MERIDIAN_HUB), with the clock at t0+1h, and returns what it printed.
+// Any occurrence of addr in the output is replaced by HUB so golden files
+// do not depend on the port.
+func runCLI(t *testing.T, addr, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	code := Main(ctx, args, Env{
+		Stdin:  strings.NewReader(stdin),
+		Stdout: &out,
+		Stderr: &errb,
+		Getenv: func(k string) string {
+			if k == HubEnv {
+				return addr
+			}
+			return ""
+		},
+		Now: func() time.Time { return t0.Add(time.Hour) },
+	})
+	clean := func(s string) string {
+		if addr != "" {
+			s = strings.ReplaceAll(s, addr, "HUB")
+		}
+		return strings.ReplaceAll(s, runtime.Version(), "GOVERSION")
+	}
+	return result{code: code, stdout: clean(out.String()), stderr: clean(errb.String())}
+}
+
+// golden compares r with testdata/<test name>.golden, rewriting it with
+// -update.
+func golden(t *testing.T, args []string, r result) {
+	t.Helper()
+	got := fmt.Sprintf("$ meridianctl %s\nexit %d\n-- stdout --\n%s-- stderr --\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	path := filepath.Join("testdata", filepath.FromSlash(t.Name())+".golden")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run go test ./internal/cli -update to create it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run with -update after checking):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestCommands runs every command against a seeded fake hub and compares
+// the exact output and exit code with golden files.
+func TestCommands(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	addr := hub.serve(t)
+	gang, err := os.ReadFile("../../examples/workloads/gang.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		stdin string
+		code  int
+	}{
+		// list
+		{name: "list", args: []string{"list"}},
+		{name: "list_json", args: []string{"list", "-o", "json", "--queue", "acme/vision"}},
+		{name: "list_yaml", args: []string{"list", "-o", "yaml", "--phase", "failed"}},
+		{name: "list_filters", args: []string{"list", "--queue", "acme", "--phase", "queued,RUNNING", "-l", "team=vision"}},
+		{name: "list_cluster", args: []string{"list", "--cluster", "east-h100"}},
+		{name: "list_limit", args: []string{"list", "--limit", "3"}},
+		{name: "list_none", args: []string{"list", "--queue", "nobody"}},
+		{name: "list_bad_phase", args: []string{"list", "--phase", "runing"}, code: ExitUsage},
+		{name: "list_bad_selector", args: []string{"list", "-l", "team"}, code: ExitUsage},
+		{name: "list_bad_output", args: []string{"list", "-o", "xml"}, code: ExitUsage},
+		// get
+		{name: "get_running", args: []string{"get", "wl-04"}},
+		{name: "get_queued", args: []string{"get", "wl-05"}},
+		{name: "get_failed", args: []string{"get", "wl-02"}},
+		{name: "get_json", args: []string{"get", "wl-02", "-o", "json"}},
+		{name: "get_yaml", args: []string{"get", "wl-01", "-o", "yaml"}},
+		{name: "get_not_found", args: []string{"get", "wl-nope"}, code: ExitNotFound},
+		{name: "get_missing_id", args: []string{"get"}, code: ExitUsage},
+		{name: "get_extra_args", args: []string{"get", "a", "b"}, code: ExitUsage},
+		// explain
+		{name: "explain", args: []string{"explain", "wl-03"}},
+		{name: "explain_json", args: []string{"explain", "wl-03", "-o", "json"}},
+		{name: "explain_not_found", args: []string{"explain", "wl-nope"}, code: ExitNotFound},
+		// queues and clusters
+		{name: "queues", args: []string{"queues"}},
+		{name: "queues_prefix", args: []string{"queues", "--prefix", "acme/vision"}},
+		{name: "queues_yaml", args: []string{"queues", "--prefix", "acme/search/inference", "-o", "yaml"}},
+		{name: "clusters", args: []string{"clusters"}},
+		{name: "clusters_lost", args: []string{"clusters", "--state", "lost"}},
+		{name: "clusters_json", args: []string{"clusters", "--state", "draining", "-o", "json"}},
+		{name: "clusters_bad_state", args: []string{"clusters", "--state", "gone"}, code: ExitUsage},
+		// watch
+		{name: "watch", args: []string{"watch"}},
+		{name: "watch_json", args: []string{"watch", "-o", "json", "--queue", "acme/vision"}},
+		{name: "watch_since", args: []string{"watch", "--since-revision", "11"}},
+		// submit: local problems never reach the hub
+		{name: "submit_bad_fraction", args: []string{"submit", "-f", "testdata/input/bad-fraction.yaml"}, code: ExitInvalid},
+		{name: "submit_many_problems", args: []string{"submit", "-f", "testdata/input/many-problems.yaml"}, code: ExitInvalid},
+		{name: "submit_bad_yaml", args: []string{"submit", "-f", "testdata/input/bad-yaml.yaml"}, code: ExitInvalid},
+		{name: "submit_unknown_field", args: []string{"submit", "-f", "testdata/input/unknown-field.yaml"}, code: ExitInvalid},
+		{name: "submit_missing_file", args: []string{"submit", "-f", "testdata/input/does-not-exist.yaml"}, code: ExitUsage},
+		{name: "submit_no_file", args: []string{"submit"}, code: ExitUsage},
+		{name: "submit_empty_stdin", args: []string{"submit", "-f", "-"}, code: ExitInvalid},
+		{name: "submit_dry_run", args: []string{"submit", "--dry-run", "-f", "../../examples/workloads/elastic.yaml"}},
+		// submit: the hub's own verdict
+		{name: "submit_unknown_queue", args: []string{"submit", "-f", "testdata/input/unknown-queue.yaml"}, code: ExitInvalid},
+		{name: "submit_stdin", args: []string{"submit", "-f", "-"}, stdin: string(gang)},
+		{name: "submit_key", args: []string{"submit", "-f", "../../examples/workloads/fractional.yaml", "--idempotency-key", "k-1"}},
+		{name: "submit_key_replayed", args: []string{"submit", "-f", "../../examples/workloads/fractional.yaml", "--idempotency-key", "k-1"}},
+		{name: "submit_json", args: []string{"submit", "-f", "../../examples/workloads/gang.yaml", "--idempotency-key", "k-2", "-o", "json"}},
+		// cancel
+		{name: "cancel_queued", args: []string{"cancel", "wl-05", "--reason", "not needed"}},
+		{name: "cancel_running", args: []string{"cancel", "wl-04"}},
+		{name: "cancel_finished", args: []string{"cancel", "wl-01"}},
+		{name: "cancel_not_found", args: []string{"cancel", "wl-nope"}, code: ExitNotFound},
+		// queue create/apply
+		{name: "queue_create_exists", args: []string{"queue", "create", "-f", "testdata/input/queue-acme.yaml"}, code: ExitConflict},
+		{name: "queue_create_no_parent", args: []string{"queue", "create", "-f", "testdata/input/queue-orphan.yaml"}, code: ExitInvalid},
+		{name: "queue_create_invalid", args: []string{"queue", "create", "-f", "testdata/input/queue-invalid.yaml"}, code: ExitInvalid},
+		{name: "queue_apply", args: []string{"queue", "apply", "-f", "../../examples/queues/acme.yaml"}},
+		{name: "queue_apply_again", args: []string{"queue", "apply", "-f", "../../examples/queues/acme.yaml"}},
+		{name: "queue_no_subcommand", args: []string{"queue"}, code: ExitUsage},
+		// misc
+		{name: "version", args: []string{"version"}},
+		{name: "version_json", args: []string{"version", "-o", "json", "--client"}},
+		{name: "unknown_command", args: []string{"frobnicate"}, code: ExitUsage},
+		{name: "bad_timeout", args: []string{"list", "--timeout", "0s"}, code: ExitUsage},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, addr, tc.stdin, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, tc.code, r.stdout, r.stderr)
+			}
+			if tc.code != ExitOK && !strings.HasPrefix(r.stderr, "error: ") {
+				t.Errorf("a failing command must print an error: line; stderr = %q", r.stderr)
+			}
+			golden(t, tc.args, r)
+		})
+	}
+}
+
+// freeClosedPort returns a loopback address nothing listens on.
+func freeClosedPort(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func TestHubUnreachable(t *testing.T) {
+	addr := freeClosedPort(t)
+	for name, args := range map[string][]string{
+		"list":     {"list"},
+		"get":      {"get", "wl-1"},
+		"queues":   {"queues"},
+		"clusters": {"clusters"},
+		"submit":   {"submit", "-f", "../../examples/workloads/gang.yaml"},
+		"watch":    {"watch"},
+		"version":  {"version"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			r := runCLI(t, addr, "", args...)
+			if r.code != ExitUnavailable {
+				t.Errorf("exit code %d, want %d (stderr %q)", r.code, ExitUnavailable, r.stderr)
+			}
+			want := "error: cannot reach the hub at HUB: is meridian-hub running? (set --hub or MERIDIAN_HUB)\n"
+			if r.stderr != want {
+				t.Errorf("stderr = %q, want %q", r.stderr, want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %s to report an unreachable hub; want fail-fast", d)
+			}
+		})
+	}
+}
+
+func TestHubFlagOverridesEnv(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	addr := hub.serve(t)
+	// MERIDIAN_HUB points nowhere; --hub points at the fake.
+	r := runCLI(t, freeClosedPort(t), "", "--hub", addr, "get", "wl-04", "-o", "json")
+	if r.code != ExitOK || !strings.Contains(r.stdout, `"id": "wl-04"`) {
+		t.Fatalf("--hub not used: code %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestListFollowsPages(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	hub.pageCap = 2
+	addr := hub.serve(t)
+	r := runCLI(t, addr, "", "list", "-o", "json", "--queue", "acme", "-l", "team=vision", "-l", "tier!=prod", "--phase", "queued", "--phase", "running,accepted", "--cluster", "")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if len(hub.listReqs) != 1 {
+		t.Fatalf("got %d list requests, want 1 (one match fits one page)", len(hub.listReqs))
+	}
+	req := hub.listReqs[0]
+	if req.GetLabelSelector() != "team=vision,tier!=prod" {
+		t.Errorf("label_selector = %q", req.GetLabelSelector())
+	}
+	if got := fmt.Sprint(req.GetPhase()); got != "[WORKLOAD_PHASE_QUEUED WORKLOAD_PHASE_RUNNING WORKLOAD_PHASE_ACCEPTED]" {
+		t.Errorf("phase = %s", got)
+	}
+	if req.GetQueue() != "acme" || req.GetPageSize() != listPageSize {
+		t.Errorf("queue %q page_size %d", req.GetQueue(), req.GetPageSize())
+	}
+
+	hub.listReqs = nil
+	r = runCLI(t, addr, "", "list")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if n := len(hub.listReqs); n != 3 {
+		t.Fatalf("5 workloads at 2 per page took %d requests, want 3", n)
+	}
+	for i, want := range []string{"", "off-2", "off-4"} {
+		if got := hub.listReqs[i].GetPageToken(); got != want {
+			t.Errorf("request %d page_token %q, want %q", i, got, want)
+		}
+	}
+	for _, id := range []string{"wl-01", "wl-02", "wl-03", "wl-04", "wl-05"} {
+		if !strings.Contains(r.stdout, id) {
+			t.Errorf("list output lacks %s:\n%s", id, r.stdout)
+		}
+	}
+
+	hub.listReqs = nil
+	r = runCLI(t, addr, "", "list", "--limit", "3")
+	if r.code != ExitOK || strings.Count(r.stdout, "\nwl-") != 3 {
+		t.Fatalf("--limit 3: exit %d, output:\n%s", r.code, r.stdout)
+	}
+	if got := []int32{hub.listReqs[0].GetPageSize(), hub.listReqs[1].GetPageSize()}; got[0] != 3 || got[1] != 1 {
+		t.Errorf("page sizes %v, want [3 1] (never ask for more than the limit)", got)
+	}
+}
+
+func TestSubmitNothingSentWhenInvalid(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	addr := hub.serve(t)
+	for _, f := range []string{"bad-fraction.yaml", "many-problems.yaml", "bad-yaml.yaml", "unknown-field.yaml"} {
+		r := runCLI(t, addr, "", "submit", "-f", filepath.Join("testdata", "input", f))
+		if r.code != ExitInvalid {
+			t.Errorf("%s: exit %d, want %d", f, r.code, ExitInvalid)
+		}
+	}
+	if hub.submits != 0 {
+		t.Fatalf("the hub stored %d workloads from invalid files", hub.submits)
+	}
+}
+
+func TestSubmitIdempotencyKey(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	addr := hub.serve(t)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		r := runCLI(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml", "--idempotency-key", "nightly-42")
+		if r.code != ExitOK {
+			t.Fatalf("submit %d: exit %d: %s", i, r.code, r.stderr)
+		}
+		ids = append(ids, strings.Fields(r.stdout)[1])
+	}
+	if hub.submits != 1 {
+		t.Errorf("3 submits with one key stored %d workloads, want 1", hub.submits)
+	}
+	if ids[0] != ids[1] || ids[1] != ids[2] {
+		t.Errorf("ids differ across replays: %v", ids)
+	}
+	r := runCLI(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml")
+	if r.code != ExitOK || hub.submits != 2 {
+		t.Errorf("a submit without a key must create a new workload: exit %d, stored %d", r.code, hub.submits)
+	}
+}
+
+func TestQueueApplyWrites(t *testing.T) {
+	hub := newFakeHub()
+	addr := hub.serve(t)
+	r := runCLI(t, addr, "", "queue", "apply", "-f", "../../examples/queues/acme.yaml")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := "create acme,create acme/vision,create acme/vision/train,create acme/search,create acme/search/inference,create acme/research"
+	if got := strings.Join(hub.queueWrites, ","); got != want {
+		t.Errorf("writes %s\nwant %s", got, want)
+	}
+	hub.queueWrites = nil
+	r = runCLI(t, addr, "path: acme/vision\nweight: 5\nquotas:\n- accelerator_class: nvidia-h100-80gb\n  nominal_milli_gpus: 40000\n  borrow_limit_milli: 16000\n", "queue", "apply", "-f", "-")
+	if r.code != ExitOK || r.stdout != "queue acme/vision configured\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if got := hub.queues["acme/vision"].GetWeight(); got != 5 {
+		t.Errorf("weight after apply = %d, want 5", got)
+	}
+	if got := strings.Join(hub.queueWrites, ","); got != "update acme/vision" {
+		t.Errorf("writes %q, want one update", got)
+	}
+}
+
+func TestWorkloadExamplesAreValid(t *testing.T) {
+	files, err := filepath.Glob("../../examples/workloads/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 {
+		t.Fatalf("found %d example workloads, want at least 3 (gang, fractional, elastic)", len(files))
+	}
+	kinds := map[string]bool{}
+	for _, f := range files {
+		r := runCLI(t, "", "", "submit", "--dry-run", "-f", f)
+		if r.code != ExitOK {
+			t.Errorf("%s: exit %d: %s", f, r.code, r.stderr)
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := decodeForTest(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, ps := range w.GetPodSets() {
+			g := ps.GetResources().GetGpuMilli()
+			switch {
+			case g > 0 && g < 1000:
+				kinds["fractional"] = true
+			case ps.GetMinReplicas() > 0:
+				kinds["elastic"] = true
+			}
+		}
+		if len(w.GetPodSets()) > 1 || w.GetPodSets()[0].GetReplicas() > 1 && w.GetPodSets()[0].GetMinReplicas() == 0 {
+			kinds["gang"] = true
+		}
+	}
+	for _, k := range []string{"gang", "fractional", "elastic"} {
+		if !kinds[k] {
+			t.Errorf("no %s example under examples/workloads", k)
+		}
+	}
+}

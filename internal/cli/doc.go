@@ -1,0 +1,31 @@
+// Package cli implements meridianctl, the command-line client of the
+// Meridian hub. Every command lives here, behind Main, so that tests can run
+// the exact code a user runs against an in-process gRPC server and compare
+// its output with golden files; cmd/meridianctl is only a thin main.
+//
+// What it provides:
+//
+//  1. Main(ctx, args, env) runs one command line and returns its exit code.
+//     Env carries stdin, stdout, stderr, the environment and the clock, so
+//     nothing reads process globals.
+//  2. Commands: submit, get, list, cancel, explain, watch, queues,
+//     queue create|apply, clusters and version. Each talks gRPC to the hub
+//     named by --hub or MERIDIAN_HUB, every call bounded by --timeout
+//     (watch streams until interrupted).
+//  3. Output as an aligned table (default), JSON or YAML (-o). Tables use
+//     human units: GPUs with decimals for fractions (0.5), ages like 3m12s.
+//  4. Errors that say what to fix, one class per exit code (see the Exit*
+//     constants): field violations one per line with their field path,
+//     "cannot reach the hub at X" when nothing listens, "workload X not
+//     found" for a missing workload.
+//
+// What it must never do:
+//
+//   - panic on bad input or on an odd server answer: every problem is an
+//     error message and a non-zero exit code;
+//   - retry a non-idempotent call (submit without an idempotency key) behind
+//     the user's back;
+//   - read os.Args, os.Stdout or the process environment directly (use Env);
+//   - hide a failure: a command that did not do what was asked exits
+//     non-zero.
+package cli

@@ -1,0 +1,569 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/meridian-gpu/meridian/hub/api/validation"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// readInput reads the file named by -f, or stdin for "-". It reads at most
+// one byte more than the decoders accept, so they can report the size.
+func (a *app) readInput(name string) ([]byte, error) {
+	if name == "" {
+		return nil, usageErrorf("-f/--filename is required (a YAML or JSON file, or - for stdin)")
+	}
+	var r io.Reader
+	if name == "-" {
+		r = a.env.Stdin
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, usageErrorf("-f: cannot read %s: %v", name, errors.Unwrap(err))
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, validation.MaxDocumentBytes+1))
+	if err != nil {
+		return nil, usageErrorf("-f: cannot read %s: %v", displayName(name), err)
+	}
+	return data, nil
+}
+
+func displayName(name string) string {
+	if name == "-" {
+		return "stdin"
+	}
+	return name
+}
+
+func (a *app) submitCommand() *cobra.Command {
+	var file, key string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "submit -f FILE",
+		Short: "Submit a workload described in a YAML or JSON file (- for stdin)",
+		Long: `Submit a workload described in a YAML or JSON file (- reads stdin).
+
+The file is decoded and validated here first, so mistakes are reported
+before anything is sent. With --idempotency-key, submitting the same file
+again returns the first workload instead of creating a second one.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := a.readInput(file)
+			if err != nil {
+				return err
+			}
+			w, err := validation.DecodeWorkload(data)
+			if err != nil {
+				return invalidErrorf("%s: %s", displayName(file), cleanProtoError(err.Error()))
+			}
+			if key != "" {
+				w.IdempotencyKey = key
+			}
+			if err := validation.ValidateWorkload(w); err != nil {
+				if text, ok := violationsText("invalid workload in "+displayName(file), err); ok {
+					return invalidErrorf("%s", text)
+				}
+				return invalidErrorf("invalid workload in %s: %v", displayName(file), err)
+			}
+			if dryRun {
+				fmt.Fprintf(a.env.Stdout, "%s: valid workload for queue %s (%s GPUs requested); not submitted (--dry-run)\n", displayName(file), w.GetQueue(), gpus(requestedMilli(w)))
+				return nil
+			}
+			var resp *meridianv1.SubmitWorkloadResponse
+			err = a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
+				var err error
+				resp, err = a.workloads(conn).SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+				return err
+			})
+			if err != nil {
+				return a.rpcError(cmd.Context(), err, object{kind: "workload"})
+			}
+			if a.output != "table" {
+				return a.writeMessage(resp)
+			}
+			got := resp.GetWorkload()
+			if resp.GetReplayed() {
+				fmt.Fprintf(a.env.Stdout, "workload %s already submitted with idempotency key %q (phase %s)\n", got.GetId(), got.GetIdempotencyKey(), phaseName(got.GetStatus().GetPhase()))
+				return nil
+			}
+			fmt.Fprintf(a.env.Stdout, "workload %s submitted to queue %s (phase %s)\n", got.GetId(), got.GetQueue(), phaseName(got.GetStatus().GetPhase()))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "workload file, YAML or JSON (- for stdin)")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "make the submission idempotent (overrides idempotency_key in the file)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "decode and validate the file only; send nothing")
+	return cmd
+}
+
+func (a *app) getWorkload(ctx context.Context, id string) (*meridianv1.Workload, error) {
+	var w *meridianv1.Workload
+	err := a.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		w, err = a.workloads(conn).GetWorkload(ctx, &meridianv1.GetWorkloadRequest{Id: id})
+		return err
+	})
+	if err != nil {
+		return nil, a.rpcError(ctx, err, object{kind: "workload", id: id})
+	}
+	return w, nil
+}
+
+func (a *app) getCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one workload in detail",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := a.getWorkload(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.output != "table" {
+				return a.writeMessage(w)
+			}
+			return a.describeWorkload(w)
+		},
+	}
+}
+
+// describeWorkload prints one workload as labelled fields, its pod sets
+// and its conditions.
+func (a *app) describeWorkload(w *meridianv1.Workload) error {
+	now := a.env.Now()
+	st := w.GetStatus()
+	kv := newTable(a.env.Stdout)
+	kv.row("ID:", w.GetId())
+	kv.row("Name:", dash(w.GetName()))
+	kv.row("Queue:", w.GetQueue())
+	kv.row("Phase:", phaseName(st.GetPhase()))
+	if st.GetPendingReason() != "" {
+		kv.row("Pending reason:", st.GetPendingReason())
+	}
+	kv.row("Cluster:", dash(st.GetCluster()))
+	kv.row("Dispatch:", dash(st.GetDispatchId()))
+	kv.row("Priority:", fmt.Sprint(w.GetPriority()))
+	kv.row("Preemptible:", yesNo(w.GetPreemptible()))
+	kv.row("GPUs:", gpus(requestedMilli(w)))
+	kv.row("Attempts:", fmt.Sprint(st.GetAttempts()))
+	kv.row("Created:", timestamp(w.GetCreateTime())+" ("+age(now, w.GetCreateTime())+" ago)")
+	if st.GetStartTime() != nil {
+		kv.row("Started:", timestamp(st.GetStartTime())+" ("+age(now, st.GetStartTime())+" ago)")
+	}
+	if st.GetEndTime() != nil {
+		kv.row("Ended:", timestamp(st.GetEndTime())+" ("+age(now, st.GetEndTime())+" ago)")
+	}
+	if st.ExitCode != nil {
+		kv.row("Exit code:", fmt.Sprint(st.GetExitCode()))
+	}
+	if st.GetMessage() != "" {
+		kv.row("Message:", st.GetMessage())
+	}
+	if len(w.GetLabels()) > 0 {
+		kv.row("Labels:", mapString(w.GetLabels()))
+	}
+	if len(w.GetClusterSelector()) > 0 {
+		kv.row("Cluster selector:", mapString(w.GetClusterSelector()))
+	}
+	if w.GetIdempotencyKey() != "" {
+		kv.row("Idempotency key:", w.GetIdempotencyKey())
+	}
+	if err := kv.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.env.Stdout, "\nPod sets:")
+	ps := newTable(a.env.Stdout, "  NAME", "REPLICAS", "MIN", "GPU/REPLICA", "GPU MEM", "CLASS", "MODE", "TOPOLOGY")
+	for _, p := range w.GetPodSets() {
+		r := p.GetResources()
+		minR := "-"
+		if p.GetMinReplicas() > 0 {
+			minR = fmt.Sprint(p.GetMinReplicas())
+		}
+		mode := "-"
+		if g := r.GetGpuMilli(); (g > 0 && g < 1000) || r.GetGpuMemoryMib() > 0 {
+			mode = modeName(r.GetFractionalMode())
+		}
+		ps.row("  "+p.GetName(), fmt.Sprint(p.GetReplicas()), minR, gpus(int64(r.GetGpuMilli())), mib(int64(r.GetGpuMemoryMib())), dash(r.GetAcceleratorClass()), mode, topologyName(p.GetTopology()))
+	}
+	if err := ps.flush(); err != nil {
+		return err
+	}
+	if len(st.GetConditions()) > 0 {
+		fmt.Fprintln(a.env.Stdout, "\nConditions:")
+		ct := newTable(a.env.Stdout, "  TYPE", "STATUS", "REASON", "AGE", "MESSAGE")
+		for _, c := range st.GetConditions() {
+			ct.row("  "+c.GetType(), conditionStatus(c.GetStatus()), dash(c.GetReason()), age(now, c.GetLastTransitionTime()), dash(c.GetMessage()))
+		}
+		return ct.flush()
+	}
+	return nil
+}
+
+func conditionStatus(s meridianv1.ConditionStatus) string {
+	switch s {
+	case meridianv1.ConditionStatus_CONDITION_STATUS_TRUE:
+		return "True"
+	case meridianv1.ConditionStatus_CONDITION_STATUS_FALSE:
+		return "False"
+	case meridianv1.ConditionStatus_CONDITION_STATUS_UNKNOWN:
+		return "Unknown"
+	}
+	return "-"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// mapString formats a map as sorted k=v pairs.
+func mapString(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// parsePhases turns --phase values (comma-separated, any case, with or
+// without the WORKLOAD_PHASE_ prefix) into phases.
+func parsePhases(values []string) ([]meridianv1.WorkloadPhase, error) {
+	var out []meridianv1.WorkloadPhase
+	for _, v := range values {
+		for _, p := range strings.Split(v, ",") {
+			p = strings.TrimSpace(p)
+			if p == "" {
+				continue
+			}
+			name := strings.ToUpper(p)
+			if !strings.HasPrefix(name, "WORKLOAD_PHASE_") {
+				name = "WORKLOAD_PHASE_" + name
+			}
+			n, ok := meridianv1.WorkloadPhase_value[name]
+			if !ok || n == 0 {
+				return nil, usageErrorf("--phase: unknown phase %q (use queued, dispatched, accepted, running, succeeded, failed, cancelled or preempted)", p)
+			}
+			out = append(out, meridianv1.WorkloadPhase(n))
+		}
+	}
+	return out, nil
+}
+
+// listPageSize is how many workloads list asks for per page.
+const listPageSize = 500
+
+func (a *app) listCommand() *cobra.Command {
+	var queue, cluster string
+	var phases, labels []string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List workloads, newest first (all pages unless --limit)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return usageErrorf("--limit: must not be negative (got %d); 0 means no limit", limit)
+			}
+			ph, err := parsePhases(phases)
+			if err != nil {
+				return err
+			}
+			for _, l := range labels {
+				if !strings.Contains(l, "=") {
+					return usageErrorf("-l/--selector: %q is not key=value (or key!=value)", l)
+				}
+			}
+			req := &meridianv1.ListWorkloadsRequest{
+				Queue:         queue,
+				Phase:         ph,
+				Cluster:       cluster,
+				LabelSelector: strings.Join(labels, ","),
+			}
+			var all []*meridianv1.Workload
+			more := false
+			for page := 0; ; page++ {
+				size := listPageSize
+				if limit > 0 && limit-len(all) < size {
+					size = limit - len(all)
+				}
+				req.PageSize = int32(size)
+				var resp *meridianv1.ListWorkloadsResponse
+				err := a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
+					var err error
+					resp, err = a.workloads(conn).ListWorkloads(ctx, req)
+					return err
+				})
+				if err != nil {
+					return a.rpcError(cmd.Context(), err, object{kind: "workload list"})
+				}
+				all = append(all, resp.GetWorkloads()...)
+				if limit > 0 && len(all) >= limit {
+					more = resp.GetNextPageToken() != ""
+					all = all[:limit]
+					break
+				}
+				if resp.GetNextPageToken() == "" {
+					break
+				}
+				if resp.GetNextPageToken() == req.GetPageToken() || page > 1_000_000 {
+					return &exitError{code: ExitError, msg: "the hub returned the same page token twice; stopping"}
+				}
+				req.PageToken = resp.GetNextPageToken()
+			}
+			if more {
+				fmt.Fprintf(a.env.Stderr, "note: showing the first %d workloads; more match (raise --limit, or 0 for all)\n", limit)
+			}
+			if a.output != "table" {
+				return a.writeMessage(&meridianv1.ListWorkloadsResponse{Workloads: all})
+			}
+			if len(all) == 0 {
+				fmt.Fprintln(a.env.Stderr, "no workloads match")
+				return nil
+			}
+			now := a.env.Now()
+			t := newTable(a.env.Stdout, "ID", "NAME", "QUEUE", "PHASE", "CLUSTER", "GPUS", "PRIO", "AGE", "REASON")
+			for _, w := range all {
+				st := w.GetStatus()
+				reason := st.GetPendingReason()
+				if reason == "" {
+					reason = st.GetMessage()
+				}
+				t.row(w.GetId(), dash(w.GetName()), w.GetQueue(), phaseName(st.GetPhase()), dash(st.GetCluster()),
+					gpus(requestedMilli(w)), fmt.Sprint(w.GetPriority()), age(now, w.GetCreateTime()), dash(reason))
+			}
+			return t.flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&queue, "queue", "", "only this queue, or queues below a prefix such as tenant/team")
+	f.StringSliceVar(&phases, "phase", nil, "only these phases, comma-separated (queued, running, ...)")
+	f.StringVar(&cluster, "cluster", "", "only workloads dispatched to this cluster")
+	f.StringArrayVarP(&labels, "selector", "l", nil, "label selector key=value or key!=value (repeatable)")
+	f.IntVar(&limit, "limit", 0, "show at most this many workloads (0: all)")
+	return cmd
+}
+
+func (a *app) cancelCommand() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a workload (running work is stopped by its cluster)",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			var w *meridianv1.Workload
+			err := a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
+				var err error
+				w, err = a.workloads(conn).CancelWorkload(ctx, &meridianv1.CancelWorkloadRequest{Id: id, Reason: reason})
+				return err
+			})
+			if err != nil {
+				return a.rpcError(cmd.Context(), err, object{kind: "workload", id: id})
+			}
+			if a.output != "table" {
+				return a.writeMessage(w)
+			}
+			st := w.GetStatus()
+			switch phase := st.GetPhase(); {
+			case phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED:
+				fmt.Fprintf(a.env.Stdout, "workload %s cancelled\n", w.GetId())
+			case phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED || phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_FAILED:
+				fmt.Fprintf(a.env.Stdout, "workload %s already finished (%s); nothing to cancel\n", w.GetId(), phaseName(phase))
+			default:
+				fmt.Fprintf(a.env.Stdout, "workload %s: cancel requested; cluster %s will stop it (phase %s)\n", w.GetId(), dash(st.GetCluster()), phaseName(phase))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the workload's status message")
+	return cmd
+}
+
+func (a *app) explainCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain ID",
+		Short: "Explain why a workload is pending: quota checks and the fit on each cluster",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			var resp *meridianv1.ExplainWorkloadResponse
+			err := a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
+				var err error
+				resp, err = a.workloads(conn).ExplainWorkload(ctx, &meridianv1.ExplainWorkloadRequest{Id: id})
+				return err
+			})
+			if err != nil {
+				return a.rpcError(cmd.Context(), err, object{kind: "workload", id: id})
+			}
+			if a.output != "table" {
+				return a.writeMessage(resp)
+			}
+			return a.printExplain(resp)
+		},
+	}
+}
+
+func (a *app) printExplain(r *meridianv1.ExplainWorkloadResponse) error {
+	out := a.env.Stdout
+	kv := newTable(out)
+	kv.row("Workload:", r.GetWorkloadId())
+	kv.row("Phase:", phaseName(r.GetPhase()))
+	if r.GetPendingReason() != "" {
+		kv.row("Pending reason:", r.GetPendingReason())
+	}
+	if r.GetQueuePosition() > 0 {
+		kv.row("Queue position:", fmt.Sprint(r.GetQueuePosition()))
+	}
+	if r.GetEvaluateTime() != nil {
+		kv.row("Evaluated:", timestamp(r.GetEvaluateTime())+" ("+age(a.env.Now(), r.GetEvaluateTime())+" ago)")
+	}
+	if err := kv.flush(); err != nil {
+		return err
+	}
+	if len(r.GetQuota()) > 0 {
+		fmt.Fprintln(out, "\nQuota:")
+		t := newTable(out, "  CLASS", "REQUESTED", "AVAILABLE", "FITS", "REASON")
+		for _, q := range r.GetQuota() {
+			t.row("  "+dash(q.GetAcceleratorClass()), gpus(q.GetRequestedMilli()), gpus(q.GetAvailableMilli()), yesNo(q.GetFits()), dash(q.GetReason()))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "\nClusters (best first):")
+	if len(r.GetClusters()) == 0 {
+		fmt.Fprintln(out, "  none: no cluster is registered with the hub")
+		return nil
+	}
+	t := newTable(out, "  CLUSTER", "FITS", "DETAILS")
+	for _, c := range r.GetClusters() {
+		lines := c.GetLines()
+		if len(lines) == 0 {
+			lines = []string{"-"}
+		}
+		t.row("  "+c.GetCluster(), yesNo(c.GetFits()), lines[0])
+		for _, l := range lines[1:] {
+			t.row("", "", l)
+		}
+	}
+	return t.flush()
+}
+
+func (a *app) watchCommand() *cobra.Command {
+	var queue string
+	var labels []string
+	var initial bool
+	var since int64
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Stream workload changes until interrupted (Ctrl-C)",
+		Long: `Stream workload changes until interrupted (Ctrl-C) or the hub ends the
+stream. Table output prints one line per change; -o json prints one JSON
+object per line; -o yaml prints one YAML document per change.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if since < 0 {
+				return usageErrorf("--since-revision: must not be negative (got %d)", since)
+			}
+			conn, err := a.dial()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			// The stream is not bounded by --timeout; it runs until the
+			// user stops it.
+			stream, err := a.workloads(conn).WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{
+				Queue:         queue,
+				LabelSelector: strings.Join(labels, ","),
+				SinceRevision: since,
+				SendInitial:   initial,
+			})
+			if err != nil {
+				return a.watchError(ctx, err)
+			}
+			header := false
+			for {
+				ev, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				if err != nil {
+					return a.watchError(ctx, err)
+				}
+				if err := a.printEvent(ev, &header); err != nil {
+					return err
+				}
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&queue, "queue", "", "only this queue, or queues below a prefix")
+	f.StringArrayVarP(&labels, "selector", "l", nil, "label selector key=value or key!=value (repeatable)")
+	f.BoolVar(&initial, "initial", false, "first list the current workloads (as ADDED events)")
+	f.Int64Var(&since, "since-revision", 0, "resume after this revision (from an earlier event)")
+	return cmd
+}
+
+// watchError reports a stream error; the user stopping the watch is not
+// an error.
+func (a *app) watchError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return a.rpcError(ctx, err, object{kind: "workload watch"})
+}
+
+const watchFormat = "%-20s  %-8s  %-30s  %-10s  %-12s  %s\n"
+
+func (a *app) printEvent(ev *meridianv1.WorkloadEvent, header *bool) error {
+	switch a.output {
+	case "json":
+		js, err := marshalJSON(ev, false)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(a.env.Stdout, "%s\n", js)
+		return err
+	case "yaml":
+		if _, err := fmt.Fprintln(a.env.Stdout, "---"); err != nil {
+			return err
+		}
+		return a.writeMessage(ev)
+	}
+	if !*header {
+		*header = true
+		fmt.Fprintf(a.env.Stdout, watchFormat, "TIME", "EVENT", "ID", "PHASE", "CLUSTER", "REASON")
+	}
+	w := ev.GetWorkload()
+	st := w.GetStatus()
+	reason := st.GetPendingReason()
+	if reason == "" {
+		reason = st.GetMessage()
+	}
+	evType := enumName(ev.GetType().String(), "WORKLOAD_EVENT_TYPE_")
+	if ev.GetType() == meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+		_, err := fmt.Fprintf(a.env.Stdout, watchFormat, timestamp(ev.GetTime()), evType, "-", "-", "-", fmt.Sprintf("revision %d", ev.GetRevision()))
+		return err
+	}
+	_, err := fmt.Fprintf(a.env.Stdout, watchFormat, timestamp(ev.GetTime()), evType, w.GetId(), phaseName(st.GetPhase()), dash(st.GetCluster()), dash(cellReplacer.Replace(reason)))
+	return err
+}
