@@ -90,13 +90,57 @@ func filterFractional(_ *planner, cs *clusterState, w *Workload) (bool, string) 
 // tooFull lists the clusters that passed every filter but lack the total
 // capacity, fullest last: they are tried only to explain the wait.
 func (p *planner) eligible(w *Workload) (out, tooFull []*clusterState, why string) {
-	whys := map[string]int{}
-	need := minNeed(w)
-	type scored struct {
-		cs    *clusterState
-		slack int64
+	// The filters read only what a cycle never changes (state, freshness,
+	// labels, classes, modes), so their verdict is cached per filter key;
+	// only the capacity check runs per workload.
+	fk := filterKey(w)
+	fe, ok := p.filtered[fk]
+	if !ok {
+		fe = p.runFilters(w)
+		p.filtered[fk] = fe
 	}
-	var sc []scored
+	if len(fe.pass) == 0 {
+		return nil, nil, fe.why
+	}
+	need := minNeed(w)
+	sc := p.scoredBuf[:0]
+	for _, cs := range fe.pass {
+		slack, fits := capacitySlack(cs, w, need)
+		if !fits {
+			tooFull = append(tooFull, cs)
+			continue
+		}
+		sc = append(sc, scoredCluster{cs, slack})
+	}
+	p.scoredBuf = sc
+	if len(sc) == 0 {
+		sort.SliceStable(tooFull, func(a, b int) bool { return totalFree(tooFull[a]) > totalFree(tooFull[b]) })
+		return nil, tooFull, ""
+	}
+	// Fit quality: the cluster that the gang fills most tightly goes first,
+	// which keeps large free blocks elsewhere for large gangs. Ties by id.
+	sort.SliceStable(sc, func(a, b int) bool { return sc[a].slack < sc[b].slack })
+	out = make([]*clusterState, len(sc))
+	for i, s := range sc {
+		out[i] = s.cs
+	}
+	return out, nil, ""
+}
+
+type scoredCluster struct {
+	cs    *clusterState
+	slack int64
+}
+
+// filterResult is the cached verdict of the filters for one filter key.
+type filterResult struct {
+	pass []*clusterState
+	why  string // set when pass is empty
+}
+
+func (p *planner) runFilters(w *Workload) filterResult {
+	var fe filterResult
+	whys := map[string]int{}
 	for _, cs := range p.clusters {
 		ok, why := true, ""
 		for _, f := range filters {
@@ -108,35 +152,39 @@ func (p *planner) eligible(w *Workload) (out, tooFull []*clusterState, why strin
 			whys[why]++
 			continue
 		}
-		slack, fits := capacitySlack(cs, w, need)
-		if !fits {
-			tooFull = append(tooFull, cs)
-			continue
-		}
-		sc = append(sc, scored{cs, slack})
+		fe.pass = append(fe.pass, cs)
 	}
-	if len(sc) == 0 {
-		if len(tooFull) > 0 {
-			sort.SliceStable(tooFull, func(a, b int) bool { return totalFree(tooFull[a]) > totalFree(tooFull[b]) })
-			return nil, tooFull, ""
-		}
-		return nil, nil, noClusterReason(len(p.clusters), whys)
+	if len(fe.pass) == 0 {
+		fe.why = noClusterReason(len(p.clusters), whys)
 	}
-	// Fit quality: the cluster that the gang fills most tightly goes first,
-	// which keeps large free blocks elsewhere for large gangs. Ties by id.
-	sort.SliceStable(sc, func(a, b int) bool { return sc[a].slack < sc[b].slack })
-	for _, s := range sc {
-		out = append(out, s.cs)
-	}
-	return out, nil, ""
+	return fe
 }
 
-func totalFree(cs *clusterState) int64 {
-	var f int64
-	for _, ci := range cs.classes {
-		f += ci.freeMilli
+// filterKey identifies what the filters look at: classes, fractional modes,
+// selector and avoided clusters.
+func filterKey(w *Workload) string {
+	var b strings.Builder
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		if ps.Req.GPUs > 0 {
+			b.WriteString(ps.Class)
+			if ps.Req.Shared() || ps.Req.GPUMemMiB > 0 {
+				b.WriteByte('~')
+				b.WriteByte(byte('0' + ps.Mode))
+			}
+		}
+		b.WriteByte(';')
 	}
-	return f
+	for _, k := range sortedKeys(w.ClusterSelector) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(w.ClusterSelector[k])
+		b.WriteByte(';')
+	}
+	for _, c := range w.AvoidClusters {
+		b.WriteString("!" + c)
+	}
+	return b.String()
 }
 
 // minNeed is the GPU milli per class (""= any) a workload needs at its minimum size.
@@ -237,4 +285,12 @@ func milliCPU(m int64) string {
 		return fmt.Sprintf("%d", m/1000)
 	}
 	return fmt.Sprintf("%.3g", float64(m)/1000)
+}
+
+func totalFree(cs *clusterState) int64 {
+	var f int64
+	for _, ci := range cs.classes {
+		f += ci.freeMilli
+	}
+	return f
 }

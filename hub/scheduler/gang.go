@@ -140,6 +140,20 @@ func (p *placer) pickNode(cs *clusterState, ps *PodSet, allowed []int32) (int32,
 			if r.GPUs > 0 && ci.freeMilli < r.TotalMilli() {
 				continue
 			}
+			if r.Shared() {
+				// Partly used GPUs first: a fraction there keeps whole GPUs whole.
+				for _, i := range ci.partial {
+					if len(p.cands) >= k {
+						break
+					}
+					if gpufit.Fits(&cs.nodes[i], r) {
+						p.cands = append(p.cands, i)
+					}
+				}
+				if len(p.cands) > 0 {
+					continue
+				}
+			}
 			for b := fb; b < len(ci.buckets) && len(p.cands) < k; b++ {
 				for _, i := range ci.buckets[b] {
 					if gpufit.Fits(&cs.nodes[i], r) {

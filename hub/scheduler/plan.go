@@ -28,6 +28,8 @@ type planner struct {
 	pendingIdx map[string]int
 	order      []*Workload
 	running    map[string]*Running
+	filtered   map[string]filterResult
+	scoredBuf  []scoredCluster
 }
 
 // Decide decides what to do with the pending workloads of a snapshot. It is
@@ -50,6 +52,7 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 		victims:    map[string]bool{},
 		pendingIdx: map[string]int{},
 		running:    map[string]*Running{},
+		filtered:   map[string]filterResult{},
 	}
 	p.placer.cfg = &p.cfg
 	p.tree = s.Queues.Clone()

@@ -32,12 +32,16 @@ type nodeMeta struct {
 	class  *classIndex
 	bucket int32
 	pos    int32 // index in class.buckets[bucket]
+	ppos   int32 // index in class.partial, or -1
 }
 
 // classIndex indexes the nodes of one accelerator class in one cluster.
 type classIndex struct {
 	class   string
 	buckets [][]int32
+	// partial lists the nodes with a partly used GPU: the first place to put
+	// a fraction, so that whole GPUs stay whole.
+	partial []int32
 	// freeMilli is the class's total free GPU capacity, for fast rejection.
 	freeMilli int64
 	maxGPUs   int32
@@ -67,6 +71,7 @@ func newClusterState(c *Cluster) *clusterState {
 			ci.maxGPUs = g
 		}
 		cs.meta[i].class = ci
+		cs.meta[i].ppos = -1
 	}
 	sort.Slice(cs.classes, func(a, b int) bool { return cs.classes[a].class < cs.classes[b].class })
 	for _, ci := range cs.classes {
@@ -96,6 +101,7 @@ func (cs *clusterState) reindex(i int32, fresh bool) {
 	m := &cs.meta[i]
 	ci := m.class
 	b := wholeBucket(&cs.nodes[i])
+	cs.reindexPartial(i)
 	if !fresh {
 		if b == m.bucket {
 			return
@@ -110,6 +116,31 @@ func (cs *clusterState) reindex(i int32, fresh bool) {
 	m.bucket = b
 	m.pos = int32(len(ci.buckets[b]))
 	ci.buckets[b] = append(ci.buckets[b], i)
+}
+
+// reindexPartial keeps node i in class.partial exactly while it has a GPU
+// that is partly used.
+func (cs *clusterState) reindexPartial(i int32) {
+	m := &cs.meta[i]
+	ci := m.class
+	has := false
+	for _, g := range cs.nodes[i].GPUs {
+		if g.FreeMilli > 0 && g.FreeMilli < gpufit.MilliPerGPU {
+			has = true
+			break
+		}
+	}
+	switch {
+	case has && m.ppos < 0:
+		m.ppos = int32(len(ci.partial))
+		ci.partial = append(ci.partial, i)
+	case !has && m.ppos >= 0:
+		last := ci.partial[len(ci.partial)-1]
+		ci.partial[m.ppos] = last
+		cs.meta[last].ppos = m.ppos
+		ci.partial = ci.partial[:len(ci.partial)-1]
+		m.ppos = -1
+	}
 }
 
 // wholeBucket is the bucket for a node: bucketNoGPU, bucketPartial, or

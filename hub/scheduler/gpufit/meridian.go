@@ -10,6 +10,7 @@ var MeridianExperiment struct {
 	PackW    float64
 	GW       float64
 	CPUW     float64
+	Lambda   float64
 }
 
 type meridian struct{ tw TargetWorkload }
@@ -92,6 +93,7 @@ func (m meridian) Score(n *Node, r *Request, dst []int) (float64, []int) {
 	free := freeMilli(n, buf[:0])
 	before := m.tw.frag(n.Class, n.CPUMilliFree, free)
 	cpuAfter := n.CPUMilliFree - r.CPUMilli
+	before -= MeridianExperiment.Lambda * m.tw.pressure[n.Class] * float64(r.TotalMilli())
 	w := MeridianExperiment.PackW
 	if w == 0 {
 		w = 0.999

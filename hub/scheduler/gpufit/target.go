@@ -37,6 +37,10 @@ type TargetWorkload struct {
 	totalW  float64 // sum of weights (1, or 0 when empty)
 	groups  []fragGroup
 	cpuOnly float64 // weight of CPU-only shapes
+	// pressure[c] is the expected GPU demand (whole GPUs per pod) of shapes
+	// that are constrained to a set of classes containing c, shared equally
+	// among the classes of each shape.
+	pressure map[string]float64
 }
 
 // fragGroup gathers the GPU shapes that share (milli, gpus, classes); they
@@ -94,6 +98,14 @@ func NewTargetWorkload(shapes []Shape) TargetWorkload {
 				cls = s.Classes
 			}
 			tw.groups = append(tw.groups, fragGroup{milli: s.Milli, gpus: s.GPUs, classes: cls})
+		}
+		if len(s.Classes) > 0 {
+			if tw.pressure == nil {
+				tw.pressure = map[string]float64{}
+			}
+			for _, c := range s.Classes {
+				tw.pressure[c] += s.Weight * float64(int64(s.GPUs)*int64(s.Milli)) / MilliPerGPU / float64(len(s.Classes))
+			}
 		}
 		g := &tw.groups[gi]
 		g.cpu = append(g.cpu, s.CPUMilli)
