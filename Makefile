@@ -25,12 +25,14 @@ test-race: ## Run all tests with the race detector
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks and print throughput, p50/p99 and memory
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./hub/scheduler/...
+bench: ## Run the benchmarks: throughput, p50/p99 and memory, each beside its in-process baseline
+	$(GO) test -run '^$$' -bench 'BenchmarkPlan' -benchtime 1x ./hub/scheduler/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./hub/scheduler/gpufit/ ./hub/quota/
 
 .PHONY: sim
-sim: build ## Replay the Alibaba OpenB trace (one seed, default pod list) and the contention scenario
-	./$(BIN)/meridian-sim openb --seeds 42 --policy bestfit,fgd,meridian
+sim: build ## Run the multi-team contention scenario and replay the Alibaba OpenB trace (seeds 42-51)
+	./$(BIN)/meridian-sim contention --hours 48
+	./$(BIN)/meridian-sim openb --seeds 42-51 --policy bestfit,fgd,meridian
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target briefly (FUZZTIME=30s per target)
@@ -43,8 +45,12 @@ lint: ## gofmt and go vet
 
 .PHONY: verify
 verify: lint ## Check formatting, vet, and that generated code is up to date
-	@if [ -x scripts/verify-generated.sh ]; then scripts/verify-generated.sh; else echo "verify: no generated code yet"; fi
+	bash scripts/verify-generated.sh
 
 .PHONY: generate
 generate: ## Regenerate protobuf, gRPC, gateway and OpenAPI code (installs pinned tools)
-	scripts/generate.sh
+	bash scripts/generate.sh
+
+.PHONY: tools
+tools: ## Install the pinned code generators into $$HOME/.cache/meridian/tools
+	bash scripts/tools.sh
