@@ -76,6 +76,9 @@ func LevelFairshare(t *Tree, l *Ledger, now time.Time) map[string]float64 {
 // ranks from the number of leaves n down to 1; the factor is rank / n, so
 // the most deserving leaf gets 1.0. A nil ledger means no usage.
 func FairTree(t *Tree, l *Ledger, now time.Time) map[string]float64 {
+	if t == nil || t.s == nil {
+		return map[string]float64{}
+	}
 	out := make(map[string]float64, t.s.leaves)
 	t.fairTree(l, now, func(q QueueID, factor float64) { out[t.s.paths[q]] = factor })
 	return out

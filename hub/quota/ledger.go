@@ -66,7 +66,12 @@ func (l *Ledger) Configure(halfLife time.Duration, classWeight map[string]float6
 }
 
 // HalfLife returns the decay half-life (0: no decay).
-func (l *Ledger) HalfLife() time.Duration { return l.halfLife }
+func (l *Ledger) HalfLife() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return l.halfLife
+}
 
 // ClassWeight returns the weight of class (1 unless configured).
 func (l *Ledger) ClassWeight(class string) float64 {
@@ -155,10 +160,14 @@ func (l *Ledger) Accrue(leaf, class string, milli int64, from, to time.Time) {
 	}
 }
 
-// Usage returns a path's decayed GPU-seconds as of now (0 when unknown).
+// Usage returns a path's decayed GPU-seconds as of now (0 when unknown, or
+// for a nil ledger).
 // It does not change the ledger; a now before DecayedTo is read as
 // DecayedTo.
 func (l *Ledger) Usage(path string, now time.Time) float64 {
+	if l == nil {
+		return 0
+	}
 	v := l.usage[path]
 	if v == 0 || l.at.IsZero() || !now.After(l.at) {
 		return v
