@@ -192,7 +192,7 @@ func (a *app) describeWorkload(w *meridianv1.Workload) error {
 			minR = fmt.Sprint(p.GetMinReplicas())
 		}
 		mode := "-"
-		if g := r.GetGpuMilli(); (g > 0 && g < 1000) || r.GetGpuMemoryMib() > 0 {
+		if g := r.GetGpuMilli(); (g > 0 && g < 1000) || (g == 0 && r.GetGpuMemoryMib() > 0) {
 			mode = modeName(r.GetFractionalMode())
 		}
 		ps.row("  "+p.GetName(), fmt.Sprint(p.GetReplicas()), minR, gpus(int64(r.GetGpuMilli())), mib(int64(r.GetGpuMemoryMib())), dash(r.GetAcceleratorClass()), mode, topologyName(p.GetTopology()))

@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/meridian-gpu/meridian/hub/api"
+	"github.com/meridian-gpu/meridian/hub/store"
+	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
+)
+
+// startRealAPI serves the real hub API (hub/api over an embedded etcd on
+// loopback) and returns its gRPC address. There is no scheduling loop, so
+// workloads stay QUEUED until cancelled.
+func startRealAPI(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	startCtx, startCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer startCancel()
+	srv, err := embedetcd.Start(startCtx, embedetcd.Config{DataDir: t.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatalf("start embedded etcd: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	cli, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	st, err := store.New(cli, store.Options{MaxTxnOps: srv.MaxTxnOps()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := store.NewCache(cli, store.Prefix(store.KindWorkloads))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDone := make(chan struct{})
+	go func() { defer close(cacheDone); _ = cache.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-cacheDone })
+	svc, err := api.New(api.Deps{Store: st, Workloads: cache, HubID: "hub-e2e", Version: "v0-e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(api.ServerOptions(nil, nil, 1<<20)...)
+	svc.Register(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	select {
+	case <-cache.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("workload cache not ready after 10s")
+	}
+	return lis.Addr().String()
+}
+
+// squash collapses runs of spaces, so assertions do not depend on column
+// widths.
+func squash(s string) string {
+	return regexp.MustCompile(` +`).ReplaceAllString(s, " ")
+}
+
+// mustRun runs a command line that must succeed.
+func mustRun(t *testing.T, addr, stdin string, args ...string) result {
+	t.Helper()
+	r := runCLI(t, addr, stdin, args...)
+	if r.code != ExitOK {
+		t.Fatalf("meridianctl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// TestAgainstRealAPI drives submit, get, list, explain, cancel, queues and
+// the error paths through the CLI against the real API service on a real
+// embedded etcd.
+func TestAgainstRealAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts embedded etcd; skipped with -short")
+	}
+	addr := startRealAPI(t)
+
+	r := mustRun(t, addr, "", "queue", "apply", "-f", "../../examples/queues/acme.yaml")
+	if got := strings.Count(r.stdout, " created\n"); got != 6 {
+		t.Fatalf("queue apply created %d queues, want 6:\n%s", got, r.stdout)
+	}
+	r = mustRun(t, addr, "", "queue", "apply", "-f", "../../examples/queues/acme.yaml")
+	if got := strings.Count(r.stdout, " unchanged\n"); got != 6 {
+		t.Errorf("second apply: %d unchanged, want 6 (apply must be idempotent):\n%s", got, r.stdout)
+	}
+	r = runCLI(t, addr, "", "queue", "create", "-f", "../../examples/queues/acme.yaml")
+	if r.code != ExitConflict || !strings.Contains(r.stderr, "queue acme already exists (use 'meridianctl queue apply' to update it)") {
+		t.Errorf("create over existing: exit %d stderr %q", r.code, r.stderr)
+	}
+
+	// Submit with a key, twice: one workload.
+	r = mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml", "--idempotency-key", "e2e-1", "-o", "json")
+	var sub struct {
+		Workload struct {
+			ID     string `json:"id"`
+			Status struct {
+				Phase string `json:"phase"`
+			} `json:"status"`
+		} `json:"workload"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &sub); err != nil {
+		t.Fatalf("submit -o json is not JSON: %v\n%s", err, r.stdout)
+	}
+	id := sub.Workload.ID
+	if !regexp.MustCompile(`^wl-[0-9A-Z]{26}$`).MatchString(id) || sub.Workload.Status.Phase != "WORKLOAD_PHASE_QUEUED" {
+		t.Fatalf("submitted workload id %q phase %q", id, sub.Workload.Status.Phase)
+	}
+	r = mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml", "--idempotency-key", "e2e-1")
+	if want := "workload " + id + " already submitted with idempotency key \"e2e-1\" (phase QUEUED)\n"; r.stdout != want {
+		t.Errorf("replayed submit printed %q, want %q", r.stdout, want)
+	}
+	// From stdin, without a key: a second workload.
+	r = mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/fractional.yaml")
+	other := strings.Fields(r.stdout)[1]
+	if other == id || !strings.HasPrefix(r.stdout, "workload wl-") || !strings.HasSuffix(r.stdout, " submitted to queue acme/search/inference (phase QUEUED)\n") {
+		t.Errorf("second submit printed %q", r.stdout)
+	}
+
+	r = mustRun(t, addr, "", "get", id)
+	for _, want := range []string{"ID: " + id, "Queue: acme/vision/train", "Phase: QUEUED", "Pending reason: ", " worker 4 - 8 80Gi nvidia-h100-80gb - nvlink-domain\n"} {
+		if !strings.Contains(squash(r.stdout), want) {
+			t.Errorf("get output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = mustRun(t, addr, "", "list")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], other) || !strings.HasPrefix(lines[2], id) {
+		t.Errorf("list (newest first) =\n%s", r.stdout)
+	}
+	r = mustRun(t, addr, "", "list", "--queue", "acme/vision", "-l", "team=vision", "--phase", "queued")
+	if !strings.Contains(r.stdout, id) || strings.Contains(r.stdout, other) {
+		t.Errorf("filtered list =\n%s", r.stdout)
+	}
+	r = mustRun(t, addr, "", "list", "--phase", "running")
+	if r.stdout != "" || r.stderr != "no workloads match\n" {
+		t.Errorf("empty list printed stdout %q stderr %q", r.stdout, r.stderr)
+	}
+
+	r = mustRun(t, addr, "", "explain", id)
+	if !strings.Contains(squash(r.stdout), "Workload: "+id) || !strings.Contains(squash(r.stdout), "Phase: QUEUED") {
+		t.Errorf("explain =\n%s", r.stdout)
+	}
+
+	t.Logf("explain:\n%s", r.stdout)
+	r = mustRun(t, addr, "", "cancel", id, "--reason", "e2e done")
+	if r.stdout != "workload "+id+" cancelled\n" {
+		t.Errorf("cancel printed %q", r.stdout)
+	}
+	r = mustRun(t, addr, "", "get", id, "-o", "yaml")
+	if !strings.Contains(r.stdout, "phase: WORKLOAD_PHASE_CANCELLED") {
+		t.Errorf("after cancel, get -o yaml =\n%s", r.stdout)
+	}
+	r = mustRun(t, addr, "", "list", "--phase", "cancelled", "-o", "json")
+	if !strings.Contains(r.stdout, id) || strings.Contains(r.stdout, other) {
+		t.Errorf("cancelled list =\n%s", r.stdout)
+	}
+
+	r = mustRun(t, addr, "", "queues")
+	for _, want := range []string{"\nacme 1 nvidia-a100-40gb 32 ", "\n├─ research 1 nvidia-a100-40gb 16 ", "\n└─ vision 2 nvidia-h100-80gb 40 16 all ", "\n └─ train 1 nvidia-h100-80gb 32 unlimited all "} {
+		if !strings.Contains(squash(r.stdout), want) {
+			t.Errorf("queues output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	t.Logf("queues:\n%s", r.stdout)
+	r = mustRun(t, addr, "", "version")
+	if !strings.Contains(r.stdout, "Hub:    v0-e2e (hub-e2e at HUB, ") {
+		t.Errorf("version =\n%s", r.stdout)
+	}
+
+	// Error paths, as the real hub reports them.
+	missing := "wl-00000000000000000000000000"
+	r = runCLI(t, addr, "", "get", missing)
+	if r.code != ExitNotFound || r.stderr != "error: workload "+missing+" not found\n" {
+		t.Errorf("get missing: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, addr, "", "cancel", missing)
+	if r.code != ExitNotFound {
+		t.Errorf("cancel missing: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, addr, "", "submit", "-f", "testdata/input/unknown-queue.yaml")
+	if r.code != ExitInvalid || !strings.HasPrefix(r.stderr, "error: the hub rejected the workload (1 problem):\n  queue: ") {
+		t.Errorf("unknown queue: exit %d stderr %q", r.code, r.stderr)
+	}
+}
