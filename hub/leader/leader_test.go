@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,8 +46,11 @@ func newClient(t *testing.T) *clientv3.Client {
 	return c
 }
 
+var prefixSeq atomic.Int64
+
+// prefixFor gives each test (and each -count repetition) its own election.
 func prefixFor(t *testing.T) string {
-	return "/test/" + strings.ReplaceAll(t.Name(), "/", "_") + "/leader"
+	return fmt.Sprintf("/test/%s/%d/leader", strings.ReplaceAll(t.Name(), "/", "_"), prefixSeq.Add(1))
 }
 
 func TestNewValidates(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,9 +54,12 @@ func newStore(t testing.TB) *Store {
 	return s
 }
 
-// testPrefix gives each test its own key space on the shared server.
+var prefixSeq atomic.Int64
+
+// testPrefix gives each test (and each -count repetition) its own key space
+// on the shared server.
 func testPrefix(t testing.TB) string {
-	return "/t/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
+	return fmt.Sprintf("/t/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), prefixSeq.Add(1))
 }
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
