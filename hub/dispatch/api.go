@@ -1,0 +1,327 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/convert"
+	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/scheduler"
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
+	"github.com/meridian-gpu/meridian/hub/store"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// lastView is the accounting of one snapshot, kept for the API.
+type lastView struct {
+	at      time.Time
+	tree    *quota.Tree // running usage charged
+	ledger  *quota.Ledger
+	fair    map[string]float64
+	pending map[string]int32 // leaf -> queued workloads
+	running map[string]int32 // leaf -> running workloads
+}
+
+func (l *Loop) viewOf(b *built, now time.Time) *lastView {
+	v := &lastView{at: now, tree: b.snap.Queues.Clone(), ledger: b.snap.Ledger, pending: map[string]int32{}, running: map[string]int32{}}
+	for _, r := range b.snap.Running {
+		v.running[r.Workload.Queue]++
+		for _, u := range r.Usage {
+			v.tree.Charge(r.Workload.Queue, u.Class, u.Milli)
+		}
+	}
+	for _, w := range b.snap.Pending {
+		v.pending[w.Queue]++
+	}
+	v.fair = quota.FairTree(v.tree, v.ledger, now)
+	return v
+}
+
+// remember keeps the latest cycle's accounting for QueueStatus.
+func (l *Loop) remember(b *built, now time.Time) {
+	v := l.viewOf(b, now)
+	l.mu.Lock()
+	l.last = v
+	l.mu.Unlock()
+}
+
+// currentView returns the latest leader accounting, or (on a follower, or
+// when it is older than a second) one built from this replica's cache.
+func (l *Loop) currentView() *lastView {
+	l.mu.Lock()
+	v := l.last
+	leading := l.leading
+	l.mu.Unlock()
+	now := l.clock()
+	if v != nil && (leading || now.Sub(v.at) < time.Second) {
+		return v
+	}
+	var led *quota.Ledger
+	if v != nil {
+		led = v.ledger
+	}
+	b := l.buildSnapshot(l.readState(), led, now)
+	v = l.viewOf(b, now)
+	l.mu.Lock()
+	if l.last == nil || l.last.at.Before(v.at) {
+		l.last = v
+	}
+	l.mu.Unlock()
+	return v
+}
+
+// QueueStatus reports a queue's usage, borrowing and fairshare factor per
+// accelerator class, and its pending and running counts (summed over the
+// subtree). It returns nil for an unknown queue. It implements the API's
+// QueueStatusSource.
+func (l *Loop) QueueStatus(path string) *meridianv1.QueueStatus {
+	v := l.currentView()
+	if _, ok := v.tree.ID(path); !ok {
+		return nil
+	}
+	qs := &meridianv1.QueueStatus{}
+	for leaf, n := range v.pending {
+		if leaf == path || strings.HasPrefix(leaf, path+"/") {
+			qs.PendingWorkloads += n
+		}
+	}
+	for leaf, n := range v.running {
+		if leaf == path || strings.HasPrefix(leaf, path+"/") {
+			qs.RunningWorkloads += n
+		}
+	}
+	var decayed float64
+	if v.ledger != nil {
+		decayed = v.ledger.Usage(path, v.at)
+	}
+	for _, cls := range v.tree.Classes() {
+		u := v.tree.Usage(path, cls)
+		lim, _ := v.tree.Limits(path, cls)
+		if u == 0 && lim.Nominal == 0 {
+			continue
+		}
+		qs.Classes = append(qs.Classes, &meridianv1.ClassUsage{
+			AcceleratorClass: cls, UsageMilli: u, BorrowedMilli: v.tree.Borrowing(path, cls),
+			DecayedGpuSeconds: decayed, FairshareFactor: v.fair[path],
+		})
+	}
+	if len(qs.Classes) == 0 {
+		qs.Classes = append(qs.Classes, &meridianv1.ClassUsage{AcceleratorClass: quota.AnyClass, DecayedGpuSeconds: decayed, FairshareFactor: v.fair[path]})
+	}
+	return qs
+}
+
+// ListClusters implements the API's ClusterSource, with the persisted drain
+// flags applied.
+func (l *Loop) ListClusters() []*meridianv1.Cluster {
+	out := l.fleet.ListClusters()
+	l.applyDrain(out)
+	return out
+}
+
+// GetCluster implements the API's ClusterSource.
+func (l *Loop) GetCluster(id string) (*meridianv1.Cluster, bool) {
+	c, ok := l.fleet.GetCluster(id)
+	if ok {
+		l.applyDrain([]*meridianv1.Cluster{c})
+	}
+	return c, ok
+}
+
+func (l *Loop) applyDrain(cs []*meridianv1.Cluster) {
+	for _, c := range cs {
+		k, err := ClusterKey(c.GetId())
+		if err != nil {
+			continue
+		}
+		it, ok := l.cache.Get(k)
+		if !ok {
+			continue
+		}
+		var s clusterSettings
+		if json.Unmarshal(it.Value, &s) == nil && s.Draining && c.State == meridianv1.ClusterState_CLUSTER_STATE_READY {
+			c.State = meridianv1.ClusterState_CLUSTER_STATE_DRAINING
+			c.DrainReason = s.Reason
+		}
+	}
+}
+
+// SetDraining persists a cluster's drain flag in etcd (so every replica and
+// the next leader see it) and applies it to the local registry at once. It
+// fails for a cluster no agent has announced. It implements the API's
+// ClusterSource.
+func (l *Loop) SetDraining(ctx context.Context, id string, draining bool) error {
+	if _, ok := l.fleet.State(id); !ok {
+		return fmt.Errorf("dispatch: drain cluster %q: no agent has announced it", id)
+	}
+	k, err := ClusterKey(id)
+	if err != nil {
+		return fmt.Errorf("dispatch: drain cluster: %w", err)
+	}
+	b, _ := json.Marshal(clusterSettings{Draining: draining})
+	rev, err := l.st.Commit(ctx, nil, store.Put(k, b))
+	if err != nil {
+		return fmt.Errorf("dispatch: drain cluster %q: %w", id, err)
+	}
+	if err := l.fleet.SetDraining(ctx, id, draining); err != nil {
+		return err
+	}
+	return l.cache.WaitForRevision(ctx, rev)
+}
+
+// Explain runs the pure core on a snapshot of the current state and reports
+// why w waits, plus one line per cluster: eligible or not, and how many of
+// each pod set's replicas would fit there now. It never writes. It
+// implements the API's Explainer.
+func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1.ExplainWorkloadResponse, error) {
+	if w == nil {
+		return nil, errors.New("dispatch: Explain: workload is nil")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := l.clock()
+	resp := &meridianv1.ExplainWorkloadResponse{WorkloadId: w.GetId(), Phase: w.GetStatus().GetPhase(), EvaluateTime: tsOf(now)}
+	if w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+		resp.PendingReason = w.GetStatus().GetPendingReason()
+		return resp, nil
+	}
+	sw, err := convert.Workload(w, avoided(w, now))
+	if err != nil {
+		resp.PendingReason = "cannot be scheduled as stored: " + err.Error()
+		return resp, nil
+	}
+	var led *quota.Ledger
+	l.mu.Lock()
+	if l.last != nil {
+		led = l.last.ledger
+	}
+	l.mu.Unlock()
+	b := l.buildSnapshot(l.readState(), led, now)
+	found := false
+	for i, p := range b.snap.Pending {
+		if p.ID == sw.ID {
+			b.snap.Pending[i], found = sw, true
+		}
+	}
+	if !found {
+		b.snap.Pending = append(b.snap.Pending, sw)
+	}
+	plan, err := safeDecide(b.snap, l.cfg.Scheduler)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: Explain: %w", err)
+	}
+	resp.PendingReason = "the scheduler would dispatch it in the next cycle"
+	for _, p := range plan.Pending {
+		if p.WorkloadID == sw.ID {
+			resp.PendingReason = p.Reason
+		}
+	}
+	pos := int32(0)
+	for _, p := range b.snap.Pending {
+		if p.Queue == sw.Queue && (p.CreatedAt.Before(sw.CreatedAt) || (p.CreatedAt.Equal(sw.CreatedAt) && p.ID < sw.ID)) && p.ID != sw.ID {
+			pos++
+		}
+	}
+	resp.QueuePosition = pos + 1
+	resp.Quota = quotaChecks(b, sw)
+	for _, c := range b.snap.Clusters {
+		resp.Clusters = append(resp.Clusters, clusterFit(b, sw, c, l.cfg.Scheduler))
+	}
+	return resp, nil
+}
+
+// quotaChecks reports, per class the workload needs, what its queue could
+// still take.
+func quotaChecks(b *built, w *scheduler.Workload) []*meridianv1.QuotaCheck {
+	tree := b.snap.Queues.Clone()
+	for _, r := range b.snap.Running {
+		for _, u := range r.Usage {
+			tree.Charge(r.Workload.Queue, u.Class, u.Milli)
+		}
+	}
+	need := map[string]int64{}
+	for _, ps := range w.PodSets {
+		need[ps.Class] += int64(ps.Replicas) * ps.Req.TotalMilli()
+	}
+	var out []*meridianv1.QuotaCheck
+	for _, cls := range sortedKeys(need) {
+		if need[cls] == 0 || cls == "" {
+			continue
+		}
+		v := tree.Check(w.Queue, cls, need[cls])
+		qc := &meridianv1.QuotaCheck{AcceleratorClass: cls, RequestedMilli: need[cls], Fits: v.OK, Reason: v.Reason}
+		out = append(out, qc)
+	}
+	return out
+}
+
+// clusterFit runs the core with only cluster c and this workload, and
+// counts replicas that fit node by node.
+func clusterFit(b *built, w *scheduler.Workload, c scheduler.Cluster, cfg scheduler.Config) *meridianv1.ClusterFit {
+	one := *b.snap
+	one.Clusters = []scheduler.Cluster{c}
+	one.Pending = []*scheduler.Workload{w}
+	cf := &meridianv1.ClusterFit{Cluster: c.ID}
+	plan, err := safeDecide(&one, cfg)
+	switch {
+	case err != nil:
+		cf.Lines = append(cf.Lines, "could not evaluate: "+err.Error())
+	case len(plan.Dispatches) == 1:
+		cf.Fits = true
+		cf.Lines = append(cf.Lines, "eligible: the whole gang fits now")
+	default:
+		for _, p := range plan.Pending {
+			cf.Lines = append(cf.Lines, "not now: "+p.Reason)
+		}
+	}
+	for _, ps := range w.PodSets {
+		n := replicasThatFit(c, ps)
+		cf.Lines = append(cf.Lines, fmt.Sprintf("pod set %s: %d of %d replicas fit node by node (topology not applied)", ps.Name, n, ps.Replicas))
+	}
+	return cf
+}
+
+// replicasThatFit places replicas greedily on a copy of the cluster's nodes.
+func replicasThatFit(c scheduler.Cluster, ps scheduler.PodSet) int32 {
+	nodes := make([]gpufit.Node, 0, len(c.Nodes))
+	for _, n := range c.Nodes {
+		if ps.Class != "" && n.Res.Class != ps.Class {
+			continue
+		}
+		nodes = append(nodes, n.Res.Clone())
+	}
+	sort.SliceStable(nodes, func(a, b int) bool { return nodes[a].FreeMilli() < nodes[b].FreeMilli() })
+	var placed int32
+	req := ps.Req
+	for placed < ps.Replicas {
+		ok := false
+		for i := range nodes {
+			if !gpufit.Fits(&nodes[i], &req) {
+				continue
+			}
+			var gpus []int
+			for g := range nodes[i].GPUs {
+				if len(gpus) == int(req.GPUs) {
+					break
+				}
+				if nodes[i].GPUs[g].FreeMilli >= req.Milli && nodes[i].GPUs[g].FreeMemMiB >= req.GPUMemMiB {
+					gpus = append(gpus, g)
+				}
+			}
+			nodes[i].Apply(&req, gpus)
+			placed++
+			ok = true
+			break
+		}
+		if !ok {
+			break
+		}
+	}
+	return placed
+}

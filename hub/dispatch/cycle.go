@@ -1,0 +1,562 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meridian-gpu/meridian/hub/convert"
+	"github.com/meridian-gpu/meridian/hub/leader"
+	"github.com/meridian-gpu/meridian/hub/scheduler"
+	"github.com/meridian-gpu/meridian/hub/store"
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// mutation is a set of ops on distinct keys that must apply together, plus
+// what to do once they did.
+type mutation struct {
+	ops   []store.Op
+	after func()
+}
+
+// applyMutations commits mutations in as few fenced transactions as the
+// store allows. A mutation is never split. A conflicting transaction is
+// skipped (the next cycle sees fresher state); ErrNotLeader stops at once.
+// It returns the highest committed revision and whether any conflict
+// happened.
+func (l *Loop) applyMutations(t *term, ms []mutation) (int64, bool, error) {
+	var (
+		rev      int64
+		conflict bool
+		batch    []store.Op
+		afters   []func()
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		ops, a := batch, afters
+		batch, afters = nil, nil
+		r, err := l.commit(t, ops...)
+		switch {
+		case err == nil:
+			rev = max(rev, r)
+			for _, f := range a {
+				if f != nil {
+					f()
+				}
+			}
+		case leader.IsNotLeader(err):
+			return err
+		case store.IsConflict(err):
+			conflict = true
+			l.m.conflicts.Inc()
+			l.log.Debug("commit conflict; will retry on a fresh snapshot", "err", err)
+		default:
+			conflict = true
+			l.log.Warn("commit failed", "err", err)
+		}
+		return nil
+	}
+	limit := l.st.MaxTxnOps()
+	for _, m := range ms {
+		if len(batch)+len(m.ops) > limit {
+			if err := flush(); err != nil {
+				return rev, conflict, err
+			}
+		}
+		batch = append(batch, m.ops...)
+		afters = append(afters, m.after)
+	}
+	err := flush()
+	return rev, conflict, err
+}
+
+// waitRev lets the cache catch up with our own writes, so the next snapshot
+// includes them.
+func (l *Loop) waitRev(t *term, rev int64) {
+	if rev <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+	defer cancel()
+	if err := l.cache.WaitForRevision(ctx, rev); err != nil && t.ctx.Err() == nil {
+		l.log.Warn("cache did not reach our commit", "rev", rev, "err", err)
+	}
+}
+
+// requeue returns a mutation that sends an active workload back to QUEUED
+// (or CANCELLED when a cancel was requested), deleting its dispatch record.
+// avoid, when set, backs the cluster off.
+func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool, keepAttempts bool) (mutation, error) {
+	nw := cloneWorkload(w.w)
+	st := nw.Status
+	cluster := st.GetCluster()
+	if hasCondition(nw, ConditionCancelRequested) {
+		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
+		st.EndTime = tsOf(now)
+		st.Message = clip("cancelled: "+why, 512)
+		st.PendingReason = ""
+	} else {
+		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED
+		st.PendingReason = clip("requeued: "+why, 512)
+		st.Message = st.PendingReason
+		st.StartTime = nil
+		if avoid && cluster != "" {
+			n := rejections(nw, cluster) + 1
+			until := now.Add(backoffFor(n, l.cfg.RejectBackoff, l.cfg.RejectBackoffMax))
+			setBackoff(nw, cluster, n, why, until)
+		}
+	}
+	_ = keepAttempts // attempts count dispatches; a requeue never changes them
+	st.Cluster, st.DispatchId = "", ""
+	b, err := l.stamp(nw, now)
+	if err != nil {
+		return mutation{}, err
+	}
+	ops := []store.Op{store.PutIfModRev(w.key, b, w.modRev)}
+	if r != nil {
+		ops = append(ops, store.Delete(r.key, r.modRev))
+	}
+	return mutation{ops: ops}, nil
+}
+
+// setBackoff records or refreshes the ClusterBackoff condition for cluster.
+func setBackoff(w *meridianv1.Workload, cluster string, n int, why string, until time.Time) {
+	c := &meridianv1.Condition{
+		Type: ConditionClusterBackoff, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE, Reason: cluster,
+		Message:            clip(fmt.Sprintf("rejections=%d; avoided until %s; last: %s", n, until.UTC().Format(time.RFC3339), why), 512),
+		LastTransitionTime: tsOf(until),
+	}
+	for i, old := range w.Status.Conditions {
+		if old.GetType() == ConditionClusterBackoff && old.GetReason() == cluster {
+			w.Status.Conditions[i] = c
+			return
+		}
+	}
+	w.Status.Conditions = append(w.Status.Conditions, c)
+}
+
+// cycle runs one scheduling cycle. It returns ErrNotLeader (wrapped) when
+// the fence failed; other errors are logged by the caller.
+func (l *Loop) cycle(t *term) (err error) {
+	start := time.Now()
+	defer func() { l.m.cycle.Observe(time.Since(start).Seconds()) }()
+	now := l.clock()
+	l.fleet.Sweep()
+
+	s := l.readState()
+	// Housekeeping first: lost clusters, cancel requests, orphans.
+	ms := l.housekeeping(t, s, now)
+	if len(ms) > 0 {
+		rev, _, err := l.applyMutations(t, ms)
+		if err != nil {
+			return err
+		}
+		l.waitRev(t, rev)
+		s = l.readState()
+	}
+
+	t.mu.Lock()
+	ledger := t.ledger.Clone()
+	t.mu.Unlock()
+	b := l.buildSnapshot(s, ledger, now)
+	l.reconcileReports(t, b, now)
+
+	plan, perr := safeDecide(b.snap, l.cfg.Scheduler)
+	if perr != nil {
+		l.m.panics.Inc()
+		l.log.Error("scheduler panic recovered; cycle skipped", "err", perr, "pending", pendingIDs(b.snap))
+		return nil
+	}
+
+	// Commit dispatches.
+	type committed struct {
+		w *meridianv1.Workload
+		r *Record
+	}
+	var (
+		cmu  sync.Mutex
+		done []committed
+	)
+	var dms []mutation
+	dispatched := map[string]bool{}
+	for _, d := range plan.Dispatches {
+		w := b.byID[d.WorkloadID]
+		if w == nil || w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+			continue
+		}
+		nw := cloneWorkload(w.w)
+		id := newDispatchID()
+		st := nw.Status
+		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED
+		st.Cluster, st.DispatchId = d.Cluster, id
+		st.Attempts++
+		st.DispatchTime = tsOf(now)
+		st.PendingReason, st.Message = "", ""
+		st.StartTime, st.EndTime, st.ExitCode = nil, nil, nil
+		wb, err := l.stamp(nw, now)
+		if err != nil {
+			l.log.Error("encode workload", "workload", d.WorkloadID, "err", err)
+			continue
+		}
+		r := &Record{DispatchID: id, WorkloadID: d.WorkloadID, Queue: nw.GetQueue(), Cluster: d.Cluster, Attempt: st.Attempts,
+			Placement: d.Placement, Usage: d.Usage, CreatedAt: now, LeaderTerm: t.fence.Rev}
+		rb, err := encodeRecord(r)
+		if err != nil {
+			l.log.Error("encode dispatch record", "workload", d.WorkloadID, "err", err)
+			continue
+		}
+		rk, err := DispatchKey(id)
+		if err != nil {
+			l.log.Error("dispatch key", "id", id, "err", err)
+			continue
+		}
+		dispatched[d.WorkloadID] = true
+		dms = append(dms, mutation{
+			ops: []store.Op{store.PutIfModRev(w.key, wb, w.modRev), store.PutIfModRev(rk, rb, 0)},
+			after: func() {
+				cmu.Lock()
+				done = append(done, committed{w: nw, r: r})
+				cmu.Unlock()
+			},
+		})
+	}
+	rev, conflict, err := l.applyMutations(t, dms)
+	if len(done) > 0 {
+		l.m.dispatches.Add(float64(len(done)))
+		publishAll(l, t, done, func(c committed) (*meridianv1.Workload, *Record) { return c.w, c.r })
+	}
+	if err != nil {
+		return err
+	}
+
+	// Preemptions, only after the commit.
+	if !conflict {
+		for _, p := range plan.Preemptions {
+			w := b.byID[p.WorkloadID]
+			if w == nil || !active(w.w.GetStatus().GetPhase()) {
+				continue
+			}
+			if l.sendCancel(t, w.w.GetStatus().GetCluster(), w.w.GetStatus().GetDispatchId(), p.WorkloadID, "preempted: "+p.Reason, true) {
+				l.m.preemptions.Inc()
+			}
+		}
+	}
+
+	// Pending reasons, only when they changed.
+	reasons := map[string]string{}
+	counts := map[string]int{}
+	for _, p := range plan.Pending {
+		reasons[p.WorkloadID] = p.Reason
+		counts[p.Code.String()]++
+	}
+	for id, why := range b.invalid {
+		reasons[id] = why
+		counts[scheduler.ReasonInvalid.String()]++
+	}
+	l.m.setPending(counts)
+	var pms []mutation
+	for _, id := range sortedKeys(reasons) {
+		w := b.byID[id]
+		why := clip(reasons[id], 1024)
+		if w == nil || dispatched[id] || w.w.GetStatus().GetPendingReason() == why {
+			continue
+		}
+		nw := cloneWorkload(w.w)
+		nw.Status.PendingReason = why
+		wb, err := l.stamp(nw, now)
+		if err != nil {
+			continue
+		}
+		pms = append(pms, mutation{ops: []store.Op{store.PutIfModRev(w.key, wb, w.modRev)}})
+	}
+	prev, _, err := l.applyMutations(t, pms)
+	if err != nil {
+		return err
+	}
+	rev = max(rev, prev)
+
+	l.republishStale(t, b, now)
+	if err := l.accrue(t, b, now); err != nil {
+		return err
+	}
+	l.remember(b, now)
+	l.waitRev(t, rev)
+	if conflict {
+		// Run again soon on a fresh snapshot.
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func pendingIDs(s *scheduler.Snapshot) []string {
+	ids := make([]string, 0, len(s.Pending))
+	for _, w := range s.Pending {
+		ids = append(ids, w.ID)
+	}
+	if len(ids) > 50 {
+		ids = append(ids[:50], fmt.Sprintf("... and %d more", len(ids)-50))
+	}
+	return ids
+}
+
+// safeDecide runs the core and turns a panic into an error.
+func safeDecide(s *scheduler.Snapshot, cfg scheduler.Config) (p *scheduler.Plan, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("scheduler.Decide panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return decideFn(s, cfg), nil
+}
+
+// decideFn is scheduler.Decide; tests swap it to inject a panic.
+var decideFn = scheduler.Decide
+
+// housekeeping finds the writes the state itself calls for: work of LOST
+// clusters, cancel requests, and records nobody points at.
+func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
+	var ms []mutation
+	lost := lostSet(l.fleet.Views())
+	handled := map[string]bool{}
+	for _, id := range sortedKeys(s.dispatches) {
+		r := s.dispatches[id]
+		w := s.workloads[r.r.WorkloadID]
+		if w == nil || w.w.GetStatus().GetDispatchId() != id || !active(w.w.GetStatus().GetPhase()) {
+			// An orphan: its workload moved on. Drop it and make sure the
+			// agent stops it.
+			l.sendCancel(t, r.r.Cluster, id, r.r.WorkloadID, "dispatch is no longer current", false)
+			ms = append(ms, mutation{ops: []store.Op{store.Delete(r.key, r.modRev)}})
+			continue
+		}
+		if !lost[r.r.Cluster] {
+			continue
+		}
+		if r.r.Acked && !w.w.GetRequeueOnClusterLoss() {
+			continue // keeps running there; the agent may come back
+		}
+		why := fmt.Sprintf("cluster %s was lost before it acknowledged the dispatch", r.r.Cluster)
+		if r.r.Acked {
+			why = fmt.Sprintf("cluster %s was lost and the workload asks to be requeued on cluster loss", r.r.Cluster)
+		}
+		m, err := l.requeue(w, r, now, why, true, true)
+		if err != nil {
+			continue
+		}
+		l.sendCancel(t, r.r.Cluster, id, r.r.WorkloadID, why, false)
+		handled[w.w.GetId()] = true
+		l.m.lostRequeues.Inc()
+		ms = append(ms, m)
+	}
+	for _, id := range sortedKeys(s.workloads) {
+		w := s.workloads[id]
+		if handled[id] || !hasCondition(w.w, ConditionCancelRequested) {
+			continue
+		}
+		ph := w.w.GetStatus().GetPhase()
+		r := s.dispatches[w.w.GetStatus().GetDispatchId()]
+		switch {
+		case ph == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || (active(ph) && r == nil):
+			nw := cloneWorkload(w.w)
+			nw.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
+			nw.Status.EndTime = tsOf(now)
+			nw.Status.PendingReason = ""
+			nw.Status.Message = "cancelled by request"
+			if b, err := l.stamp(nw, now); err == nil {
+				ms = append(ms, mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}})
+			}
+		case active(ph):
+			l.sendCancel(t, r.r.Cluster, r.r.DispatchID, id, "cancelled by request", false)
+		}
+	}
+	return ms
+}
+
+// reconcileReports cancels dispatches an agent says it holds that are not
+// current for that cluster (a returning agent's stale work).
+func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
+	for _, cluster := range l.fleet.IDs() {
+		ids, _, ok := l.fleet.Reported(cluster)
+		if !ok {
+			continue
+		}
+		for _, id := range ids {
+			if r, cur := b.current[id]; cur && r.r.Cluster == cluster {
+				continue
+			}
+			l.sendCancel(t, cluster, id, "", "dispatch is no longer current for this cluster", false)
+		}
+	}
+}
+
+// sendCancel publishes a DispatchCancel once per dispatch id and term. It
+// reports whether it published.
+func (l *Loop) sendCancel(t *term, cluster, dispatchID, workloadID, reason string, preempt bool) bool {
+	if cluster == "" || dispatchID == "" {
+		return false
+	}
+	t.mu.Lock()
+	if t.cancelled[dispatchID] {
+		t.mu.Unlock()
+		return false
+	}
+	t.cancelled[dispatchID] = true
+	t.mu.Unlock()
+	msg := &agentv1.DispatchCancel{DispatchId: dispatchID, WorkloadId: workloadID, Reason: clip(reason, 512), Preempt: preempt,
+		ClusterId: cluster, SentAt: tsOf(l.clock())}
+	if preempt {
+		msg.GracePeriod = durationpb.New(30 * time.Second)
+	}
+	b, err := marshalDet(msg)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+		_, err = l.bus.PublishDispatch(ctx, cluster, convert.CancelMsgID(dispatchID), b)
+		cancel()
+	}
+	if err != nil {
+		t.mu.Lock()
+		delete(t.cancelled, dispatchID) // try again next cycle
+		t.mu.Unlock()
+		l.log.Warn("publish cancel", "dispatch", dispatchID, "cluster", cluster, "err", err)
+		return false
+	}
+	l.m.cancels.Inc()
+	l.log.Info("cancel sent", "dispatch", dispatchID, "workload", workloadID, "cluster", cluster, "preempt", preempt, "reason", reason)
+	return true
+}
+
+// dispatchMsg builds the agent's Dispatch for a record.
+func dispatchMsg(w *meridianv1.Workload, r *Record) *agentv1.Dispatch {
+	spec := cloneWorkload(w)
+	spec.Status = nil
+	return &agentv1.Dispatch{
+		DispatchId: r.DispatchID, WorkloadId: r.WorkloadID, Attempt: r.Attempt, Workload: spec,
+		Placement: convert.Placement(r.Placement), ClusterId: r.Cluster, LeaderTerm: r.LeaderTerm, CreatedAt: tsOf(r.CreatedAt),
+	}
+}
+
+// publishAll publishes dispatches with bounded parallelism. A failed
+// publish is retried by republishStale later.
+func publishAll[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.Workload, *Record)) {
+	sem := make(chan struct{}, l.cfg.PublishParallelism)
+	var wg sync.WaitGroup
+	sort.SliceStable(items, func(a, b int) bool {
+		_, ra := get(items[a])
+		_, rb := get(items[b])
+		return ra.DispatchID < rb.DispatchID
+	})
+	for _, it := range items {
+		w, r := get(it)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			l.publishDispatch(t, w, r)
+		}()
+	}
+	wg.Wait()
+}
+
+func (l *Loop) publishDispatch(t *term, w *meridianv1.Workload, r *Record) {
+	b, err := marshalDet(dispatchMsg(w, r))
+	if err != nil {
+		l.log.Error("encode dispatch", "dispatch", r.DispatchID, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+	dup, err := l.bus.PublishDispatch(ctx, r.Cluster, r.DispatchID, b)
+	cancel()
+	t.mu.Lock()
+	t.published[r.DispatchID] = time.Now()
+	t.mu.Unlock()
+	if err != nil {
+		l.log.Warn("publish dispatch; will retry", "dispatch", r.DispatchID, "cluster", r.Cluster, "err", err)
+		return
+	}
+	l.m.published.Inc()
+	if dup {
+		l.m.duplicates.Inc()
+	}
+}
+
+// republishStale publishes again every current, unacknowledged dispatch
+// whose last publish is older than RepublishAfter.
+func (l *Loop) republishStale(t *term, b *built, now time.Time) {
+	type item struct {
+		w *meridianv1.Workload
+		r *Record
+	}
+	var due []item
+	t.mu.Lock()
+	for id, r := range b.current {
+		if r.r.Acked {
+			delete(t.published, id)
+			continue
+		}
+		last, ok := t.published[id]
+		if ok && time.Since(last) < l.cfg.RepublishAfter {
+			continue
+		}
+		if !ok {
+			// Not published in this term (committed by an earlier one and
+			// missed by republishUnacked, or newer): publish now.
+			t.published[id] = time.Time{}
+		}
+		due = append(due, item{w: b.byID[r.r.WorkloadID].w, r: r.r})
+	}
+	t.mu.Unlock()
+	if len(due) > 0 {
+		publishAll(l, t, due, func(i item) (*meridianv1.Workload, *Record) { return i.w, i.r })
+	}
+}
+
+// republishUnacked runs when a term starts: every unacknowledged dispatch is
+// published again, read straight from etcd.
+func (l *Loop) republishUnacked(t *term) error {
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	items, _, err := l.st.List(ctx, prefDispatches, 0)
+	if err != nil {
+		return err
+	}
+	type item struct {
+		w *meridianv1.Workload
+		r *Record
+	}
+	var due []item
+	for _, it := range items {
+		r, err := decodeRecord(it.Value)
+		if err != nil || r.Acked {
+			continue
+		}
+		wk, err := WorkloadKey(r.WorkloadID)
+		if err != nil {
+			continue
+		}
+		wb, _, err := l.st.Get(ctx, wk)
+		if err != nil {
+			continue
+		}
+		w, err := decodeWorkload(wb)
+		if err != nil || w.GetStatus().GetDispatchId() != r.DispatchID {
+			continue
+		}
+		due = append(due, item{w: w, r: r})
+	}
+	publishAll(l, t, due, func(i item) (*meridianv1.Workload, *Record) { return i.w, i.r })
+	l.m.republished.Add(float64(len(due)))
+	if len(due) > 0 {
+		l.log.Info("republished unacknowledged dispatches", "count", len(due))
+	}
+	return nil
+}

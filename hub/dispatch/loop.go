@@ -1,0 +1,349 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-gpu/meridian/hub/fleet"
+	"github.com/meridian-gpu/meridian/hub/leader"
+	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/scheduler"
+	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// Config tunes the loop. Zero fields take the defaults shown.
+type Config struct {
+	// Scheduler configures the pure core; zero means scheduler.DefaultConfig().
+	Scheduler scheduler.Config
+	// MinPeriod is the shortest gap between two cycles (50ms).
+	MinPeriod time.Duration
+	// MaxIdle is the longest gap between two cycles without any trigger (1s).
+	MaxIdle time.Duration
+	// ClusterTimeout is the silence after which a cluster is LOST (15s); it
+	// is used when the loop builds its own fleet registry.
+	ClusterTimeout time.Duration
+	// RepublishAfter is how long an unacknowledged dispatch waits before
+	// it is published again (10s).
+	RepublishAfter time.Duration
+	// RejectBackoff and RejectBackoffMax bound the exponential exclusion of
+	// a cluster that rejected a workload (10s, 10m).
+	RejectBackoff, RejectBackoffMax time.Duration
+	// LedgerHalfLife is the fairshare decay half-life for a new ledger (7 days).
+	LedgerHalfLife time.Duration
+	// LedgerPersistEvery is how often the leader writes the ledger (10s).
+	LedgerPersistEvery time.Duration
+	// PublishParallelism bounds concurrent JetStream publishes (16).
+	PublishParallelism int
+}
+
+func (c *Config) defaults() {
+	if c.Scheduler.Scorer == nil && c.Scheduler.NodeCandidates == 0 {
+		c.Scheduler = scheduler.DefaultConfig()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.MinPeriod, 50*time.Millisecond)
+	def(&c.MaxIdle, time.Second)
+	def(&c.ClusterTimeout, fleet.DefaultTimeout)
+	def(&c.RepublishAfter, 10*time.Second)
+	def(&c.RejectBackoff, 10*time.Second)
+	def(&c.RejectBackoffMax, 10*time.Minute)
+	def(&c.LedgerHalfLife, 7*24*time.Hour)
+	def(&c.LedgerPersistEvery, 10*time.Second)
+	if c.PublishParallelism <= 0 {
+		c.PublishParallelism = 16
+	}
+}
+
+// Deps are the loop's collaborators.
+type Deps struct {
+	// Store writes etcd. Required.
+	Store *store.Store
+	// Cache mirrors everything under store.Root + "/". Required. The caller
+	// runs it (Cache.Run); the loop waits for it to be ready.
+	Cache *store.Cache
+	// Bus is the NATS connection; the loop calls EnsureStreams. Required.
+	Bus *natsbus.Bus
+	// Elector campaigns for this replica. Required.
+	Elector *leader.Elector
+	// Fleet is the cluster registry. Nil means the loop builds one and
+	// feeds it from Bus when Run starts; a caller that passes its own feeds
+	// it itself.
+	Fleet *fleet.Registry
+	// Logger; nil drops logs.
+	Logger *slog.Logger
+	// Clock; nil means time.Now.
+	Clock func() time.Time
+	// Registerer receives the loop's metrics; nil means a private registry.
+	Registerer prometheus.Registerer
+	// Config tunes the loop.
+	Config Config
+}
+
+// Loop is the scheduling loop. Build it with New and drive it with Run.
+type Loop struct {
+	st      *store.Store
+	cache   *store.Cache
+	bus     *natsbus.Bus
+	el      *leader.Elector
+	fleet   *fleet.Registry
+	ownFeed bool
+	log     *slog.Logger
+	clock   func() time.Time
+	cfg     Config
+	m       *metrics
+
+	decoded decodeCache
+	kick    chan struct{} // a send asks for the next cycle early
+
+	mu          sync.Mutex // guards the fields below
+	leading     bool
+	leaderSince time.Time
+	last        *lastView // the latest cycle's accounting, for the API
+}
+
+// New checks deps and returns a Loop.
+func New(d Deps) (*Loop, error) {
+	switch {
+	case d.Store == nil:
+		return nil, errors.New("dispatch: Deps.Store is required")
+	case d.Cache == nil:
+		return nil, errors.New("dispatch: Deps.Cache is required")
+	case d.Bus == nil:
+		return nil, errors.New("dispatch: Deps.Bus is required")
+	case d.Elector == nil:
+		return nil, errors.New("dispatch: Deps.Elector is required")
+	}
+	d.Config.defaults()
+	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	l.log = l.log.With("component", "dispatch", "hub", d.Elector.ID())
+	if l.clock == nil {
+		l.clock = time.Now
+	}
+	if l.fleet == nil {
+		l.fleet = fleet.New(fleet.Options{Clock: l.clock, Timeout: l.cfg.ClusterTimeout, Logger: l.log})
+		l.ownFeed = true
+	}
+	reg := d.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	l.m = m
+	l.decoded.items = map[string]decodedItem{}
+	l.kick = make(chan struct{}, 1)
+	return l, nil
+}
+
+// Fleet is the loop's cluster registry.
+func (l *Loop) Fleet() *fleet.Registry { return l.fleet }
+
+// Leading reports whether this replica runs cycles now, and since when.
+func (l *Loop) Leading() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leaderSince, l.leading
+}
+
+// Run feeds the fleet, waits for the cache, then campaigns and runs cycles
+// while leading, campaigning again after each lost term. It returns when
+// ctx ends (nil) or on a setup failure.
+func (l *Loop) Run(ctx context.Context) error {
+	if err := l.bus.EnsureStreams(ctx); err != nil {
+		return fmt.Errorf("dispatch: %w", err)
+	}
+	if l.ownFeed {
+		if err := l.fleet.Start(ctx, l.bus); err != nil {
+			return fmt.Errorf("dispatch: %w", err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-l.cache.Ready():
+	}
+	for ctx.Err() == nil {
+		fence, err := l.el.Campaign(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			l.log.Warn("campaign failed; retrying", "err", err)
+			if !sleepCtx(ctx, 500*time.Millisecond) {
+				return nil
+			}
+			continue
+		}
+		l.log.Info("leading", "fence", fence.String())
+		l.runTerm(ctx, fence)
+		l.log.Info("term ended", "fence", fence.String())
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// term is one leadership term's state. Only the term's goroutines use it.
+type term struct {
+	fence  leader.Fence
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu            sync.Mutex
+	ledger        *quota.Ledger
+	accruedTo     map[string]time.Time // workload id -> ledger accrued up to
+	ledgerFloor   time.Time
+	ledgerSavedAt time.Time
+	published     map[string]time.Time // dispatch id -> last publish
+	cancelled     map[string]bool      // dispatch ids a cancel was sent for
+}
+
+func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := l.el.Done()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-tctx.Done():
+		}
+	}()
+	t := &term{fence: fence, ctx: tctx, cancel: cancel, accruedTo: map[string]time.Time{}, published: map[string]time.Time{}, cancelled: map[string]bool{}}
+	if err := l.loadLedger(tctx, t); err != nil {
+		l.log.Error("load ledger", "err", err)
+		sleepCtx(tctx, 200*time.Millisecond)
+		return
+	}
+	l.mu.Lock()
+	l.leading, l.leaderSince = true, l.clock()
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.leading = false
+		l.mu.Unlock()
+	}()
+	l.m.leader.Set(1)
+	defer l.m.leader.Set(0)
+
+	// Cycles are triggered by etcd changes and fleet changes.
+	events, unsub := l.cache.Subscribe()
+	defer unsub()
+
+	if err := l.republishUnacked(t); err != nil {
+		l.log.Warn("republish unacknowledged dispatches", "err", err)
+	}
+	sub, err := l.bus.ConsumeEvents(tctx, natsbus.Decoded(decodeEvent, func(ctx context.Context, d natsbus.Delivery, ev *eventMsg) error {
+		return l.handleEvent(t, d, ev.DispatchEvent)
+	}))
+	if err != nil {
+		l.log.Error("consume agent events", "err", err)
+		sleepCtx(tctx, 200*time.Millisecond)
+		return
+	}
+	defer sub.Stop()
+
+	idle := time.NewTimer(0)
+	defer idle.Stop()
+	var lastCycle time.Time
+	for {
+		select {
+		case <-tctx.Done():
+			return
+		case <-idle.C:
+		case _, ok := <-events:
+			if !ok {
+				return
+			}
+		case <-l.fleet.Changed():
+		case <-l.kick:
+		}
+		if wait := l.cfg.MinPeriod - time.Since(lastCycle); wait > 0 {
+			if !sleepCtx(tctx, wait) {
+				return
+			}
+		}
+		drain(events)
+		lastCycle = time.Now()
+		err := l.cycle(t)
+		if leader.IsNotLeader(err) {
+			l.log.Warn("fence lost; stopping writes", "err", err)
+			return
+		}
+		if err != nil && tctx.Err() == nil {
+			l.log.Warn("cycle", "err", err)
+		}
+		if !idle.Stop() {
+			select {
+			case <-idle.C:
+			default:
+			}
+		}
+		idle.Reset(l.cfg.MaxIdle)
+	}
+}
+
+// drain empties a channel of pending triggers without blocking.
+func drain(ch <-chan store.Event) {
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// commit is a fenced store commit that keeps the term's context.
+func (l *Loop) commit(t *term, ops ...store.Op) (int64, error) {
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	return l.st.Commit(ctx, &t.fence, ops...)
+}
+
+// stamp sets update_time and returns the encoded workload.
+func (l *Loop) stamp(w *meridianv1.Workload, now time.Time) ([]byte, error) {
+	if w.Status == nil {
+		w.Status = &meridianv1.WorkloadStatus{}
+	}
+	w.Status.UpdateTime = tsOf(now)
+	return encodeWorkload(w)
+}
+
+func marshalDet(m proto.Message) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+func cloneWorkload(w *meridianv1.Workload) *meridianv1.Workload {
+	return proto.Clone(w).(*meridianv1.Workload)
+}

@@ -1,0 +1,154 @@
+package dispatch
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-gpu/meridian/hub/scheduler"
+	"github.com/meridian-gpu/meridian/hub/store"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// Condition types and texts shared with the API.
+const (
+	// ConditionCancelRequested is appended by the API to dispatched work
+	// the user cancelled.
+	ConditionCancelRequested = "CancelRequested"
+	// ConditionClusterBackoff excludes one cluster (Reason) until its
+	// LastTransitionTime; Message counts the rejections.
+	ConditionClusterBackoff = "ClusterBackoff"
+	// PendingWaitingForScheduler is the reason the API writes on submit.
+	PendingWaitingForScheduler = "waiting for the scheduler"
+)
+
+// LedgerKey holds the fairshare ledger's JSON.
+const LedgerKey = store.Root + "/ledger"
+
+// Record is the hub-internal dispatch record at /meridian/dispatches/<id>.
+// It is JSON: only the hub reads it.
+type Record struct {
+	DispatchID string `json:"dispatchId"`
+	WorkloadID string `json:"workloadId"`
+	Queue      string `json:"queue"`
+	Cluster    string `json:"cluster"`
+	Attempt    int32  `json:"attempt"`
+	// Placement is the per-replica node and GPU hint the core chose.
+	Placement []scheduler.PodSetPlacement `json:"placement"`
+	// Usage is the quota the dispatch holds, per class.
+	Usage []scheduler.ClassMilli `json:"usage"`
+	// Acked is true once the agent accepted the dispatch.
+	Acked     bool      `json:"acked"`
+	AckedAt   time.Time `json:"ackedAt,omitzero"`
+	CreatedAt time.Time `json:"createdAt"`
+	// LeaderTerm is the election revision of the leader that committed it.
+	LeaderTerm int64 `json:"leaderTerm"`
+}
+
+// DispatchKey is the etcd key of a dispatch record.
+func DispatchKey(id string) (string, error) { return store.Key(store.KindDispatches, id) }
+
+// WorkloadKey is the etcd key of a workload.
+func WorkloadKey(id string) (string, error) { return store.Key(store.KindWorkloads, id) }
+
+// ClusterKey holds a cluster's operator settings (the drain flag).
+func ClusterKey(id string) (string, error) { return store.Key(store.KindClusters, id) }
+
+// clusterSettings is the JSON at ClusterKey.
+type clusterSettings struct {
+	Draining bool   `json:"draining"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+func decodeRecord(b []byte) (*Record, error) {
+	r := &Record{}
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("dispatch record: %w", err)
+	}
+	if r.DispatchID == "" || r.WorkloadID == "" || r.Cluster == "" {
+		return nil, fmt.Errorf("dispatch record: dispatchId, workloadId and cluster are required, got %q %q %q", r.DispatchID, r.WorkloadID, r.Cluster)
+	}
+	return r, nil
+}
+
+func encodeRecord(r *Record) ([]byte, error) { return json.Marshal(r) }
+
+func decodeWorkload(b []byte) (*meridianv1.Workload, error) {
+	w := &meridianv1.Workload{}
+	if err := proto.Unmarshal(b, w); err != nil {
+		return nil, fmt.Errorf("workload record: %w", err)
+	}
+	return w, nil
+}
+
+func encodeWorkload(w *meridianv1.Workload) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(w)
+}
+
+// newDispatchID returns a fresh unique dispatch id.
+func newDispatchID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "d-" + hex.EncodeToString(b[:])
+}
+
+// hasCondition reports whether w carries a TRUE condition of type typ.
+func hasCondition(w *meridianv1.Workload, typ string) bool {
+	for _, c := range w.GetStatus().GetConditions() {
+		if c.GetType() == typ && c.GetStatus() == meridianv1.ConditionStatus_CONDITION_STATUS_TRUE {
+			return true
+		}
+	}
+	return false
+}
+
+// avoided lists the clusters w is backed off from at now, sorted.
+func avoided(w *meridianv1.Workload, now time.Time) []string {
+	var out []string
+	for _, c := range w.GetStatus().GetConditions() {
+		if c.GetType() != ConditionClusterBackoff || c.GetStatus() != meridianv1.ConditionStatus_CONDITION_STATUS_TRUE {
+			continue
+		}
+		if c.GetLastTransitionTime() != nil && c.GetLastTransitionTime().AsTime().After(now) {
+			out = append(out, c.GetReason())
+		}
+	}
+	return out
+}
+
+// rejections counts earlier backoffs from cluster recorded on w.
+func rejections(w *meridianv1.Workload, cluster string) int {
+	for _, c := range w.GetStatus().GetConditions() {
+		if c.GetType() == ConditionClusterBackoff && c.GetReason() == cluster {
+			var n int
+			if _, err := fmt.Sscanf(c.GetMessage(), "rejections=%d", &n); err == nil {
+				return n
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// backoffFor is base * 2^(n-1), capped at max.
+func backoffFor(n int, base, maxD time.Duration) time.Duration {
+	d := base
+	for i := 1; i < n && d < maxD; i++ {
+		d *= 2
+	}
+	return min(d, maxD)
+}
+
+// clip keeps free text short in status fields.
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
