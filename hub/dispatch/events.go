@@ -10,9 +10,9 @@ import (
 
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/store"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 type eventMsg struct{ *agentv1.DispatchEvent }

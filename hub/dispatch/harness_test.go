@@ -284,7 +284,7 @@ type agent struct {
 	nodes      []*agentv1.Node
 	seen       map[string]bool
 	run        map[string]*running
-	launches   map[string]int            // dispatch id -> launches
+	launches   map[string]int             // dispatch id -> launches
 	byWorkload map[string]map[string]bool // workload id -> dispatch ids launched
 	seqs       map[string]map[uint64]bool // dispatch id -> stream sequences it arrived in
 	cancels    map[string]int

@@ -16,8 +16,8 @@ import (
 	"github.com/meridian-gpu/meridian/hub/quota"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // Config tunes the loop. Zero fields take the defaults shown.
