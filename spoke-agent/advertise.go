@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+)
+
+// notifyChange asks the advertise loop to send a delta soon.
+func (a *Agent) notifyChange() {
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	for {
+		a.sendHeartbeat(ctx)
+		t := time.NewTimer(time.Duration(a.hbInterval.Load()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Agent) sendHeartbeat(ctx context.Context) {
+	if a.silent() {
+		return
+	}
+	hb := &agentv1.Heartbeat{
+		ClusterId: a.cfg.ClusterID, Seq: a.hbSeq.Add(1), SentAt: timestamppb.New(a.cfg.Now()),
+		SessionId: a.session, AdvertisementSeq: a.lastAdvSeq(),
+	}
+	for _, h := range a.Held() {
+		hb.Dispatches = append(hb.Dispatches, &agentv1.RunningDispatch{DispatchId: h.DispatchID, WorkloadId: h.WorkloadID, State: h.State})
+	}
+	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(hb)
+	if err == nil {
+		err = a.bus.PublishHeartbeat(ctx, a.cfg.ClusterID, payload)
+	}
+	if err != nil {
+		a.m.publishErrors.WithLabelValues("heartbeat").Inc()
+		a.log.Debug("heartbeat not sent", "err", err)
+		return
+	}
+	a.m.heartbeats.Inc()
+}
+
+func (a *Agent) lastAdvSeq() uint64 {
+	a.advMu.Lock()
+	defer a.advMu.Unlock()
+	return a.sentSeq
+}
+
+func (a *Agent) advertLoop(ctx context.Context) {
+	a.sendFull(ctx)
+	full := time.NewTimer(time.Duration(a.advInterval.Load()))
+	defer full.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-full.C:
+			a.sendFull(ctx)
+			full.Reset(time.Duration(a.advInterval.Load()))
+		case <-a.changed:
+			t := time.NewTimer(a.cfg.ChangeDelay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if a.cfg.FullAdvertOnChange {
+				a.sendFull(ctx)
+			} else {
+				a.sendDelta(ctx)
+			}
+		}
+	}
+}
+
+// sendFull publishes a full Advertisement on the ADVERT stream.
+func (a *Agent) sendFull(ctx context.Context) {
+	if a.silent() {
+		return
+	}
+	a.advMu.Lock()
+	defer a.advMu.Unlock()
+	inv, err := a.conn.Inventory(ctx)
+	if err != nil {
+		a.log.Warn("inventory failed; advertisement skipped", "err", err)
+		return
+	}
+	seq := a.advSeq.Add(1)
+	ad := &agentv1.Advertisement{
+		ClusterId: a.cfg.ClusterID, Seq: seq, SentAt: timestamppb.New(a.cfg.Now()), Connector: connectorKind(a.conn.Kind()),
+		Labels: inv.Labels, FractionalModes: inv.FractionalModes, Nodes: inv.Nodes, SessionId: a.session,
+	}
+	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(ad)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = a.bus.PublishAdvert(pctx, a.cfg.ClusterID, payload)
+		cancel()
+	}
+	if err != nil {
+		a.m.publishErrors.WithLabelValues("advert").Inc()
+		a.log.Debug("advertisement not stored", "err", err)
+		a.lastNodes = nil
+		return
+	}
+	a.lastNodes = map[string]*agentv1.Node{}
+	for _, n := range inv.Nodes {
+		a.lastNodes[n.GetName()] = n
+	}
+	a.sentSeq = seq
+	a.m.adverts.WithLabelValues("full").Inc()
+}
+
+// sendDelta publishes the nodes that changed since the last advertisement
+// or delta on core NATS; without a base it sends a full advertisement.
+func (a *Agent) sendDelta(ctx context.Context) {
+	if a.silent() {
+		return
+	}
+	a.advMu.Lock()
+	if a.lastNodes == nil {
+		a.advMu.Unlock()
+		a.sendFull(ctx)
+		return
+	}
+	defer a.advMu.Unlock()
+	inv, err := a.conn.Inventory(ctx)
+	if err != nil {
+		a.log.Warn("inventory failed; delta skipped", "err", err)
+		return
+	}
+	d := &agentv1.AdvertisementDelta{ClusterId: a.cfg.ClusterID, BaseSeq: a.sentSeq, SentAt: timestamppb.New(a.cfg.Now()), SessionId: a.session}
+	seen := map[string]bool{}
+	for _, n := range inv.Nodes {
+		seen[n.GetName()] = true
+		if old, ok := a.lastNodes[n.GetName()]; !ok || !proto.Equal(old, n) {
+			d.UpsertedNodes = append(d.UpsertedNodes, n)
+		}
+	}
+	for name := range a.lastNodes {
+		if !seen[name] {
+			d.RemovedNodes = append(d.RemovedNodes, name)
+		}
+	}
+	if len(d.UpsertedNodes) == 0 && len(d.RemovedNodes) == 0 {
+		return
+	}
+	d.Seq = a.advSeq.Add(1)
+	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)
+	if err == nil {
+		err = a.bus.Conn().Publish(AdvertDeltaSubject(a.cfg.ClusterID), payload)
+	}
+	if err != nil {
+		a.m.publishErrors.WithLabelValues("delta").Inc()
+		a.log.Debug("delta not sent; the next change sends a full advertisement", "err", err)
+		a.lastNodes = nil
+		return
+	}
+	for _, n := range d.UpsertedNodes {
+		a.lastNodes[n.GetName()] = n
+	}
+	for _, name := range d.RemovedNodes {
+		delete(a.lastNodes, name)
+	}
+	a.sentSeq = d.Seq
+	a.m.adverts.WithLabelValues("delta").Inc()
+}

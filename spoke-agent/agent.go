@@ -1,0 +1,787 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+)
+
+// Defaults for Config.
+const (
+	DefaultHeartbeatInterval = 2 * time.Second
+	DefaultAdvertiseInterval = 10 * time.Second
+	DefaultChangeDelay       = 100 * time.Millisecond
+	DefaultRegisterTimeout   = 2 * time.Second
+	DefaultAnswerTimeout     = 10 * time.Second
+	// MaxRemembered bounds how many finished or refused dispatch ids the
+	// agent remembers to answer redeliveries without relaunching.
+	MaxRemembered = 100000
+)
+
+// Subjects outside natsbus's streams (core NATS), as documented in docs/api.md.
+const (
+	registerRoot = "meridian.register."
+	advDeltaRoot = "meridian.advdelta."
+)
+
+// RegisterSubject is the core NATS request subject for Register.
+func RegisterSubject(cluster string) string { return registerRoot + cluster }
+
+// AdvertDeltaSubject is the core NATS subject for AdvertisementDelta.
+func AdvertDeltaSubject(cluster string) string { return advDeltaRoot + cluster }
+
+// EventID is the id (and Nats-Msg-Id) of the event of type t for a
+// dispatch: "<dispatch id>:<type>", for example "d-42:running". It is the
+// same across redeliveries and agent restarts, so each state of a dispatch
+// is stored once.
+func EventID(dispatchID string, t agentv1.DispatchEventType) string {
+	return dispatchID + ":" + eventName(t)
+}
+
+func eventName(t agentv1.DispatchEventType) string {
+	return strings.ToLower(strings.TrimPrefix(t.String(), "DISPATCH_EVENT_TYPE_"))
+}
+
+// Config configures an Agent.
+type Config struct {
+	// ClusterID identifies the cluster; required, a valid NATS token.
+	ClusterID string
+	// Bus is the NATS connection; required. The agent does not close it.
+	Bus *natsbus.Bus
+	// Connector drives the cluster; required.
+	Connector Connector
+	// Logger receives structured logs; nil drops them.
+	Logger *slog.Logger
+	// HeartbeatInterval between heartbeats; 0 means the default.
+	HeartbeatInterval time.Duration
+	// AdvertiseInterval between full advertisements; 0 means the default.
+	AdvertiseInterval time.Duration
+	// ChangeDelay gathers changes before a delta is sent; 0 means the default.
+	ChangeDelay time.Duration
+	// RegisterTimeout bounds the wait for the hub's RegisterAck.
+	RegisterTimeout time.Duration
+	// AnswerTimeout bounds how long a dispatch waits for its ACCEPTED or
+	// REJECTED event to be stored before it is left for redelivery.
+	AnswerTimeout time.Duration
+	// Version is reported in Register.
+	Version string
+	// Now returns the time stamped on messages; nil means time.Now.
+	Now func() time.Time
+	// Metrics receives the agent's metrics; nil means a private registry
+	// (see Agent.Metrics).
+	Metrics *Metrics
+	// FullAdvertOnChange sends a full advertisement on the ADVERT stream
+	// after each change instead of a delta on core NATS.
+	FullAdvertOnChange bool
+}
+
+// Agent connects one cluster to the hub. Create it with New and start it
+// with Run.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	conn    Connector
+	bus     *natsbus.Bus
+	session string
+	m       *Metrics
+
+	hbInterval  atomic.Int64
+	advInterval atomic.Int64
+	refused     atomic.Bool
+
+	eventSeq atomic.Uint64 // guarded by mu for ordering, atomic for reads
+	hbSeq    atomic.Uint64
+	advSeq   atomic.Uint64
+
+	mu        sync.Mutex
+	held      map[string]*entry
+	done      map[string]*agentv1.DispatchEvent
+	doneOrder []string
+	out       []*outItem
+	outWake   chan struct{}
+
+	advMu     sync.Mutex
+	lastNodes map[string]*agentv1.Node // last nodes sent, for deltas
+	sentSeq   uint64                   // seq of the last advertisement or delta sent
+	changed   chan struct{}
+
+	running atomic.Bool
+}
+
+type entry struct {
+	id, workloadID string
+	launching      bool
+	pending        []WorkEvent
+	published      agentv1.DispatchEventType // last stored non-terminal state
+	terminal       bool
+}
+
+type outItem struct {
+	ev     *agentv1.DispatchEvent
+	stored chan struct{}
+}
+
+// New checks cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if err := natsbus.ValidateClusterID(cfg.ClusterID); err != nil {
+		return nil, fmt.Errorf("agent: ClusterID: %w", err)
+	}
+	if cfg.Bus == nil {
+		return nil, errors.New("agent: Bus is required")
+	}
+	if cfg.Connector == nil {
+		return nil, errors.New("agent: Connector is required")
+	}
+	for name, d := range map[string]time.Duration{
+		"HeartbeatInterval": cfg.HeartbeatInterval, "AdvertiseInterval": cfg.AdvertiseInterval,
+		"ChangeDelay": cfg.ChangeDelay, "RegisterTimeout": cfg.RegisterTimeout, "AnswerTimeout": cfg.AnswerTimeout,
+	} {
+		if d < 0 {
+			return nil, fmt.Errorf("agent: %s must not be negative, got %s", name, d)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&cfg.AdvertiseInterval, DefaultAdvertiseInterval)
+	def(&cfg.ChangeDelay, DefaultChangeDelay)
+	def(&cfg.RegisterTimeout, DefaultRegisterTimeout)
+	def(&cfg.AnswerTimeout, DefaultAnswerTimeout)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := cfg.Metrics
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	var sid [8]byte
+	if _, err := rand.Read(sid[:]); err != nil {
+		return nil, fmt.Errorf("agent: session id: %w", err)
+	}
+	a := &Agent{
+		cfg: cfg, conn: cfg.Connector, bus: cfg.Bus, session: hex.EncodeToString(sid[:]), m: m,
+		held: map[string]*entry{}, done: map[string]*agentv1.DispatchEvent{},
+		outWake: make(chan struct{}, 1), changed: make(chan struct{}, 1),
+	}
+	a.log = log.With("cluster", cfg.ClusterID, "session", a.session)
+	a.hbInterval.Store(int64(cfg.HeartbeatInterval))
+	a.advInterval.Store(int64(cfg.AdvertiseInterval))
+	return a, nil
+}
+
+// SessionID is this agent process's random session id.
+func (a *Agent) SessionID() string { return a.session }
+
+// Metrics returns the agent's metrics (serve Metrics().Handler() on /metrics).
+func (a *Agent) Metrics() *Metrics { return a.m }
+
+// HeldDispatch is one dispatch the agent holds (launched, not yet reported
+// finished to the hub).
+type HeldDispatch struct {
+	DispatchID string
+	WorkloadID string
+	State      agentv1.DispatchEventType
+}
+
+// Held lists the dispatches the agent holds, sorted by id: what its next
+// heartbeat will carry.
+func (a *Agent) Held() []HeldDispatch {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]HeldDispatch, 0, len(a.held))
+	for _, e := range a.held {
+		st := e.published
+		if st == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_UNSPECIFIED {
+			st = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED
+		}
+		out = append(out, HeldDispatch{DispatchID: e.id, WorkloadID: e.workloadID, State: st})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].DispatchID < out[j].DispatchID })
+	return out
+}
+
+// silent reports whether the agent must not talk to the hub now.
+func (a *Agent) silent() bool {
+	if a.refused.Load() {
+		return true
+	}
+	if v, ok := a.conn.(Vanisher); ok && v.Vanished() {
+		return true
+	}
+	return false
+}
+
+// Run serves the cluster until ctx ends. It returns an error only if it
+// cannot start (streams cannot be ensured, the consumer cannot be created);
+// once started, NATS outages are ridden out and never stop local work.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	if err := a.bus.EnsureStreams(ctx); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if err := a.relist(ctx); err != nil {
+		return fmt.Errorf("agent: list local work: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	start := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	start(a.publishLoop)
+	start(a.eventLoop)
+	a.register(ctx)
+	sub, err := a.bus.ConsumeDispatches(ctx, a.cfg.ClusterID, a.handleDelivery)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("agent: %w", err)
+	}
+	start(a.heartbeatLoop)
+	start(a.advertLoop)
+	start(a.reconnectLoop)
+	a.log.Info("agent running", "connector", a.conn.Kind(), "heartbeat", a.cfg.HeartbeatInterval, "advertise", a.cfg.AdvertiseInterval)
+	<-ctx.Done()
+	sub.Stop()
+	wg.Wait()
+	a.log.Info("agent stopped; local work keeps running")
+	return nil
+}
+
+// ---- dispatches ---------------------------------------------------------
+
+var errSilent = errors.New("agent is not talking to the hub (vanished or refused); leaving the message for redelivery")
+
+func (a *Agent) handleDelivery(ctx context.Context, d natsbus.Delivery) error {
+	if a.silent() {
+		return errSilent
+	}
+	var hm agentv1.HubMessage
+	if err := proto.Unmarshal(d.Payload, &hm); err != nil {
+		a.m.received.WithLabelValues("undecodable").Inc()
+		return natsbus.Permanent(fmt.Errorf("decode HubMessage %s: %w", d.MsgID, err))
+	}
+	switch k := hm.GetKind().(type) {
+	case *agentv1.HubMessage_Dispatch:
+		a.m.received.WithLabelValues("dispatch").Inc()
+		return a.handleDispatch(ctx, k.Dispatch)
+	case *agentv1.HubMessage_Cancel:
+		a.m.received.WithLabelValues("cancel").Inc()
+		return a.handleCancel(ctx, k.Cancel)
+	default:
+		a.m.received.WithLabelValues("unknown").Inc()
+		a.log.Warn("ignoring hub message of an unknown kind", "msg_id", d.MsgID)
+		return nil
+	}
+}
+
+func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
+	if d.GetDispatchId() == "" {
+		return natsbus.Permanent(errors.New("dispatch: dispatch_id is empty"))
+	}
+	if c := d.GetClusterId(); c != "" && c != a.cfg.ClusterID {
+		a.log.Warn("dropping a dispatch for another cluster", "dispatch_id", d.DispatchId, "target", c)
+		return nil
+	}
+	id := d.DispatchId
+	log := a.log.With("dispatch_id", id, "workload_id", d.GetWorkloadId())
+	a.mu.Lock()
+	if ev, ok := a.done[id]; ok {
+		// Finished or refused before: answer the same way again.
+		item := a.enqueueLocked(proto.Clone(ev).(*agentv1.DispatchEvent))
+		a.mu.Unlock()
+		a.m.launches.WithLabelValues("duplicate").Inc()
+		log.Debug("redelivered dispatch already finished; answering again", "event", ev.GetType())
+		return a.waitStored(ctx, item)
+	}
+	if e, ok := a.held[id]; ok && !e.launching {
+		item := a.enqueueLocked(a.newEvent(id, e.workloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED))
+		a.mu.Unlock()
+		a.m.launches.WithLabelValues("duplicate").Inc()
+		log.Debug("redelivered dispatch already launched; not launching again")
+		return a.waitStored(ctx, item)
+	}
+	e := &entry{id: id, workloadID: d.GetWorkloadId(), launching: true}
+	a.held[id] = e
+	a.mu.Unlock()
+
+	err := a.conn.Launch(ctx, d)
+
+	a.mu.Lock()
+	var item *outItem
+	switch {
+	case err == nil:
+		e.launching = false
+		item = a.enqueueLocked(a.newEvent(id, e.workloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED))
+		pending := e.pending
+		e.pending = nil
+		for _, ev := range pending {
+			a.applyLocked(ev)
+		}
+		a.m.launches.WithLabelValues("accepted").Inc()
+		log.Info("dispatch accepted")
+	case IsRejected(err):
+		delete(a.held, id)
+		ev := a.newEvent(id, e.workloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED)
+		ev.Reason = RejectReason(err)
+		item = a.enqueueLocked(ev)
+		a.rememberLocked(ev)
+		a.m.launches.WithLabelValues("rejected").Inc()
+		log.Info("dispatch rejected", "reason", ev.Reason)
+	default:
+		delete(a.held, id)
+		a.mu.Unlock()
+		a.m.launches.WithLabelValues("error").Inc()
+		log.Warn("launch failed; the dispatch will be redelivered", "err", err)
+		return fmt.Errorf("launch %s: %w", id, err)
+	}
+	a.mu.Unlock()
+	a.notifyChange()
+	return a.waitStored(ctx, item)
+}
+
+func (a *Agent) handleCancel(ctx context.Context, c *agentv1.DispatchCancel) error {
+	id := c.GetDispatchId()
+	if id == "" {
+		return natsbus.Permanent(errors.New("cancel: dispatch_id is empty"))
+	}
+	if cl := c.GetClusterId(); cl != "" && cl != a.cfg.ClusterID {
+		a.log.Warn("dropping a cancel for another cluster", "dispatch_id", id, "target", cl)
+		return nil
+	}
+	log := a.log.With("dispatch_id", id, "preempt", c.GetPreempt())
+	a.mu.Lock()
+	if ev, ok := a.done[id]; ok {
+		item := a.enqueueLocked(proto.Clone(ev).(*agentv1.DispatchEvent))
+		a.mu.Unlock()
+		return a.waitStored(ctx, item)
+	}
+	_, held := a.held[id]
+	a.mu.Unlock()
+	if err := a.conn.Cancel(ctx, id, c.GetPreempt()); err != nil {
+		log.Warn("cancel failed; will retry", "err", err)
+		return fmt.Errorf("cancel %s: %w", id, err)
+	}
+	if held {
+		log.Info("dispatch cancel requested", "reason", c.GetReason())
+		return nil // the connector reports the final state
+	}
+	// Unknown here: answer, and remember it so a late dispatch is not launched.
+	t := agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_CANCELLED
+	if c.GetPreempt() {
+		t = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_PREEMPTED
+	}
+	a.mu.Lock()
+	ev := a.newEvent(id, c.GetWorkloadId(), t)
+	ev.Reason = "not running on this cluster"
+	if r := c.GetReason(); r != "" {
+		ev.Reason += "; hub said: " + r
+	}
+	item := a.enqueueLocked(ev)
+	a.rememberLocked(ev)
+	a.mu.Unlock()
+	log.Info("cancel for a dispatch this cluster does not run; answered")
+	return a.waitStored(ctx, item)
+}
+
+// waitStored waits until item's event is stored, so that a dispatch is
+// acknowledged only after its answer is safe.
+func (a *Agent) waitStored(ctx context.Context, item *outItem) error {
+	t := time.NewTimer(a.cfg.AnswerTimeout)
+	defer t.Stop()
+	select {
+	case <-item.stored:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("event %s not stored within %s; leaving the dispatch for redelivery", item.ev.GetEventId(), a.cfg.AnswerTimeout)
+	}
+}
+
+// ---- connector events ---------------------------------------------------
+
+func (a *Agent) eventLoop(ctx context.Context) {
+	ch := a.conn.Events()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-ch:
+			if !ok {
+				a.log.Warn("connector closed its event channel")
+				return
+			}
+			a.mu.Lock()
+			a.applyLocked(ev)
+			a.mu.Unlock()
+			a.notifyChange()
+		}
+	}
+}
+
+func stateEvent(s WorkState) agentv1.DispatchEventType {
+	switch s {
+	case StatePending:
+		return agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED
+	case StateRunning:
+		return agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING
+	case StateSucceeded:
+		return agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED
+	case StateFailed:
+		return agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_FAILED
+	case StatePreempted:
+		return agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_PREEMPTED
+	case StateCancelled:
+		return agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_CANCELLED
+	}
+	return agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_UNSPECIFIED
+}
+
+func terminal(t agentv1.DispatchEventType) bool {
+	switch t {
+	case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_FAILED,
+		agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_PREEMPTED, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_CANCELLED,
+		agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED:
+		return true
+	}
+	return false
+}
+
+// applyLocked turns a connector event into a queued DispatchEvent.
+func (a *Agent) applyLocked(ev WorkEvent) {
+	t := stateEvent(ev.State)
+	if t == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_UNSPECIFIED || ev.DispatchID == "" {
+		a.log.Warn("ignoring a connector event without a state or id", "dispatch_id", ev.DispatchID, "state", ev.State)
+		return
+	}
+	if _, finished := a.done[ev.DispatchID]; finished {
+		return
+	}
+	e := a.held[ev.DispatchID]
+	if e == nil {
+		e = &entry{id: ev.DispatchID, workloadID: ev.WorkloadID}
+		a.held[ev.DispatchID] = e
+	}
+	if e.launching {
+		e.pending = append(e.pending, ev)
+		return
+	}
+	if e.terminal {
+		return
+	}
+	if e.workloadID == "" {
+		e.workloadID = ev.WorkloadID
+	}
+	out := a.newEvent(ev.DispatchID, e.workloadID, t)
+	out.Reason = ev.Reason
+	if t == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_FAILED && out.Reason == "" {
+		out.Reason = "failed"
+	}
+	out.ExitCode = ev.ExitCode
+	if !ev.Time.IsZero() {
+		out.Time = timestamppb.New(ev.Time)
+	}
+	out.Usage = &agentv1.Usage{GpuMilliSeconds: ev.GPUMilliSeconds, WallTime: durationpb.New(ev.WallTime)}
+	if terminal(t) {
+		e.terminal = true
+	}
+	a.enqueueLocked(out)
+}
+
+// ---- outbox -------------------------------------------------------------
+
+func (a *Agent) newEvent(id, workloadID string, t agentv1.DispatchEventType) *agentv1.DispatchEvent {
+	return &agentv1.DispatchEvent{
+		DispatchId: id, WorkloadId: workloadID, ClusterId: a.cfg.ClusterID, Type: t,
+		Time: timestamppb.New(a.cfg.Now()), SessionId: a.session, EventId: EventID(id, t),
+	}
+}
+
+// enqueueLocked appends ev to the ordered outbox; a.mu must be held.
+func (a *Agent) enqueueLocked(ev *agentv1.DispatchEvent) *outItem {
+	ev.Seq = a.eventSeq.Add(1)
+	ev.SessionId = a.session
+	item := &outItem{ev: ev, stored: make(chan struct{})}
+	a.out = append(a.out, item)
+	a.m.outbox.Set(float64(len(a.out)))
+	select {
+	case a.outWake <- struct{}{}:
+	default:
+	}
+	return item
+}
+
+// rememberLocked records a final answer for id, bounded by MaxRemembered.
+func (a *Agent) rememberLocked(ev *agentv1.DispatchEvent) {
+	if _, ok := a.done[ev.DispatchId]; !ok {
+		a.doneOrder = append(a.doneOrder, ev.DispatchId)
+	}
+	a.done[ev.DispatchId] = ev
+	for len(a.doneOrder) > MaxRemembered {
+		delete(a.done, a.doneOrder[0])
+		a.doneOrder = a.doneOrder[1:]
+	}
+}
+
+// publishLoop stores outbox events in order, retrying until each is stored.
+func (a *Agent) publishLoop(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	for {
+		a.mu.Lock()
+		var item *outItem
+		if len(a.out) > 0 {
+			item = a.out[0]
+		}
+		a.mu.Unlock()
+		if item == nil || a.silent() {
+			wait := time.Duration(0)
+			if item != nil {
+				wait = 50 * time.Millisecond
+			}
+			if !a.sleep(ctx, wait) {
+				return
+			}
+			continue
+		}
+		payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(item.ev)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = a.bus.PublishEvent(pctx, a.cfg.ClusterID, item.ev.EventId, payload)
+			cancel()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.m.publishErrors.WithLabelValues("event").Inc()
+			a.log.Debug("event not stored yet; retrying", "event_id", item.ev.EventId, "err", err, "backoff", backoff)
+			if !a.sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(backoff*2, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		a.mu.Lock()
+		a.out = a.out[1:]
+		a.m.outbox.Set(float64(len(a.out)))
+		a.storedLocked(item.ev)
+		a.mu.Unlock()
+		a.m.events.WithLabelValues(eventName(item.ev.Type)).Inc()
+		close(item.stored)
+	}
+}
+
+// sleep waits d, or for the outbox to be woken when d is 0; false when ctx ended.
+func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
+	if d == 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-a.outWake:
+			return true
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// storedLocked updates what the heartbeat reports once ev is stored.
+func (a *Agent) storedLocked(ev *agentv1.DispatchEvent) {
+	e := a.held[ev.DispatchId]
+	if terminal(ev.Type) {
+		if e != nil && !e.launching {
+			delete(a.held, ev.DispatchId)
+		}
+		a.rememberLocked(ev)
+	} else if e != nil {
+		e.published = ev.Type
+	}
+	a.m.held.Set(float64(len(a.held)))
+}
+
+// ---- reconcile ----------------------------------------------------------
+
+// relist rebuilds the held set from the connector: running work is held
+// (and its state reported again, deduplicated by event id); work that
+// finished while nobody listened is reported.
+func (a *Agent) relist(ctx context.Context) error {
+	list, err := a.conn.List(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ws := range list {
+		if _, finished := a.done[ws.DispatchID]; finished {
+			continue
+		}
+		if e, ok := a.held[ws.DispatchID]; ok && (e.launching || e.terminal || !ws.State.Terminal()) {
+			continue // already tracked; the connector's events follow
+		}
+		ev := WorkEvent{DispatchID: ws.DispatchID, WorkloadID: ws.WorkloadID, State: ws.State, ExitCode: ws.ExitCode,
+			Reason: ws.Reason, GPUMilliSeconds: ws.GPUMilliSeconds, Time: ws.FinishedAt}
+		if !ws.State.Terminal() {
+			ev.Time = ws.StartedAt
+		} else if !ws.StartedAt.IsZero() {
+			ev.WallTime = ws.FinishedAt.Sub(ws.StartedAt)
+		}
+		if _, ok := a.held[ws.DispatchID]; !ok {
+			a.held[ws.DispatchID] = &entry{id: ws.DispatchID, workloadID: ws.WorkloadID}
+		}
+		a.applyLocked(ev)
+	}
+	a.m.held.Set(float64(len(a.held)))
+	a.log.Info("local work listed", "dispatches", len(list), "held", len(a.held))
+	return nil
+}
+
+// register sends Register and applies the hub's RegisterAck. A hub that does
+// not answer is not an error: heartbeats carry the same information.
+func (a *Agent) register(ctx context.Context) {
+	inv, err := a.conn.Inventory(ctx)
+	if err != nil {
+		a.log.Warn("inventory for register failed", "err", err)
+		inv = &Inventory{}
+	}
+	known := a.Held()
+	ids := make([]string, len(known))
+	for i, h := range known {
+		ids[i] = h.DispatchID
+	}
+	req := &agentv1.Register{
+		ClusterId: a.cfg.ClusterID, ProtocolVersion: agentv1.ProtocolVersion_PROTOCOL_VERSION_1,
+		Connector: connectorKind(a.conn.Kind()), AgentVersion: a.cfg.Version, SessionId: a.session,
+		Labels: inv.Labels, FractionalModes: inv.FractionalModes, KnownDispatchIds: ids, SentAt: timestamppb.New(a.cfg.Now()),
+	}
+	payload, err := proto.Marshal(req)
+	if err != nil {
+		a.log.Error("marshal register", "err", err)
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, a.cfg.RegisterTimeout)
+	defer cancel()
+	msg, err := a.bus.Conn().RequestWithContext(rctx, RegisterSubject(a.cfg.ClusterID), payload)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+			a.log.Info("no hub answered register; carrying on with heartbeats", "err", err)
+		} else {
+			a.log.Warn("register failed; carrying on with heartbeats", "err", err)
+		}
+		a.refused.Store(false)
+		return
+	}
+	var ack agentv1.RegisterAck
+	if err := proto.Unmarshal(msg.Data, &ack); err != nil {
+		a.log.Warn("undecodable RegisterAck; ignoring it", "err", err)
+		return
+	}
+	if !ack.GetAccepted() {
+		a.refused.Store(true)
+		a.log.Error("hub refused this agent; staying silent until a later register is accepted", "reason", ack.GetReason())
+		return
+	}
+	a.refused.Store(false)
+	if d := ack.GetHeartbeatInterval().AsDuration(); d > 0 {
+		a.hbInterval.Store(int64(d))
+	}
+	if d := ack.GetAdvertiseInterval().AsDuration(); d > 0 {
+		a.advInterval.Store(int64(d))
+	}
+	current := map[string]bool{}
+	for _, id := range ack.GetCurrentDispatchIds() {
+		current[id] = true
+	}
+	for _, id := range ids { // only what the hub was told about
+		if current[id] {
+			continue
+		}
+		a.log.Info("hub says the dispatch is no longer current; cancelling it", "dispatch_id", id, "hub", ack.GetHubId())
+		if err := a.conn.Cancel(ctx, id, false); err != nil {
+			a.log.Warn("cancel of a stale dispatch failed", "dispatch_id", id, "err", err)
+		}
+	}
+	a.log.Info("registered with the hub", "hub", ack.GetHubId(), "current", len(ack.GetCurrentDispatchIds()))
+}
+
+func connectorKind(k string) meridianv1.ConnectorKind {
+	switch k {
+	case "kubernetes":
+		return meridianv1.ConnectorKind_CONNECTOR_KIND_KUBERNETES
+	case "slurm":
+		return meridianv1.ConnectorKind_CONNECTOR_KIND_SLURM
+	case "simcluster":
+		return meridianv1.ConnectorKind_CONNECTOR_KIND_SIMCLUSTER
+	}
+	return meridianv1.ConnectorKind_CONNECTOR_KIND_UNSPECIFIED
+}
+
+// reconnectLoop re-lists local work, re-registers and re-advertises after
+// every reconnect, and retries a refused register.
+func (a *Agent) reconnectLoop(ctx context.Context) {
+	nc := a.bus.Conn()
+	ch := nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING)
+	defer nc.RemoveStatusListener(ch)
+	a.m.connected.Set(1)
+	for {
+		var retry <-chan time.Time
+		if a.refused.Load() {
+			retry = time.After(time.Duration(a.advInterval.Load()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-retry:
+			a.register(ctx)
+		case st := <-ch:
+			if st != nats.CONNECTED {
+				a.m.connected.Set(0)
+				continue
+			}
+			a.m.connected.Set(1)
+			a.log.Info("reconnected to NATS; reconciling")
+			if err := a.relist(ctx); err != nil {
+				a.log.Warn("re-list after reconnect failed", "err", err)
+			}
+			a.register(ctx)
+			a.sendFull(ctx)
+		}
+	}
+}

@@ -1,0 +1,615 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meridian-gpu/meridian/connectors/simcluster"
+	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+)
+
+const clusterID = "sim-a"
+
+const clusterYAML = `
+fractionalModes: [mps]
+defaultDuration: 30s
+nodes:
+  - name: gpu
+    count: 2
+    gpus: 2
+    acceleratorClass: nvidia-a100-40gb
+    gpuMemoryMiB: 40960
+    cpuMilli: 16000
+    memoryMiB: 65536
+    rack: r1
+`
+
+// env is one embedded NATS server, a simcluster, an agent and a "hub" side
+// that publishes dispatches and collects events, all real.
+type env struct {
+	t     *testing.T
+	ns    *embednats.Server
+	hub   *natsbus.Bus
+	sim   *simcluster.Cluster
+	clock *simcluster.FakeClock
+	agent *agent.Agent
+
+	mu     sync.Mutex
+	events []*agentv1.DispatchEvent
+	hbs    []*agentv1.Heartbeat
+	deltas []*agentv1.AdvertisementDelta
+	ads    []*agentv1.Advertisement
+
+	stop context.CancelFunc
+	done chan error
+}
+
+func logger() *slog.Logger {
+	if os.Getenv("MERIDIAN_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newEnv(t *testing.T, before func(e *env)) *env {
+	t.Helper()
+	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opts := []natsbus.Option{natsbus.WithReconnectWait(50 * time.Millisecond), natsbus.WithNakBackoff(50*time.Millisecond, 200*time.Millisecond)}
+	hub, err := natsbus.Connect(ctx, ns.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hub.Close)
+	if err := hub.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := simcluster.ParseConfig([]byte(clusterYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := simcluster.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sim, err := simcluster.New(cfg, simcluster.Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	e := &env{t: t, ns: ns, hub: hub, sim: sim, clock: clock, done: make(chan error, 1)}
+
+	if _, err := hub.ConsumeEvents(context.Background(), func(_ context.Context, d natsbus.Delivery) error {
+		var ev agentv1.DispatchEvent
+		if err := proto.Unmarshal(d.Payload, &ev); err != nil {
+			return natsbus.Permanent(err)
+		}
+		if d.MsgID != ev.EventId {
+			t.Errorf("Nats-Msg-Id %q != event_id %q", d.MsgID, ev.EventId)
+		}
+		e.mu.Lock()
+		e.events = append(e.events, &ev)
+		e.mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// SubscribeHeartbeats flushes with its context, which nats.go wants to
+	// have a deadline; the subscription lives as long as that context.
+	hbctx, hbcancel := context.WithTimeout(context.Background(), time.Hour)
+	t.Cleanup(hbcancel)
+	if _, err := hub.SubscribeHeartbeats(hbctx, func(_ string, p []byte) {
+		var hb agentv1.Heartbeat
+		if proto.Unmarshal(p, &hb) == nil {
+			e.mu.Lock()
+			e.hbs = append(e.hbs, &hb)
+			e.mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dsub, err := hub.Conn().Subscribe(agent.AdvertDeltaSubject(clusterID), func(m *nats.Msg) {
+		var d agentv1.AdvertisementDelta
+		if proto.Unmarshal(m.Data, &d) == nil {
+			e.mu.Lock()
+			e.deltas = append(e.deltas, &d)
+			e.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dsub.Unsubscribe() })
+	if _, err := hub.WatchAdverts(context.Background(), func(_ string, p []byte) {
+		var ad agentv1.Advertisement
+		if proto.Unmarshal(p, &ad) == nil {
+			e.mu.Lock()
+			e.ads = append(e.ads, &ad)
+			e.mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if before != nil {
+		before(e)
+	}
+	abus, err := natsbus.Connect(ctx, ns.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{
+		ClusterID: clusterID, Bus: abus, Connector: sim, Logger: logger(),
+		HeartbeatInterval: 50 * time.Millisecond, AdvertiseInterval: 300 * time.Millisecond,
+		ChangeDelay: 10 * time.Millisecond, RegisterTimeout: 300 * time.Millisecond, AnswerTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.agent = a
+	actx, stop := context.WithCancel(context.Background())
+	e.stop = stop
+	go func() { e.done <- a.Run(actx) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case err := <-e.done:
+			if err != nil {
+				t.Errorf("agent Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("agent did not stop within 10s")
+		}
+		abus.Close()
+	})
+	// The agent is up once its first heartbeat arrives.
+	e.waitFor("first heartbeat", func() bool { return len(e.hbs) > 0 })
+	return e
+}
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		e.mu.Lock()
+		ok := cond()
+		e.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.t.Fatalf("timed out waiting for %s; events so far: %s", what, e.eventTypesLocked(""))
+}
+
+// eventTypesLocked lists "<dispatch>:<type>" for the events of dispatch id
+// (all when id is ""), in arrival order.
+func (e *env) eventTypesLocked(id string) []string {
+	var out []string
+	for _, ev := range e.events {
+		if id == "" || ev.DispatchId == id {
+			out = append(out, ev.EventId)
+		}
+	}
+	return out
+}
+
+func (e *env) eventsOf(id string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.eventTypesLocked(id)
+}
+
+func (e *env) hasEvent(id string, t agentv1.DispatchEventType) func() bool {
+	want := agent.EventID(id, t)
+	return func() bool { return slices.Contains(e.eventTypesLocked(id), want) }
+}
+
+func (e *env) event(id string, t agentv1.DispatchEventType) *agentv1.DispatchEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.events {
+		if ev.DispatchId == id && ev.Type == t {
+			return ev
+		}
+	}
+	return nil
+}
+
+func (e *env) publish(msgID string, m *agentv1.HubMessage) {
+	e.t.Helper()
+	payload, err := proto.Marshal(m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := e.hub.PublishDispatch(ctx, clusterID, msgID, payload); err != nil {
+		e.t.Fatalf("publish %s: %v", msgID, err)
+	}
+}
+
+func dispatchMsg(id string, gpus int32, labels map[string]string) *agentv1.HubMessage {
+	wl := &meridianv1.Workload{Id: "wl-" + id, Queue: "t/a", Labels: labels, PodSets: []*meridianv1.PodSet{{
+		Name: "main", Replicas: 1, Resources: &meridianv1.Resources{GpuMilli: 1000 * gpus, CpuMilli: 1000, MemoryMib: 1024},
+	}}}
+	return &agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: &agentv1.Dispatch{
+		DispatchId: id, WorkloadId: wl.Id, Attempt: 1, Workload: wl, ClusterId: clusterID,
+		Placement: []*agentv1.PodSetPlacement{{PodSet: "main", Nodes: []string{"gpu-1"}}},
+	}}}
+}
+
+func cancelMsg(id string, preempt bool) *agentv1.HubMessage {
+	return &agentv1.HubMessage{Kind: &agentv1.HubMessage_Cancel{Cancel: &agentv1.DispatchCancel{
+		DispatchId: id, WorkloadId: "wl-" + id, Preempt: preempt, Reason: "test", ClusterId: clusterID,
+		GracePeriod: durationpb.New(time.Second),
+	}}}
+}
+
+func ids(id string, ts ...agentv1.DispatchEventType) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = agent.EventID(id, t)
+	}
+	return out
+}
+
+const (
+	accepted  = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED
+	rejected  = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED
+	running   = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING
+	succeeded = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED
+	failed    = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_FAILED
+	preempted = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_PREEMPTED
+	cancelled = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_CANCELLED
+)
+
+func TestDispatchLifecycle(t *testing.T) {
+	tests := map[string]struct {
+		gpus     int32
+		labels   map[string]string
+		want     []agentv1.DispatchEventType
+		exitCode int32
+		reason   string
+	}{
+		"succeeds": {gpus: 1, labels: map[string]string{simcluster.LabelDuration: "20s"}, want: []agentv1.DispatchEventType{accepted, running, succeeded}},
+		"fails with exit code": {gpus: 1, labels: map[string]string{simcluster.LabelDuration: "20s", simcluster.LabelExitCode: "7"},
+			want: []agentv1.DispatchEventType{accepted, running, failed}, exitCode: 7, reason: "code 7"},
+		"rejected when nothing fits": {gpus: 8, want: []agentv1.DispatchEventType{rejected}, reason: "does not fit"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.publish("d1", dispatchMsg("d1", tc.gpus, tc.labels))
+			last := tc.want[len(tc.want)-1]
+			if last != rejected {
+				e.waitFor("running", e.hasEvent("d1", running))
+				e.clock.Advance(20 * time.Second)
+			}
+			e.waitFor(last.String(), e.hasEvent("d1", last))
+			if got, want := e.eventsOf("d1"), ids("d1", tc.want...); !slices.Equal(got, want) {
+				t.Fatalf("events %v, want %v", got, want)
+			}
+			ev := e.event("d1", last)
+			if tc.reason != "" && !strings.Contains(ev.Reason, tc.reason) {
+				t.Errorf("reason %q does not mention %q", ev.Reason, tc.reason)
+			}
+			if last == succeeded || last == failed {
+				if ev.ExitCode == nil || *ev.ExitCode != tc.exitCode {
+					t.Errorf("exit code %v, want %d", ev.ExitCode, tc.exitCode)
+				}
+				if ev.GetUsage().GetGpuMilliSeconds() != 20*1000 {
+					t.Errorf("usage %d gpu-milli-s, want 20000", ev.GetUsage().GetGpuMilliSeconds())
+				}
+			}
+			// Sequence numbers grow in arrival order, one session.
+			e.mu.Lock()
+			for i := 1; i < len(e.events); i++ {
+				if e.events[i].Seq <= e.events[i-1].Seq || e.events[i].SessionId != e.agent.SessionID() {
+					t.Errorf("event %d: seq %d after %d, session %q", i, e.events[i].Seq, e.events[i-1].Seq, e.events[i].SessionId)
+				}
+			}
+			e.mu.Unlock()
+			e.waitFor("empty heartbeat", func() bool { return len(e.hbs) > 0 && len(e.hbs[len(e.hbs)-1].Dispatches) == 0 })
+		})
+	}
+}
+
+func TestDuplicateDeliveryLaunchesOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	m := dispatchMsg("dup", 1, nil)
+	// Three copies under different Nats-Msg-Ids get past the stream's
+	// dedupe, as a republish after the window would.
+	e.publish("dup", m)
+	e.publish("dup-again", m)
+	e.waitFor("running", e.hasEvent("dup", running))
+	e.publish("dup-third", m)
+	e.waitFor("backlog drained", func() bool {
+		n, err := e.hub.DispatchBacklog(context.Background(), clusterID)
+		return err == nil && n == 0
+	})
+	if got := e.sim.Launches(); got != 1 {
+		t.Fatalf("launches = %d, want 1", got)
+	}
+	if got, want := e.eventsOf("dup"), ids("dup", accepted, running); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v (each stored once)", got, want)
+	}
+	// A redelivery after it finished is answered, not relaunched.
+	e.clock.Advance(time.Minute)
+	e.waitFor("succeeded", e.hasEvent("dup", succeeded))
+	e.publish("dup-late", m)
+	e.waitFor("backlog drained", func() bool {
+		n, err := e.hub.DispatchBacklog(context.Background(), clusterID)
+		return err == nil && n == 0
+	})
+	if got := e.sim.Launches(); got != 1 {
+		t.Fatalf("launches after a late redelivery = %d, want 1", got)
+	}
+}
+
+func TestCancelAndPreempt(t *testing.T) {
+	tests := map[string]struct {
+		preempt bool
+		want    agentv1.DispatchEventType
+	}{
+		"cancel":  {false, cancelled},
+		"preempt": {true, preempted},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.publish("d1", dispatchMsg("d1", 2, nil))
+			e.waitFor("running", e.hasEvent("d1", running))
+			e.publish("d1/cancel", cancelMsg("d1", tc.preempt))
+			e.waitFor(tc.want.String(), e.hasEvent("d1", tc.want))
+			if got, want := e.eventsOf("d1"), ids("d1", accepted, running, tc.want); !slices.Equal(got, want) {
+				t.Fatalf("events %v, want %v", got, want)
+			}
+			if e.sim.Running() != 0 {
+				t.Fatal("work still running after cancel")
+			}
+			// A cancel for a dispatch never seen is answered, and the
+			// dispatch arriving afterwards is not launched.
+			e.publish("ghost/cancel", cancelMsg("ghost", tc.preempt))
+			e.waitFor("ghost answer", e.hasEvent("ghost", tc.want))
+			e.publish("ghost", dispatchMsg("ghost", 1, nil))
+			e.waitFor("backlog drained", func() bool {
+				n, err := e.hub.DispatchBacklog(context.Background(), clusterID)
+				return err == nil && n == 0
+			})
+			if got := e.sim.Launches(); got != 1 {
+				t.Fatalf("launches = %d, want 1 (the cancelled ghost must not run)", got)
+			}
+		})
+	}
+}
+
+func TestNATSOutageKeepsWorkRunning(t *testing.T) {
+	e := newEnv(t, nil)
+	e.publish("long", dispatchMsg("long", 1, map[string]string{simcluster.LabelDuration: "10m"}))
+	e.publish("short", dispatchMsg("short", 1, map[string]string{simcluster.LabelDuration: "1m"}))
+	e.waitFor("both running", func() bool { return e.hasEvent("long", running)() && e.hasEvent("short", running)() })
+
+	if err := e.ns.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The hub is unreachable for a long (simulated) while: "short" ends,
+	// "long" must keep running; nothing is cancelled.
+	time.Sleep(300 * time.Millisecond)
+	e.clock.Advance(2 * time.Minute)
+	time.Sleep(300 * time.Millisecond)
+	if got := e.sim.Running(); got != 1 {
+		t.Fatalf("running during the outage = %d, want 1 (long)", got)
+	}
+	list, err := e.sim.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range list {
+		if w.State == agent.StateCancelled || w.State == agent.StatePreempted {
+			t.Fatalf("%s was stopped during the outage: %v", w.DispatchID, w.State)
+		}
+	}
+	e.mu.Lock()
+	before := len(e.events)
+	e.mu.Unlock()
+
+	if err := e.ns.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("short's success after reconnect", e.hasEvent("short", succeeded))
+	e.mu.Lock()
+	if len(e.events) <= before {
+		t.Errorf("no events after reconnect")
+	}
+	e.mu.Unlock()
+	e.waitFor("heartbeat holding long only", func() bool {
+		if len(e.hbs) == 0 {
+			return false
+		}
+		hb := e.hbs[len(e.hbs)-1]
+		return len(hb.Dispatches) == 1 && hb.Dispatches[0].DispatchId == "long" && hb.Dispatches[0].State == running
+	})
+	e.clock.Advance(10 * time.Minute)
+	e.waitFor("long's success", e.hasEvent("long", succeeded))
+	for _, id := range []string{"long", "short"} {
+		if got, want := e.eventsOf(id), ids(id, accepted, running, succeeded); !slices.Equal(got, want) {
+			t.Errorf("%s events %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestVanishedClusterGoesSilent(t *testing.T) {
+	e := newEnv(t, nil)
+	e.publish("v", dispatchMsg("v", 1, map[string]string{simcluster.LabelDuration: "1m"}))
+	e.waitFor("running", e.hasEvent("v", running))
+	e.sim.SetVanished(true)
+	time.Sleep(150 * time.Millisecond) // let an in-flight heartbeat land
+	e.mu.Lock()
+	hbs := len(e.hbs)
+	e.mu.Unlock()
+	e.clock.Advance(time.Minute)
+	time.Sleep(300 * time.Millisecond)
+	e.mu.Lock()
+	if len(e.hbs) != hbs {
+		t.Errorf("%d heartbeats while vanished", len(e.hbs)-hbs)
+	}
+	if slices.Contains(e.eventTypesLocked("v"), agent.EventID("v", succeeded)) {
+		t.Error("event published while vanished")
+	}
+	e.mu.Unlock()
+	e.sim.SetVanished(false)
+	e.waitFor("success after returning", e.hasEvent("v", succeeded))
+}
+
+func TestAdvertisementFollowsLaunches(t *testing.T) {
+	e := newEnv(t, nil)
+	freeOn := func(nodes []*agentv1.Node, name string) int64 {
+		var f int64
+		for _, n := range nodes {
+			if n.Name == name {
+				for _, g := range n.Gpus {
+					f += int64(g.FreeMilli)
+				}
+			}
+		}
+		return f
+	}
+	e.waitFor("full advertisement", func() bool { return len(e.ads) > 0 && freeOn(e.ads[len(e.ads)-1].Nodes, "gpu-1") == 2000 })
+	e.publish("big", dispatchMsg("big", 2, map[string]string{simcluster.LabelDuration: "1m"}))
+	e.waitFor("delta with gpu-1 full", func() bool {
+		return len(e.deltas) > 0 && freeOn(e.deltas[len(e.deltas)-1].UpsertedNodes, "gpu-1") == 0
+	})
+	e.waitFor("heartbeat holding big", func() bool {
+		hb := e.hbs[len(e.hbs)-1]
+		return len(hb.Dispatches) == 1 && hb.Dispatches[0].DispatchId == "big"
+	})
+	e.waitFor("full advertisement with gpu-1 full", func() bool { return freeOn(e.ads[len(e.ads)-1].Nodes, "gpu-1") == 0 })
+	e.clock.Advance(time.Minute)
+	e.waitFor("delta with gpu-1 free again", func() bool {
+		return freeOn(e.deltas[len(e.deltas)-1].UpsertedNodes, "gpu-1") == 2000
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, d := range e.deltas {
+		if d.BaseSeq >= d.Seq {
+			t.Errorf("delta %d: base_seq %d not below seq %d", i, d.BaseSeq, d.Seq)
+		}
+		if slices.ContainsFunc(d.UpsertedNodes, func(n *agentv1.Node) bool { return n.Name == "gpu-0" }) {
+			t.Errorf("delta %d re-sent the unchanged node gpu-0", i)
+		}
+	}
+}
+
+func TestRegisterAckCancelsStaleWork(t *testing.T) {
+	e := newEnv(t, func(e *env) {
+		// Work left by a previous agent session.
+		for _, id := range []string{"keep", "stale"} {
+			d := dispatchMsg(id, 1, nil).GetDispatch()
+			d.Placement = nil
+			if err := e.sim.Launch(context.Background(), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sub, err := e.hub.Conn().Subscribe(agent.RegisterSubject(clusterID), func(m *nats.Msg) {
+			var reg agentv1.Register
+			if err := proto.Unmarshal(m.Data, &reg); err != nil {
+				t.Errorf("register: %v", err)
+				return
+			}
+			if !slices.Equal(reg.KnownDispatchIds, []string{"keep", "stale"}) {
+				t.Errorf("register known ids %v, want [keep stale]", reg.KnownDispatchIds)
+			}
+			ack, _ := proto.Marshal(&agentv1.RegisterAck{ClusterId: clusterID, Accepted: true, CurrentDispatchIds: []string{"keep"}, HubId: "hub-test"})
+			_ = m.Respond(ack)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
+	e.waitFor("stale cancelled", e.hasEvent("stale", cancelled))
+	e.waitFor("keep reported running", e.hasEvent("keep", running))
+	if e.sim.Running() != 1 {
+		t.Fatalf("running = %d, want 1 (keep)", e.sim.Running())
+	}
+	held := e.agent.Held()
+	if len(held) != 1 || held[0].DispatchID != "keep" {
+		t.Fatalf("held %+v, want keep only", held)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	bus, err := natsbus.Connect(context.Background(), ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	cfg, _ := simcluster.ParseConfig([]byte(clusterYAML))
+	sim, _ := simcluster.New(cfg, simcluster.Options{})
+	defer sim.Close()
+	tests := map[string]struct {
+		cfg   agent.Config
+		field string
+	}{
+		"no cluster id":      {agent.Config{Bus: bus, Connector: sim}, "ClusterID"},
+		"bad cluster id":     {agent.Config{ClusterID: "a.b", Bus: bus, Connector: sim}, "ClusterID"},
+		"no bus":             {agent.Config{ClusterID: "c", Connector: sim}, "Bus"},
+		"no connector":       {agent.Config{ClusterID: "c", Bus: bus}, "Connector"},
+		"negative heartbeat": {agent.Config{ClusterID: "c", Bus: bus, Connector: sim, HeartbeatInterval: -time.Second}, "HeartbeatInterval"},
+		"negative advertise": {agent.Config{ClusterID: "c", Bus: bus, Connector: sim, AdvertiseInterval: -1}, "AdvertiseInterval"},
+		"negative answer":    {agent.Config{ClusterID: "c", Bus: bus, Connector: sim, AnswerTimeout: -1}, "AnswerTimeout"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := agent.New(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("err %v, want one naming %s", err, tc.field)
+			}
+		})
+	}
+	if _, err := agent.New(agent.Config{ClusterID: "c", Bus: bus, Connector: sim}); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+}
+
+func TestEventID(t *testing.T) {
+	tests := map[string]struct {
+		t    agentv1.DispatchEventType
+		want string
+	}{
+		"accepted": {accepted, "d-1:accepted"},
+		"rejected": {rejected, "d-1:rejected"},
+		"failed":   {failed, "d-1:failed"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := agent.EventID("d-1", tc.t); got != tc.want {
+				t.Fatalf("EventID = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
