@@ -28,6 +28,7 @@ test-race: ## Run all tests with the race detector
 bench: ## Run the benchmarks: throughput, p50/p99 and memory, each beside its in-process baseline
 	$(GO) test -run '^$$' -bench 'BenchmarkPlan' -benchtime 1x ./hub/scheduler/
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./hub/scheduler/gpufit/ ./hub/quota/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./hub/store ./transport/natsbus
 
 .PHONY: sim
 sim: build ## Run the multi-team contention scenario and replay the Alibaba OpenB trace (seeds 42-51)
