@@ -84,7 +84,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(ServerOptions(nil, nil, 256<<10)...)
+	gs := grpc.NewServer(ServerOptions(nil, nil, 1<<20)...)
 	svc.Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -65,6 +65,15 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
+	// Read-your-writes: let the cache catch up with etcd's current
+	// revision, so a client that just submitted sees its workload.
+	head, err := s.cli.Get(ctx, store.Prefix(store.KindWorkloads), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return storeErr("watch: read etcd revision", err)
+	}
+	if err := c.WaitForRevision(ctx, head.Header.Revision); err != nil {
+		return status.Errorf(codes.Unavailable, "watch: the hub's workload cache lags etcd: %v", err)
+	}
 	// Subscribe first, then snapshot: every change after the snapshot's
 	// revision arrives on the channel.
 	events, cancel := c.Subscribe()

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+type recv interface {
+	Recv() (*meridianv1.WorkloadEvent, error)
+}
+
+// next receives one event or fails after 5 s.
+func next(t *testing.T, s recv) *meridianv1.WorkloadEvent {
+	t.Helper()
+	type res struct {
+		ev  *meridianv1.WorkloadEvent
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		ev, err := s.Recv()
+		ch <- res{ev, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("recv: %v", r.err)
+		}
+		return r.ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch event within 5s")
+	}
+	return nil
+}
+
+func TestWatchDeliversCreatesAndUpdatesInOrder(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	tn := tenant(t)
+	leaf := tn + "/w"
+	e.mkQueues(t, tn, leaf)
+	pre, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(leaf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, mode := range []string{"cache", "etcd"} {
+		t.Run(mode, func(t *testing.T) {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var s meridianv1.WorkloadService_WatchWorkloadsClient
+			var err error
+			var since int64
+			if mode == "cache" {
+				s, err = e.wl.WatchWorkloads(wctx, &meridianv1.WatchWorkloadsRequest{Queue: tn, SendInitial: true})
+			} else {
+				// Resume from the current revision: replays from etcd.
+				since = e.cache.Rev()
+				s, err = e.wl.WatchWorkloads(wctx, &meridianv1.WatchWorkloadsRequest{Queue: tn, SinceRevision: since})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode == "cache" {
+				ev := next(t, s)
+				if ev.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED || ev.GetWorkload().GetId() != pre.GetWorkload().GetId() {
+					t.Fatalf("initial event %v", ev)
+				}
+				if bm := next(t, s); bm.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK || bm.GetRevision() < ev.GetRevision() {
+					t.Fatalf("want bookmark, got %v", bm)
+				}
+			}
+			// A workload in another tenant must not appear.
+			other := tenant(t) + "x"
+			e.mkQueues(t, other)
+			if _, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(other)}); err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for i := 0; i < 3; i++ {
+				r, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(leaf)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, r.GetWorkload().GetId())
+			}
+			if _, err := e.wl.CancelWorkload(ctx, &meridianv1.CancelWorkloadRequest{Id: ids[1]}); err != nil {
+				t.Fatal(err)
+			}
+			var lastRev int64
+			for i, id := range ids {
+				ev := next(t, s)
+				if ev.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED || ev.GetWorkload().GetId() != id {
+					t.Fatalf("event %d = %v %s, want ADDED %s", i, ev.GetType(), ev.GetWorkload().GetId(), id)
+				}
+				if ev.GetRevision() <= lastRev || ev.GetRevision() <= since {
+					t.Fatalf("revision %d not after %d", ev.GetRevision(), lastRev)
+				}
+				lastRev = ev.GetRevision()
+			}
+			ev := next(t, s)
+			if ev.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED || ev.GetWorkload().GetId() != ids[1] ||
+				ev.GetWorkload().GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED || ev.GetRevision() <= lastRev {
+				t.Fatalf("want MODIFIED cancelled %s after rev %d, got %v", ids[1], lastRev, ev)
+			}
+		})
+	}
+}
+
+// TestWatchSlowClientDoesNotBlockCache: a watcher that never reads does not
+// stop the cache (and so other watchers) from advancing.
+func TestWatchSlowClientDoesNotBlockCache(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	tn := tenant(t)
+	e.mkQueues(t, tn)
+	slow, err := e.wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = slow // never read
+	fast, err := e.wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: tn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, fast) // bookmark
+	var last string
+	for i := 0; i < 200; i++ {
+		w := validWorkload(tn)
+		w.Runtime.GetContainer().Args = []string{string(make([]byte, 2048))}
+		r, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.GetWorkload().GetId()
+	}
+	for {
+		ev := next(t, fast)
+		if ev.GetWorkload().GetId() == last {
+			break
+		}
+	}
+}
