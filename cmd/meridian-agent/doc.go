@@ -1,0 +1,14 @@
+// Command meridian-agent is the spoke agent binary: it connects one cluster
+// to the Meridian hub over NATS through a connector (today only the
+// in-memory simcluster; slurm and kubernetes are refused with a clear
+// message until they are built).
+//
+//	meridian-agent --cluster-id sim-a --nats-url nats://127.0.0.1:4222 \
+//	    --connector simcluster --sim-config connectors/simcluster/examples/h100-nvlink.yaml \
+//	    --time-scale 60 --metrics-addr 127.0.0.1:9464
+//
+// It must never hold logic of its own: flags are checked and turned into
+// agent.Config; everything else lives in package agent. Stopping it stops
+// the agent, never the cluster's work (simulated work lives in the process
+// and ends with it).
+package main

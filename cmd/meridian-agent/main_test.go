@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+)
+
+func TestFlagErrors(t *testing.T) {
+	good := []string{"--cluster-id", "c1", "--nats-url", "nats://127.0.0.1:1", "--sim-config", "x.yaml"}
+	with := func(extra ...string) []string { return append(append([]string{}, good...), extra...) }
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"no cluster id":        {[]string{"--nats-url", "nats://x", "--sim-config", "x"}, "--cluster-id is required"},
+		"bad cluster id":       {[]string{"--cluster-id", "a.b", "--nats-url", "nats://x", "--sim-config", "x"}, "--cluster-id"},
+		"no nats url":          {[]string{"--cluster-id", "c", "--nats-url", "", "--sim-config", "x"}, "--nats-url is required"},
+		"slurm not built":      {with("--connector", "slurm"), "not built yet"},
+		"kubernetes not built": {with("--connector", "kubernetes"), "not built yet"},
+		"unknown connector":    {with("--connector", "mesos"), "want simcluster, slurm or kubernetes"},
+		"no sim config":        {[]string{"--cluster-id", "c", "--nats-url", "nats://x"}, "--sim-config is required"},
+		"zero time scale":      {with("--time-scale", "0"), "--time-scale"},
+		"negative heartbeat":   {with("--heartbeat-interval", "-1s"), "--heartbeat-interval"},
+		"zero advertise":       {with("--advertise-interval", "0s"), "--advertise-interval"},
+		"bad metrics addr":     {with("--metrics-addr", "nope"), "--metrics-addr"},
+		"bad log level":        {with("--log-level", "loud"), "--log-level"},
+		"bad log format":       {with("--log-format", "xml"), "--log-format"},
+		"stray argument":       {with("extra"), "unexpected argument"},
+		"unknown flag":         {with("--frobnicate"), "frobnicate"},
+		"bad duration":         {with("--heartbeat-interval", "soon"), "heartbeat-interval"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := parseFlags(tc.args, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	o, err := parseFlags(good, io.Discard)
+	if err != nil {
+		t.Fatalf("good flags refused: %v", err)
+	}
+	if o.connector != "simcluster" || o.timeScale != 1 || o.heartbeat != 2*time.Second {
+		t.Errorf("defaults not applied: %+v", o)
+	}
+}
+
+func TestRunReportsBadSimConfig(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("nodes:\n  - name: a\n    gpus: -2\n    cpuMilli: 1\n    memoryMiB: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"--cluster-id", "c", "--nats-url", "nats://127.0.0.1:1", "--sim-config", bad}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "nodes[0].gpus") {
+		t.Fatalf("err %v, want one naming nodes[0].gpus", err)
+	}
+}
+
+// TestRunServesMetrics starts the real binary's run loop against embedded
+// NATS with an example cluster and scrapes /metrics.
+func TestRunServesMetrics(t *testing.T) {
+	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	addr := freeAddr(t)
+	go func() {
+		done <- run(ctx, []string{"--cluster-id", "demo-a", "--nats-url", ns.ClientURL(),
+			"--sim-config", "../../connectors/simcluster/examples/a100-fractional.yaml", "--time-scale", "60",
+			"--heartbeat-interval", "50ms", "--metrics-addr", addr, "--log-level", "error"}, io.Discard)
+	}()
+	var body string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			if strings.Contains(body, "meridian_agent_heartbeats_total") && !strings.Contains(body, "meridian_agent_heartbeats_total 0") {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(body, "meridian_agent_heartbeats_total") || strings.Contains(body, "meridian_agent_heartbeats_total 0") {
+		t.Fatalf("no heartbeats counted in /metrics:\n%s", body)
+	}
+	if !strings.Contains(body, `meridian_agent_advertisements_total{kind="full"}`) {
+		t.Errorf("no full advertisement counted:\n%s", body)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not stop")
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
