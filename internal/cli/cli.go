@@ -137,6 +137,7 @@ variable, else ` + DefaultHub + `.`,
 		a.queuesCommand(),
 		a.queueCommand(),
 		a.clustersCommand(),
+		a.clusterCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -57,7 +59,14 @@ func runCLI(t *testing.T, addr, stdin string, args ...string) result {
 // -update.
 func golden(t *testing.T, args []string, r result) {
 	t.Helper()
-	got := fmt.Sprintf("$ meridianctl %s\nexit %d\n-- stdout --\n%s-- stderr --\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	shown := make([]string, len(args))
+	for i, a := range args {
+		shown[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\"'") {
+			shown[i] = strconv.Quote(a)
+		}
+	}
+	got := fmt.Sprintf("$ meridianctl %s\nexit %d\n-- stdout --\n%s-- stderr --\n%s", strings.Join(shown, " "), r.code, r.stdout, r.stderr)
 	path := filepath.Join("testdata", filepath.FromSlash(t.Name())+".golden")
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -156,7 +165,18 @@ func TestCommands(t *testing.T) {
 		{name: "queue_apply", args: []string{"queue", "apply", "-f", "../../examples/queues/acme.yaml"}},
 		{name: "queue_apply_again", args: []string{"queue", "apply", "-f", "../../examples/queues/acme.yaml"}},
 		{name: "queue_no_subcommand", args: []string{"queue"}, code: ExitUsage},
+		{name: "queue_get", args: []string{"queue", "get", "acme/vision"}},
+		{name: "queue_get_not_found", args: []string{"queue", "get", "acme/nope"}, code: ExitNotFound},
+		{name: "queue_delete_has_children", args: []string{"queue", "delete", "acme/search"}, code: ExitInvalid},
+		{name: "queue_delete", args: []string{"queue", "delete", "acme/search/inference"}},
+		// cluster drain/resume
+		{name: "cluster_drain", args: []string{"cluster", "drain", "east-h100", "--reason", "GPU driver upgrade"}},
+		{name: "cluster_drained", args: []string{"clusters", "--state", "draining"}},
+		{name: "cluster_resume", args: []string{"cluster", "resume", "east-h100", "-o", "yaml"}},
+		{name: "cluster_drain_not_found", args: []string{"cluster", "drain", "mars"}, code: ExitNotFound},
+		{name: "cluster_no_subcommand", args: []string{"cluster"}, code: ExitUsage},
 		// misc
+		{name: "watch_yaml", args: []string{"watch", "-o", "yaml", "--queue", "acme/search"}},
 		{name: "version", args: []string{"version"}},
 		{name: "version_json", args: []string{"version", "-o", "json", "--client"}},
 		{name: "unknown_command", args: []string{"frobnicate"}, code: ExitUsage},
@@ -384,4 +404,63 @@ func TestWorkloadExamplesAreValid(t *testing.T) {
 			t.Errorf("no %s example under examples/workloads", k)
 		}
 	}
+}
+
+// TestWatchStopsCleanlyOnInterrupt: a watch runs until the user stops it,
+// and stopping it is not an error.
+func TestWatchStopsCleanlyOnInterrupt(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	hub.watchBlock = true
+	addr := hub.serve(t)
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"watch", "--hub", addr, "--timeout", "100ms"}, Env{Stdout: &out, Stderr: &errb})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "BOOKMARK") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no events after 10s; stdout %q stderr %q", out.String(), errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The watch outlives --timeout: it is not bounded by it.
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case code := <-done:
+		t.Fatalf("watch ended by itself with exit %d; stderr %q", code, errb.String())
+	default:
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK || errb.String() != "" {
+			t.Fatalf("interrupted watch: exit %d stderr %q", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not stop within 10s of the interrupt")
+	}
+	if n := strings.Count(out.String(), "\n"); n != 4 {
+		t.Errorf("printed %d lines, want a header and 3 events:\n%s", n, out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -96,3 +96,60 @@ func (a *app) printClusters(clusters []*meridianv1.Cluster) error {
 	}
 	return t.flush()
 }
+
+func (a *app) clusterCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Drain or resume one cluster",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageErrorf("cluster: missing subcommand (drain or resume)\nUsage: meridianctl cluster drain|resume ID")
+		},
+	}
+	var reason string
+	drain := &cobra.Command{
+		Use:   "drain ID",
+		Short: "Close a cluster to new dispatches; running work continues",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.setDraining(cmd.Context(), args[0], true, reason)
+		},
+	}
+	drain.Flags().StringVar(&reason, "reason", "", "why, shown in the cluster's state")
+	resume := &cobra.Command{
+		Use:   "resume ID",
+		Short: "Reopen a drained cluster to new dispatches",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.setDraining(cmd.Context(), args[0], false, "")
+		},
+	}
+	cmd.AddCommand(drain, resume)
+	return cmd
+}
+
+func (a *app) setDraining(ctx context.Context, id string, draining bool, reason string) error {
+	var c *meridianv1.Cluster
+	err := a.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		client := meridianv1.NewClusterServiceClient(conn)
+		var err error
+		if draining {
+			c, err = client.DrainCluster(ctx, &meridianv1.DrainClusterRequest{Id: id, Reason: reason})
+		} else {
+			c, err = client.ResumeCluster(ctx, &meridianv1.ResumeClusterRequest{Id: id})
+		}
+		return err
+	})
+	if err != nil {
+		return a.rpcError(ctx, err, object{kind: "cluster", id: id})
+	}
+	if a.output != "table" {
+		return a.writeMessage(c)
+	}
+	verb := "resumed: open to new dispatches"
+	if draining {
+		verb = "draining: closed to new dispatches; running work continues"
+	}
+	fmt.Fprintf(a.env.Stdout, "cluster %s %s (state %s)\n", c.GetId(), verb, clusterStateName(c.GetState()))
+	return nil
+}

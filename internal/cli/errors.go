@@ -149,6 +149,9 @@ func (a *app) rpcError(ctx context.Context, err error, about object) error {
 	case codes.Aborted:
 		return wrap(ExitConflict, fmt.Sprintf("%s changed while the hub was updating it; run the command again (%s)", about, msg))
 	case codes.FailedPrecondition:
+		if about.id != "" && strings.Contains(msg, about.id) {
+			return wrap(ExitInvalid, msg)
+		}
 		return wrap(ExitInvalid, fmt.Sprintf("%s: %s", about, msg))
 	case codes.Unavailable:
 		if a.unreachable(msg) {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/api/validation"
@@ -51,6 +52,7 @@ type fakeHub struct {
 	submits     int
 	queueWrites []string
 	failWith    error // when set, every call fails with it
+	watchBlock  bool  // keep watch streams open after the events, until the client leaves
 }
 
 func newFakeHub() *fakeHub {
@@ -278,6 +280,13 @@ func (h *fakeHub) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream g
 			return err
 		}
 	}
+	h.mu.Lock()
+	block := h.watchBlock
+	h.mu.Unlock()
+	if block {
+		<-stream.Context().Done()
+		return stream.Context().Err()
+	}
 	return nil
 }
 
@@ -352,6 +361,55 @@ func (h *fakeHub) ListQueues(_ context.Context, req *meridianv1.ListQueuesReques
 	return pageOf(match, req.GetPageToken(), int(req.GetPageSize()), h.pageCap, func(items []*meridianv1.Queue, next string) *meridianv1.ListQueuesResponse {
 		return &meridianv1.ListQueuesResponse{Queues: items, NextPageToken: next}
 	})
+}
+
+func (h *fakeHub) DeleteQueue(_ context.Context, req *meridianv1.DeleteQueueRequest) (*emptypb.Empty, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.fail(); err != nil {
+		return nil, err
+	}
+	if _, ok := h.queues[req.GetPath()]; !ok {
+		return nil, status.Errorf(codes.NotFound, "no queue %q", req.GetPath())
+	}
+	for p := range h.queues {
+		if strings.HasPrefix(p, req.GetPath()+"/") {
+			return nil, status.Errorf(codes.FailedPrecondition, "queue %q has child queues; delete them first", req.GetPath())
+		}
+	}
+	delete(h.queues, req.GetPath())
+	h.queueWrites = append(h.queueWrites, "delete "+req.GetPath())
+	return &emptypb.Empty{}, nil
+}
+
+func (h *fakeHub) setDraining(id string, draining bool, reason string) (*meridianv1.Cluster, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.fail(); err != nil {
+		return nil, err
+	}
+	for _, c := range h.clusters {
+		if c.GetId() != id {
+			continue
+		}
+		if c.GetState() == meridianv1.ClusterState_CLUSTER_STATE_LOST {
+			return c, nil
+		}
+		c.State, c.DrainReason = meridianv1.ClusterState_CLUSTER_STATE_READY, ""
+		if draining {
+			c.State, c.DrainReason = meridianv1.ClusterState_CLUSTER_STATE_DRAINING, reason
+		}
+		return c, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "no cluster %q", id)
+}
+
+func (h *fakeHub) DrainCluster(_ context.Context, req *meridianv1.DrainClusterRequest) (*meridianv1.Cluster, error) {
+	return h.setDraining(req.GetId(), true, req.GetReason())
+}
+
+func (h *fakeHub) ResumeCluster(_ context.Context, req *meridianv1.ResumeClusterRequest) (*meridianv1.Cluster, error) {
+	return h.setDraining(req.GetId(), false, "")
 }
 
 func (h *fakeHub) ListClusters(_ context.Context, req *meridianv1.ListClustersRequest) (*meridianv1.ListClustersResponse, error) {

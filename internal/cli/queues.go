@@ -252,14 +252,58 @@ func (a *app) queueRows(t *table, name string, q *meridianv1.Queue) {
 func (a *app) queueCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "queue",
-		Short: "Create or update queues from a file",
+		Short: "Create, update, show or delete queues",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageErrorf("queue: missing subcommand (create or apply)\nUsage: meridianctl queue create|apply -f FILE")
+			return usageErrorf("queue: missing subcommand (create, apply, get or delete)\nUsage: meridianctl queue create|apply -f FILE, or queue get|delete PATH")
 		},
 	}
-	cmd.AddCommand(a.queueWriteCommand(false), a.queueWriteCommand(true))
+	cmd.AddCommand(a.queueWriteCommand(false), a.queueWriteCommand(true), a.queueGetCommand(), a.queueDeleteCommand())
 	return cmd
+}
+
+func (a *app) queueGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get PATH",
+		Short: "Show one queue (its row of the tree, or the full object with -o)",
+		Args:  exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var q *meridianv1.Queue
+			err := a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
+				var err error
+				q, err = a.queueClient(conn).GetQueue(ctx, &meridianv1.GetQueueRequest{Path: args[0]})
+				return err
+			})
+			if err != nil {
+				return a.rpcError(cmd.Context(), err, object{kind: "queue", id: args[0]})
+			}
+			if a.output != "table" {
+				return a.writeMessage(q)
+			}
+			return a.printQueueTree([]*meridianv1.Queue{q})
+		},
+	}
+}
+
+func (a *app) queueDeleteCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete PATH",
+		Short: "Delete a queue that has no children and no unfinished workloads",
+		Args:  exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
+				_, err := a.queueClient(conn).DeleteQueue(ctx, &meridianv1.DeleteQueueRequest{Path: args[0]})
+				return err
+			})
+			if err != nil {
+				return a.rpcError(cmd.Context(), err, object{kind: "queue", id: args[0]})
+			}
+			if a.output == "table" {
+				fmt.Fprintf(a.env.Stdout, "queue %s deleted\n", args[0])
+			}
+			return nil
+		},
+	}
 }
 
 // queueWriteCommand builds `queue create` (apply=false) or `queue apply`
