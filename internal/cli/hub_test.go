@@ -158,7 +158,6 @@ func TestAgainstRealAPI(t *testing.T) {
 		t.Errorf("explain =\n%s", r.stdout)
 	}
 
-	t.Logf("explain:\n%s", r.stdout)
 	r = mustRun(t, addr, "", "cancel", id, "--reason", "e2e done")
 	if r.stdout != "workload "+id+" cancelled\n" {
 		t.Errorf("cancel printed %q", r.stdout)
@@ -178,10 +177,47 @@ func TestAgainstRealAPI(t *testing.T) {
 			t.Errorf("queues output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	t.Logf("queues:\n%s", r.stdout)
 	r = mustRun(t, addr, "", "version")
 	if !strings.Contains(r.stdout, "Hub:    v0-e2e (hub-e2e at HUB, ") {
 		t.Errorf("version =\n%s", r.stdout)
+	}
+
+	// watch --initial lists what exists, then streams new changes until
+	// interrupted.
+	var out, errb syncBuffer
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(wctx, []string{"watch", "--hub", addr, "--initial", "--queue", "acme/search"}, Env{Stdout: &out, Stderr: &errb})
+	}()
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out.String(), what) {
+			if time.Now().After(deadline) {
+				t.Fatalf("watch printed no %q within 10s; stdout:\n%s\nstderr:\n%s", what, out.String(), errb.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("BOOKMARK")
+	if !strings.Contains(squash(out.String()), " ADDED "+other+" QUEUED ") {
+		t.Errorf("watch --initial did not list %s:\n%s", other, out.String())
+	}
+	mustRun(t, addr, "", "cancel", other)
+	waitFor(" MODIFIED  " + other)
+	wcancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Errorf("interrupted watch exit %d; stderr %q", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not stop within 10s of the interrupt")
+	}
+	if strings.Contains(out.String(), id) {
+		t.Errorf("watch --queue acme/search showed %s from acme/vision:\n%s", id, out.String())
 	}
 
 	// Error paths, as the real hub reports them.
