@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -54,6 +55,9 @@ type env struct {
 	hbs    []*agentv1.Heartbeat
 	deltas []*agentv1.AdvertisementDelta
 	ads    []*agentv1.Advertisement
+
+	// wrap, when set by newEnv's before hook, wraps the connector.
+	wrap func(agent.Connector) agent.Connector
 
 	stop context.CancelFunc
 	done chan error
@@ -154,8 +158,12 @@ func newEnv(t *testing.T, before func(e *env)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var conn agent.Connector = sim
+	if e.wrap != nil {
+		conn = e.wrap(sim)
+	}
 	a, err := agent.New(agent.Config{
-		ClusterID: clusterID, Bus: abus, Connector: sim, Logger: logger(),
+		ClusterID: clusterID, Bus: abus, Connector: conn, Logger: logger(),
 		HeartbeatInterval: 50 * time.Millisecond, AdvertiseInterval: 300 * time.Millisecond,
 		ChangeDelay: 10 * time.Millisecond, RegisterTimeout: 300 * time.Millisecond, AnswerTimeout: 2 * time.Second,
 	})
@@ -448,8 +456,14 @@ func TestNATSOutageKeepsWorkRunning(t *testing.T) {
 		hb := e.hbs[len(e.hbs)-1]
 		return len(hb.Dispatches) == 1 && hb.Dispatches[0].DispatchId == "long" && hb.Dispatches[0].State == running
 	})
+	// The durable dispatch consumer resumes: new work is taken again.
+	e.publish("after", dispatchMsg("after", 1, map[string]string{simcluster.LabelDuration: "1m"}))
+	e.waitFor("a dispatch after the outage running", e.hasEvent("after", running))
 	e.clock.Advance(10 * time.Minute)
 	e.waitFor("long's success", e.hasEvent("long", succeeded))
+	if got := e.sim.Launches(); got != 3 {
+		t.Errorf("launches = %d, want 3", got)
+	}
 	for _, id := range []string{"long", "short"} {
 		if got, want := e.eventsOf(id), ids(id, accepted, running, succeeded); !slices.Equal(got, want) {
 			t.Errorf("%s events %v, want %v", id, got, want)
@@ -611,5 +625,46 @@ func TestEventID(t *testing.T) {
 				t.Fatalf("EventID = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// faultyLaunch fails the first n Launch calls with a fault (not a
+// rejection), as a backend API outage would.
+type faultyLaunch struct {
+	agent.Connector
+	mu    sync.Mutex
+	fails int
+	calls int
+}
+
+func (f *faultyLaunch) Launch(ctx context.Context, d *agentv1.Dispatch) error {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls <= f.fails
+	f.mu.Unlock()
+	if fail {
+		return errors.New("backend API unavailable")
+	}
+	return f.Connector.Launch(ctx, d)
+}
+
+func TestLaunchFaultIsRetried(t *testing.T) {
+	var fl *faultyLaunch
+	e := newEnv(t, func(e *env) {
+		e.wrap = func(c agent.Connector) agent.Connector {
+			fl = &faultyLaunch{Connector: c, fails: 2}
+			return fl
+		}
+	})
+	e.publish("retry", dispatchMsg("retry", 1, nil))
+	e.waitFor("running after retries", e.hasEvent("retry", running))
+	if got, want := e.eventsOf("retry"), ids("retry", accepted, running); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v (no REJECTED for a fault)", got, want)
+	}
+	fl.mu.Lock()
+	calls := fl.calls
+	fl.mu.Unlock()
+	if calls != 3 || e.sim.Launches() != 1 {
+		t.Fatalf("launch calls %d (want 3), real launches %d (want 1)", calls, e.sim.Launches())
 	}
 }
