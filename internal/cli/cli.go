@@ -112,6 +112,9 @@ variable, else ` + DefaultHub + `.`,
 			if strings.TrimSpace(a.hub) == "" {
 				return usageErrorf("--hub: must not be empty (host:port of the hub's gRPC API)")
 			}
+			if strings.HasPrefix(a.hub, "http://") || strings.HasPrefix(a.hub, "https://") {
+				return usageErrorf("--hub: %q is a URL; give host:port of the hub's gRPC API, for example %s", a.hub, DefaultHub)
+			}
 			return nil
 		},
 	}

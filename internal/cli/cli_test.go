@@ -14,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -180,6 +183,7 @@ func TestCommands(t *testing.T) {
 		{name: "version", args: []string{"version"}},
 		{name: "version_json", args: []string{"version", "-o", "json", "--client"}},
 		{name: "unknown_command", args: []string{"frobnicate"}, code: ExitUsage},
+		{name: "hub_url", args: []string{"list", "--hub", "http://127.0.0.1:8080"}, code: ExitUsage},
 		{name: "bad_timeout", args: []string{"list", "--timeout", "0s"}, code: ExitUsage},
 	}
 	for _, tc := range tests {
@@ -463,4 +467,46 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+func TestTimeout(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	hub.slow = true
+	addr := hub.serve(t)
+	start := time.Now()
+	r := runCLI(t, addr, "", "get", "wl-04", "--timeout", "200ms")
+	if r.code != ExitUnavailable || r.stderr != "error: the hub at HUB did not answer within 200ms (raise --timeout)\n" {
+		t.Errorf("exit %d stderr %q", r.code, r.stderr)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a 200ms timeout took %s", d)
+	}
+}
+
+func TestHubErrorsMapToExitCodes(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	addr := hub.serve(t)
+	for name, tc := range map[string]struct {
+		err  error
+		code int
+		want string
+	}{
+		"no leader":  {status.Error(codes.Unavailable, "no leader elected yet"), ExitUnavailable, "error: the hub at HUB is unavailable: no leader elected yet; try again shortly\n"},
+		"internal":   {status.Error(codes.Internal, "etcd: boom"), ExitError, "error: hub error (internal) on workload list: etcd: boom\n"},
+		"denied":     {status.Error(codes.PermissionDenied, "team beta may not read acme"), ExitDenied, "error: the hub refused the request: team beta may not read acme\n"},
+		"bad token":  {status.Error(codes.InvalidArgument, "page_token does not match the request"), ExitInvalid, "error: the hub rejected the workload list: page_token does not match the request\n"},
+		"overloaded": {status.Error(codes.ResourceExhausted, "too many requests"), ExitError, "error: hub error (resource exhausted) on workload list: too many requests\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			hub.mu.Lock()
+			hub.failWith = tc.err
+			hub.mu.Unlock()
+			r := runCLI(t, addr, "", "list")
+			if r.code != tc.code || r.stderr != tc.want {
+				t.Errorf("exit %d stderr %q; want exit %d stderr %q", r.code, r.stderr, tc.code, tc.want)
+			}
+		})
+	}
 }

@@ -170,7 +170,7 @@ func (a *app) rpcError(ctx context.Context, err error, about object) error {
 	case codes.Canceled:
 		return wrap(ExitInterrupted, "interrupted")
 	default:
-		return wrap(ExitError, fmt.Sprintf("hub error (%s) on %s: %s", strings.ToLower(st.Code().String()), about, msg))
+		return wrap(ExitError, fmt.Sprintf("hub error (%s) on %s: %s", codeWords(st.Code()), about, msg))
 	}
 }
 
@@ -193,4 +193,20 @@ func (a *app) unreachable(msg string) bool {
 		}
 	}
 	return false
+}
+
+// codeWords spells a gRPC code in lower-case words: ResourceExhausted ->
+// "resource exhausted".
+func codeWords(c codes.Code) string {
+	var b strings.Builder
+	for i, r := range c.String() {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

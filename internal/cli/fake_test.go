@@ -53,6 +53,7 @@ type fakeHub struct {
 	queueWrites []string
 	failWith    error // when set, every call fails with it
 	watchBlock  bool  // keep watch streams open after the events, until the client leaves
+	slow        bool  // GetWorkload waits until the client gives up
 }
 
 func newFakeHub() *fakeHub {
@@ -138,8 +139,13 @@ func (h *fakeHub) SubmitWorkload(_ context.Context, req *meridianv1.SubmitWorklo
 	return &meridianv1.SubmitWorkloadResponse{Workload: stored}, nil
 }
 
-func (h *fakeHub) GetWorkload(_ context.Context, req *meridianv1.GetWorkloadRequest) (*meridianv1.Workload, error) {
+func (h *fakeHub) GetWorkload(ctx context.Context, req *meridianv1.GetWorkloadRequest) (*meridianv1.Workload, error) {
 	h.mu.Lock()
+	if h.slow {
+		h.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	defer h.mu.Unlock()
 	if err := h.fail(); err != nil {
 		return nil, err

@@ -28,14 +28,14 @@ func (a *app) readInput(name string) ([]byte, error) {
 	} else {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, usageErrorf("-f: cannot read %s: %v", name, errors.Unwrap(err))
+			return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("-f: cannot read %s: %v", name, errors.Unwrap(err)), err: err}
 		}
 		defer f.Close()
 		r = f
 	}
 	data, err := io.ReadAll(io.LimitReader(r, validation.MaxDocumentBytes+1))
 	if err != nil {
-		return nil, usageErrorf("-f: cannot read %s: %v", displayName(name), err)
+		return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("-f: cannot read %s: %v", displayName(name), err), err: err}
 	}
 	return data, nil
 }
