@@ -481,3 +481,26 @@ func FuzzParseConfig(f *testing.F) {
 		cl.Close()
 	})
 }
+
+func TestEmbeddedExamples(t *testing.T) {
+	names := ExampleNames()
+	if len(names) < 3 {
+		t.Fatalf("ExampleNames = %v, want at least 3", names)
+	}
+	for _, n := range names {
+		c, err := Example(n)
+		if err != nil {
+			t.Fatalf("Example(%s): %v", n, err)
+		}
+		fromFile, err := LoadConfig(filepath.Join("examples", n+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.TotalGPUs() != fromFile.TotalGPUs() || len(c.Nodes) != len(fromFile.Nodes) {
+			t.Errorf("%s: embedded copy differs from the file", n)
+		}
+	}
+	if _, err := Example("nope"); err == nil || !strings.Contains(err.Error(), names[0]) {
+		t.Errorf("Example(nope) = %v, want an error listing the examples", err)
+	}
+}
