@@ -65,7 +65,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	policies := splitList(*policyFlag)
 	for _, p := range policies {
-		if _, err := openb.NewScorer(p, openb.Target(nil, 0)); err != nil {
+		if _, err := openb.NewScorer(p, nil, 0); err != nil {
 			return fmt.Errorf("--policy: %w", err)
 		}
 	}

@@ -1,125 +1,94 @@
 package gpufit
 
-import "math"
-
-// MeridianExperiment is scratch (not committed).
-var MeridianExperiment struct {
-	Quantum  float64
-	Pack     int
-	GPUExact bool
-	PackW    float64
-	GW       float64
-	CPUW     float64
-	Lambda   float64
+// MeridianOptions tunes the Meridian scorer. The zero value disables every
+// refinement (plain FGD on the given workload); DefaultMeridianOptions is
+// what Meridian uses.
+type MeridianOptions struct {
+	// MemoryAware adds host memory to the hostability test of fragmentation:
+	// a shape counts as hostable on a node only if the node also has the
+	// shape's MemMiB free. FGD checks GPU and CPU only.
+	MemoryAware bool
+	// ClassPressure (lambda >= 0) discounts placing a pod on a node whose
+	// accelerator class is wanted by class-constrained shapes of the
+	// workload, by lambda * pressure(class) * the pod's GPU milli, so that
+	// unconstrained pods leave scarce models to the pods that need them.
+	ClassPressure float64
+	// SteerCPUOnly breaks ties for CPU-only pods towards nodes with the least
+	// free GPU share: CPU on a node whose GPUs are used up is worth nothing to
+	// GPU pods, CPU next to idle GPUs is.
+	SteerCPUOnly bool
 }
 
-type meridian struct{ tw TargetWorkload }
+// DefaultMeridianOptions are the settings Meridian uses, chosen on the OpenB
+// replay (docs/design/fragmentation-scoring.md).
+func DefaultMeridianOptions() MeridianOptions {
+	return MeridianOptions{MemoryAware: true, ClassPressure: 0.1, SteerCPUOnly: true}
+}
 
-// Meridian is our fragmentation-aware policy (see
-// docs/design/fragmentation-scoring.md).
-func Meridian(dist TargetWorkload) Scorer {
-	sh := dist.Shapes()
-	for i := range sh {
-		if sh[i].GPUs > 0 {
-			sh[i].Weight *= 1 + MeridianExperiment.GW*float64(int64(sh[i].GPUs)*int64(sh[i].Milli))/1000
-		} else {
-			sh[i].Weight *= MeridianExperiment.CPUW
-		}
+type meridian struct {
+	tw   TargetWorkload
+	opts MeridianOptions
+}
+
+// Meridian is our fragmentation-aware policy: FGD's fragmentation gradient
+// with DefaultMeridianOptions. Build dist from the full arrival mix (every
+// shape, with its host memory), not only the most popular shapes.
+func Meridian(dist TargetWorkload) Scorer { return MeridianWith(dist, DefaultMeridianOptions()) }
+
+// MeridianWith is Meridian with explicit options.
+func MeridianWith(dist TargetWorkload, opts MeridianOptions) Scorer {
+	if opts.ClassPressure < 0 {
+		opts.ClassPressure = 0
 	}
-	return meridian{NewTargetWorkload(sh)}
+	return meridian{tw: dist, opts: opts}
 }
 
 func (meridian) Name() string { return "meridian" }
 
-func (m meridian) level(d float64) float64 {
-	q := MeridianExperiment.Quantum
-	if q == 0 {
-		return float64(int64(sigmoid(d/1000) * 100))
-	}
-	if q < 0 {
-		return float64(int64(sigmoid(d/(-q)) * 100))
-	}
-	return math.Floor(d / q)
-}
+// tieWeight keeps the tie-breaking term strictly inside one score level.
+const tieWeight = 0.999
 
-func (m meridian) pack(n *Node, r *Request, free []int32, cpuAfter int64) float64 {
-	var tot int64
-	for _, f := range free {
-		tot += int64(f)
-	}
-	switch MeridianExperiment.Pack {
-	case 1:
-		return 1 - float64(tot)/16000.0
-	case 2:
-		if len(free) == 0 {
-			return 0
-		}
-		return 1 - float64(tot)/float64(len(free)*1000)
-	case 3:
-		full := 0
-		for _, f := range free {
-			if f == 1000 {
-				full++
-			}
-		}
-		return 1 - float64(full)/16
-	case 5:
-		if r.GPUs == 0 {
-			return 1 - float64(tot)/16000.0
-		}
-		return 0
-	case 6:
-		if r.GPUs == 0 {
-			return 1 - float64(tot)/16000.0
-		}
-		if r.Shared() {
-			return 0
-		}
-		full := 0
-		for _, f := range free {
-			if f == 1000 {
-				full++
-			}
-		}
-		return 1 - float64(full)/16
-	case 4:
-		return 1 - (0.5*float64(cpuAfter)/128000+0.5*float64(tot)/8000)/1.01
-	}
-	return 0
-}
-
+// Score is FGD's integer level trunc(100*sigmoid(delta/1000)) of the
+// (memory-aware, class-pressure adjusted) fragmentation decrease, plus a
+// tie-breaking term in [0,1) for CPU-only pods. Within a level, the caller's
+// stable node order decides, which consolidates load the way the reference
+// scheduler's name order does.
 func (m meridian) Score(n *Node, r *Request, dst []int) (float64, []int) {
 	var buf [maxStackGPUs]int32
 	free := freeMilli(n, buf[:0])
-	before := m.tw.frag(n.Class, n.CPUMilliFree, free)
+	memBefore, memAfter := int64(-1), int64(-1)
+	if m.opts.MemoryAware {
+		memBefore, memAfter = n.MemMiBFree, n.MemMiBFree-r.MemMiB
+	}
 	cpuAfter := n.CPUMilliFree - r.CPUMilli
-	before -= MeridianExperiment.Lambda * m.tw.pressure[n.Class] * float64(r.TotalMilli())
-	w := MeridianExperiment.PackW
-	if w == 0 {
-		w = 0.999
+	before := m.tw.fragMem(n.Class, n.CPUMilliFree, memBefore, free)
+	if m.opts.ClassPressure > 0 && m.tw.pressure != nil {
+		before -= m.opts.ClassPressure * m.tw.pressure[n.Class] * float64(r.TotalMilli())
 	}
 	if !r.Shared() {
 		dst = firstFree(n, r, dst)
 		for _, i := range dst {
 			free[i] -= r.Milli
 		}
-		d := before - m.tw.frag(n.Class, cpuAfter, free)
-		return m.level(d) + w*m.pack(n, r, free, cpuAfter), dst
+		s := fgdScore(before, m.tw.fragMem(n.Class, cpuAfter, memAfter, free))
+		if m.opts.SteerCPUOnly && r.GPUs == 0 {
+			var left int64
+			for _, f := range free {
+				left += int64(f)
+			}
+			s += tieWeight * MilliPerGPU / float64(MilliPerGPU+left)
+		}
+		return s, dst
 	}
-	best, bestScore, bestD := -1, 0.0, 0.0
+	best, bestScore := -1, 0.0
 	for i := range n.GPUs {
 		if !gpuFits(&n.GPUs[i], r) {
 			continue
 		}
 		free[i] -= r.Milli
-		d := before - m.tw.frag(n.Class, cpuAfter, free)
-		s := m.level(d) + w*m.pack(n, r, free, cpuAfter)
+		s := fgdScore(before, m.tw.fragMem(n.Class, cpuAfter, memAfter, free))
 		free[i] += r.Milli
-		if MeridianExperiment.GPUExact {
-			if best < 0 || d > bestD || (d == bestD && n.GPUs[i].FreeMilli < n.GPUs[best].FreeMilli) {
-				best, bestD, bestScore = i, d, s
-			}
-		} else if best < 0 || s > bestScore {
+		if best < 0 || s > bestScore {
 			best, bestScore = i, s
 		}
 	}

@@ -15,13 +15,27 @@ type Shape struct {
 	Milli    int32    // per-GPU share; 0 for CPU-only shapes
 	Classes  []string // allowed accelerator classes; empty = any
 	Weight   float64  // popularity (count or probability); >= 0
+	// MemMiB is the shape's host memory need. It is not part of a shape's
+	// identity: merged shapes keep the weighted mean. FGD ignores it (as the
+	// reference does); Meridian uses it.
+	MemMiB int64
+}
+
+// mergeInto adds s into m, keeping the weighted mean memory.
+func mergeInto(m *Shape, s Shape) {
+	tw := m.Weight + s.Weight
+	if tw > 0 {
+		m.MemMiB = int64((float64(m.MemMiB)*m.Weight + float64(s.MemMiB)*s.Weight) / tw)
+	}
+	m.Weight = tw
 }
 
 func (s *Shape) key() shapeKey {
-	return shapeKey{s.CPUMilli, s.GPUs, s.Milli, strings.Join(s.Classes, "|")}
+	return shapeKey{0, s.CPUMilli, s.GPUs, s.Milli, strings.Join(s.Classes, "|")}
 }
 
 type shapeKey struct {
+	mem     int64
 	cpu     int64
 	gpus    int32
 	milli   int32
@@ -51,6 +65,8 @@ type fragGroup struct {
 	classes     []string // nil = any
 	cpu         []int64  // ascending CPU thresholds
 	cumW        []float64
+	mem         []int64 // memory need of each shape, in cpu order
+	w           []float64
 }
 
 // NewTargetWorkload builds a target workload from shapes. Identical shapes
@@ -65,8 +81,9 @@ func NewTargetWorkload(shapes []Shape) TargetWorkload {
 			continue
 		}
 		k := s.key()
+		k.mem = s.MemMiB
 		if i, ok := idx[k]; ok {
-			merged[i].Weight += s.Weight
+			mergeInto(&merged[i], s)
 		} else {
 			idx[k] = len(merged)
 			c := s
@@ -88,7 +105,7 @@ func NewTargetWorkload(shapes []Shape) TargetWorkload {
 			tw.cpuOnly += s.Weight
 			continue
 		}
-		gk := shapeKey{0, s.GPUs, s.Milli, strings.Join(s.Classes, "|")}
+		gk := shapeKey{0, 0, s.GPUs, s.Milli, strings.Join(s.Classes, "|")}
 		gi, ok := gidx[gk]
 		if !ok {
 			gi = len(tw.groups)
@@ -110,6 +127,7 @@ func NewTargetWorkload(shapes []Shape) TargetWorkload {
 		g := &tw.groups[gi]
 		g.cpu = append(g.cpu, s.CPUMilli)
 		g.cumW = append(g.cumW, s.Weight)
+		g.mem = append(g.mem, s.MemMiB)
 	}
 	for gi := range tw.groups {
 		g := &tw.groups[gi]
@@ -120,13 +138,17 @@ func NewTargetWorkload(shapes []Shape) TargetWorkload {
 		sort.SliceStable(order, func(a, b int) bool { return g.cpu[order[a]] < g.cpu[order[b]] })
 		cpu := make([]int64, len(order))
 		cum := make([]float64, len(order))
+		mem := make([]int64, len(order))
+		w := make([]float64, len(order))
 		var acc float64
 		for i, o := range order {
 			cpu[i] = g.cpu[o]
+			mem[i] = g.mem[o]
+			w[i] = g.cumW[o]
 			acc += g.cumW[o]
 			cum[i] = acc
 		}
-		g.cpu, g.cumW = cpu, cum
+		g.cpu, g.cumW, g.mem, g.w = cpu, cum, mem, w
 	}
 	return tw
 }
@@ -173,7 +195,7 @@ func TypicalShapes(shapes []Shape, popularity float64) []Shape {
 		}
 		k := s.key()
 		if i, ok := idx[k]; ok {
-			merged[i].Weight += s.Weight
+			mergeInto(&merged[i], s)
 		} else {
 			idx[k] = len(merged)
 			c := s
@@ -239,6 +261,12 @@ func accessible(classes []string, cls string) bool {
 // share of GPUs too small for the shape counts. CPU-only shapes count F in
 // full, as in the reference.
 func (tw *TargetWorkload) frag(cls string, cpuFree int64, free []int32) float64 {
+	return tw.fragMem(cls, cpuFree, -1, free)
+}
+
+// fragMem is frag with a host-memory check as well: a shape is hostable only
+// if memFree >= its MemMiB. memFree < 0 disables the check (FGD).
+func (tw *TargetWorkload) fragMem(cls string, cpuFree, memFree int64, free []int32) float64 {
 	var total int64
 	for _, f := range free {
 		total += int64(f)
@@ -270,7 +298,16 @@ func (tw *TargetWorkload) frag(cls string, cpuFree int64, free []int32) float64 
 		if k == 0 {
 			continue
 		}
-		out -= g.cumW[k-1] * (ft - float64(small))
+		hw := g.cumW[k-1]
+		if memFree >= 0 {
+			hw = 0
+			for i := 0; i < k; i++ {
+				if g.mem[i] <= memFree {
+					hw += g.w[i]
+				}
+			}
+		}
+		out -= hw * (ft - float64(small))
 	}
 	return out
 }

@@ -79,6 +79,11 @@ type Result struct {
 	Nodes []gpufit.Node
 	// NodeNames matches Nodes.
 	NodeNames []string
+	// Arrivals is the arrival order (after shuffling and tuning) and
+	// Placement[k] the index in Nodes of the node that took Arrivals[k], or
+	// -1 when it did not fit anywhere.
+	Arrivals  []Pod
+	Placement []int
 }
 
 // AllocAt returns the allocation ratio at arrived load pct, or NaN.
@@ -89,20 +94,36 @@ func (r *Result) AllocAt(pct int) float64 {
 	return r.Curve[pct]
 }
 
-// NewScorer returns the scorer for a policy, built against the target
-// workload (the typical pod shapes of the trace).
-func NewScorer(policy string, target gpufit.TargetWorkload) (gpufit.Scorer, error) {
+// NewScorer returns the scorer for a policy, built against the pod list's
+// shape mix: FGD gets the reference's typical shapes (the most popular shapes
+// covering popularity of the pods, 0 = DefaultPopularity); Meridian gets the
+// full mix, host memory included.
+func NewScorer(policy string, pods []Pod, popularity float64) (gpufit.Scorer, error) {
 	switch policy {
 	case PolicyBestFit:
 		return gpufit.BestFit(), nil
 	case PolicyFGD:
-		return gpufit.FGD(target), nil
+		return gpufit.FGD(Target(pods, popularity)), nil
 	case PolicyMeridian:
-		return gpufit.Meridian(target), nil
+		return gpufit.Meridian(FullTarget(pods)), nil
 	case PolicyRandom:
 		return randomScorer{}, nil
 	}
 	return nil, fmt.Errorf("openb: unknown policy %q (want one of %s)", policy, strings.Join(Policies(), ", "))
+}
+
+// FullTarget is the pod list's whole shape mix, one count per pod, with each
+// pod's host memory.
+func FullTarget(pods []Pod) gpufit.TargetWorkload {
+	return gpufit.NewTargetWorkload(podShapes(pods))
+}
+
+func podShapes(pods []Pod) []gpufit.Shape {
+	shapes := make([]gpufit.Shape, len(pods))
+	for i, p := range pods {
+		shapes[i] = gpufit.Shape{CPUMilli: p.Req.CPUMilli, GPUs: p.Req.GPUs, Milli: p.Req.Milli, Classes: p.Classes, MemMiB: p.Req.MemMiB, Weight: 1}
+	}
+	return shapes
 }
 
 // randomScorer rates every feasible node equally; the replay draws the node
@@ -123,11 +144,7 @@ func Target(pods []Pod, popularity float64) gpufit.TargetWorkload {
 	if popularity <= 0 {
 		popularity = DefaultPopularity
 	}
-	shapes := make([]gpufit.Shape, len(pods))
-	for i, p := range pods {
-		shapes[i] = gpufit.Shape{CPUMilli: p.Req.CPUMilli, GPUs: p.Req.GPUs, Milli: p.Req.Milli, Classes: p.Classes, Weight: 1}
-	}
-	return gpufit.NewTargetWorkload(gpufit.TypicalShapes(shapes, popularity))
+	return gpufit.NewTargetWorkload(gpufit.TypicalShapes(podShapes(pods), popularity))
 }
 
 // Arrivals returns the pods in the order they arrive for a seed: sorted by
@@ -234,8 +251,7 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 			return nil, fmt.Errorf("openb: node %s: field gpu: %d GPUs exceeds the replay's limit of %d", n.Name, n.GPUs, maxCachedGPUs)
 		}
 	}
-	target := Target(pods, cfg.Popularity)
-	scorer, err := NewScorer(cfg.Policy, target)
+	scorer, err := NewScorer(cfg.Policy, pods, cfg.Popularity)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +284,8 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 	}
 	clusterOf := ClusterOf(sorted, cfg.Clusters)
 
-	res := &Result{Policy: cfg.Policy, Seed: cfg.Seed, Clusters: cfg.Clusters, Pods: len(arrivals), CapacityMilli: capMilli}
+	res := &Result{Policy: cfg.Policy, Seed: cfg.Seed, Clusters: cfg.Clusters, Pods: len(arrivals), CapacityMilli: capMilli,
+		Arrivals: arrivals, Placement: make([]int, len(arrivals))}
 	samples := make([]sample, 0, len(arrivals)+1)
 	samples = append(samples, sample{})
 
@@ -321,6 +338,7 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 			}
 		}
 		if len(cand) == 0 {
+			res.Placement[k] = -1
 			res.Failed++
 			samples = append(samples, sample{res.ArrivedMilli, res.UsedMilli})
 			continue
@@ -387,6 +405,7 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 		}
 		state[i].Apply(r, g)
 		ver[i]++
+		res.Placement[k] = i
 		res.Placed++
 		res.UsedMilli += r.TotalMilli()
 		samples = append(samples, sample{res.ArrivedMilli, res.UsedMilli})
