@@ -468,6 +468,12 @@ func publishAll[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.Wor
 }
 
 func (l *Loop) publishDispatch(t *term, w *meridianv1.Workload, r *Record) {
+	if l.dropPublishes.Load() {
+		t.mu.Lock()
+		t.published[r.DispatchID] = time.Now()
+		t.mu.Unlock()
+		return
+	}
 	b, err := marshalDet(dispatchMsg(w, r))
 	if err != nil {
 		l.log.Error("encode dispatch", "dispatch", r.DispatchID, "err", err)

@@ -119,3 +119,41 @@ func TestHubCrashRestart(t *testing.T) {
 		t.Fatalf("%d launches in all, want %d", got, n)
 	}
 }
+
+func TestRepublishAfterCrashBeforePublish(t *testing.T) {
+	e := newEnv(t, fastConfig())
+	e.putQueue("acme/ml/train", 16)
+	ag := e.startAgent("east", 2, 8, 0)
+	a := e.startHub("hub-a")
+	a.loop.dropPublishes.Store(true) // commits land, publishes vanish
+	e.waitFor("leadership", 10*time.Second, a.leading)
+	var ws []*meridianv1.Workload
+	for i := 0; i < 5; i++ {
+		ws = append(ws, gpuWorkload(fmt.Sprintf("w%d", i), "acme/ml/train", 1))
+	}
+	e.submit(ws...)
+	e.waitFor("all five committed as DISPATCHED", 10*time.Second, func() bool {
+		return e.countPhase(meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED) == 5
+	})
+	time.Sleep(300 * time.Millisecond)
+	if n := ag.totalLaunches(); n != 0 {
+		t.Fatalf("agent launched %d dispatches that were never published", n)
+	}
+	before := map[string]string{}
+	for id, w := range e.workloads() {
+		before[id] = w.GetStatus().GetDispatchId()
+	}
+	a.kill()
+
+	b := e.startHub("hub-b")
+	e.waitFor("takeover", 10*time.Second, b.leading)
+	e.waitFor("all five running after the republish", 10*time.Second, func() bool {
+		return e.countPhase(meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING) == 5
+	})
+	byW := ag.checkLaunchedOnce(t)
+	for id, did := range before {
+		if !byW[id][did] || len(byW[id]) != 1 {
+			t.Fatalf("%s: launched %v, want only the committed dispatch %s", id, byW[id], did)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,6 +108,10 @@ type Loop struct {
 
 	decoded decodeCache
 	kick    chan struct{} // a send asks for the next cycle early
+
+	// dropPublishes makes dispatch publishes vanish (tests: a hub that
+	// crashes between commit and publish).
+	dropPublishes atomic.Bool
 
 	mu          sync.Mutex // guards the fields below
 	leading     bool

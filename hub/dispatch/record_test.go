@@ -1,0 +1,109 @@
+package dispatch
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/scheduler"
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+func TestBackoffFor(t *testing.T) {
+	tests := map[string]struct {
+		n    int
+		want time.Duration
+	}{
+		"first":        {1, 10 * time.Second},
+		"second":       {2, 20 * time.Second},
+		"fourth":       {4, 80 * time.Second},
+		"capped":       {20, 5 * time.Minute},
+		"zero is base": {0, 10 * time.Second},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := backoffFor(tc.n, 10*time.Second, 5*time.Minute); got != tc.want {
+				t.Fatalf("backoffFor(%d) = %s, want %s", tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBackoffConditions(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := &meridianv1.Workload{Id: "w", Status: &meridianv1.WorkloadStatus{}}
+	setBackoff(w, "east", 1, "full", now.Add(time.Minute))
+	setBackoff(w, "west", 1, "full", now.Add(-time.Second))
+	setBackoff(w, "east", 2, "full again", now.Add(2*time.Minute))
+	if len(w.Status.Conditions) != 2 {
+		t.Fatalf("conditions = %d, want one per cluster", len(w.Status.Conditions))
+	}
+	if got := avoided(w, now); strings.Join(got, ",") != "east" {
+		t.Fatalf("avoided = %v, want east only (west's backoff expired)", got)
+	}
+	if n := rejections(w, "east"); n != 2 {
+		t.Fatalf("rejections(east) = %d, want 2", n)
+	}
+	if n := rejections(w, "north"); n != 0 {
+		t.Fatalf("rejections(north) = %d, want 0", n)
+	}
+	if got := avoided(w, now.Add(3*time.Minute)); len(got) != 0 {
+		t.Fatalf("avoided after expiry = %v", got)
+	}
+}
+
+func TestChargeClampsAndSkipsUnknown(t *testing.T) {
+	c := scheduler.Cluster{ID: "east", Nodes: []scheduler.Node{{Name: "n1", Res: gpufit.Node{CPUMilliFree: 1000, MemMiBFree: 100,
+		GPUs: []gpufit.GPU{{FreeMilli: 1000, FreeMemMiB: 100}, {FreeMilli: 300, FreeMemMiB: 100}}}}}}
+	w := &scheduler.Workload{PodSets: []scheduler.PodSet{{Name: "p", Req: gpufit.Request{GPUs: 1, Milli: 500, GPUMemMiB: 50, CPUMilli: 600, MemMiB: 10}}}}
+	charge(&c, w, []scheduler.PodSetPlacement{{PodSet: "p", Replicas: []scheduler.ReplicaPlacement{
+		{Node: "n1", GPUs: []int{0}}, {Node: "n1", GPUs: []int{1}}, {Node: "ghost", GPUs: []int{0}}, {Node: "n1", GPUs: []int{7}},
+	}}})
+	n := c.Nodes[0].Res
+	if n.GPUs[0].FreeMilli != 500 || n.GPUs[1].FreeMilli != 0 || n.GPUs[0].FreeMemMiB != 50 {
+		t.Fatalf("gpus = %+v", n.GPUs)
+	}
+	if n.CPUMilliFree != 0 || n.MemMiBFree != 70 {
+		t.Fatalf("cpu/mem = %d/%d, want clamped 0 and 70", n.CPUMilliFree, n.MemMiBFree)
+	}
+}
+
+func TestSafeDecideRecoversPanics(t *testing.T) {
+	orig := decideFn
+	t.Cleanup(func() { decideFn = orig })
+	decideFn = func(*scheduler.Snapshot, scheduler.Config) *scheduler.Plan { panic("boom in the core") }
+	p, err := safeDecide(&scheduler.Snapshot{}, scheduler.DefaultConfig())
+	if p != nil || err == nil || !strings.Contains(err.Error(), "boom in the core") {
+		t.Fatalf("safeDecide = %v, %v; want the panic as an error", p, err)
+	}
+	decideFn = orig
+	tree, err := quota.NewTree(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := safeDecide(&scheduler.Snapshot{Queues: tree}, scheduler.DefaultConfig()); err != nil || p == nil {
+		t.Fatalf("plain Decide = %v, %v", p, err)
+	}
+}
+
+func TestDecodeRecordNamesMissingFields(t *testing.T) {
+	tests := map[string]struct {
+		in, want string
+	}{
+		"not json":        {`{`, "dispatch record"},
+		"missing cluster": {`{"dispatchId":"d","workloadId":"w"}`, "cluster"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := decodeRecord([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+	r, err := decodeRecord([]byte(`{"dispatchId":"d","workloadId":"w","cluster":"c","acked":true}`))
+	if err != nil || !r.Acked || r.Cluster != "c" {
+		t.Fatalf("good record = %+v, %v", r, err)
+	}
+}
