@@ -4,7 +4,7 @@
 // message until they are built).
 //
 //	meridian-agent --cluster-id sim-a --nats-url nats://127.0.0.1:4222 \
-//	    --connector simcluster --sim-config connectors/simcluster/examples/h100-nvlink.yaml \
+//	    --connector simcluster --sim-example h100-nvlink \
 //	    --time-scale 60 --metrics-addr 127.0.0.1:9464
 //
 // It must never hold logic of its own: flags are checked and turned into

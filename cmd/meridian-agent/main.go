@@ -40,6 +40,7 @@ type options struct {
 	natsURL        string
 	connector      string
 	simConfig      string
+	simExample     string
 	timeScale      float64
 	simDuration    time.Duration
 	heartbeat      time.Duration
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats-url", os.Getenv("MERIDIAN_NATS_URL"), "NATS server URL, e.g. nats://127.0.0.1:4222 (env MERIDIAN_NATS_URL); required")
 	fs.StringVar(&o.connector, "connector", "simcluster", "cluster backend: simcluster, slurm or kubernetes (only simcluster is built so far)")
 	fs.StringVar(&o.simConfig, "sim-config", "", "simcluster: cluster description YAML (see connectors/simcluster/examples)")
+	fs.StringVar(&o.simExample, "sim-example", "", "simcluster: a built-in example cluster instead of --sim-config: "+strings.Join(simcluster.ExampleNames(), ", "))
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "simcluster: simulated seconds per real second (60 = one simulated minute per second)")
 	fs.DurationVar(&o.simDuration, "sim-default-duration", 0, "simcluster: run time of workloads that declare none (0 = the file's defaultDuration, else 30s)")
 	fs.DurationVar(&o.heartbeat, "heartbeat-interval", agent.DefaultHeartbeatInterval, "time between heartbeats")
@@ -89,8 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	switch o.connector {
 	case "simcluster":
-		if o.simConfig == "" {
-			return nil, errors.New("--sim-config is required with --connector simcluster")
+		if (o.simConfig == "") == (o.simExample == "") {
+			return nil, errors.New("give exactly one of --sim-config or --sim-example with --connector simcluster")
 		}
 	case "slurm", "kubernetes":
 		return nil, fmt.Errorf("--connector %s: this connector is not built yet; only simcluster is available", o.connector)
@@ -147,8 +149,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := slog.New(h).With("component", "meridian-agent")
 
-	cfg, err := simcluster.LoadConfig(o.simConfig)
-	if err != nil {
+	var cfg *simcluster.Config
+	if o.simExample != "" {
+		if cfg, err = simcluster.Example(o.simExample); err != nil {
+			return fmt.Errorf("--sim-example: %w", err)
+		}
+	} else if cfg, err = simcluster.LoadConfig(o.simConfig); err != nil {
 		return fmt.Errorf("--sim-config: %w", err)
 	}
 	clock, err := simcluster.NewScaledClock(o.timeScale)

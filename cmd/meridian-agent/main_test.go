@@ -27,7 +27,8 @@ func TestFlagErrors(t *testing.T) {
 		"slurm not built":      {with("--connector", "slurm"), "not built yet"},
 		"kubernetes not built": {with("--connector", "kubernetes"), "not built yet"},
 		"unknown connector":    {with("--connector", "mesos"), "want simcluster, slurm or kubernetes"},
-		"no sim config":        {[]string{"--cluster-id", "c", "--nats-url", "nats://x"}, "--sim-config is required"},
+		"no sim config":        {[]string{"--cluster-id", "c", "--nats-url", "nats://x"}, "exactly one of --sim-config or --sim-example"},
+		"both sim sources":     {with("--sim-example", "h100-nvlink"), "exactly one of"},
 		"zero time scale":      {with("--time-scale", "0"), "--time-scale"},
 		"negative heartbeat":   {with("--heartbeat-interval", "-1s"), "--heartbeat-interval"},
 		"zero advertise":       {with("--advertise-interval", "0s"), "--advertise-interval"},
@@ -52,6 +53,13 @@ func TestFlagErrors(t *testing.T) {
 	}
 	if o.connector != "simcluster" || o.timeScale != 1 || o.heartbeat != 2*time.Second {
 		t.Errorf("defaults not applied: %+v", o)
+	}
+}
+
+func TestRunReportsUnknownExample(t *testing.T) {
+	err := run(context.Background(), []string{"--cluster-id", "c", "--nats-url", "nats://127.0.0.1:1", "--sim-example", "nope"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--sim-example") || !strings.Contains(err.Error(), "h100-nvlink") {
+		t.Fatalf("err %v, want one naming --sim-example and listing the examples", err)
 	}
 }
 
@@ -80,7 +88,7 @@ func TestRunServesMetrics(t *testing.T) {
 	addr := freeAddr(t)
 	go func() {
 		done <- run(ctx, []string{"--cluster-id", "demo-a", "--nats-url", ns.ClientURL(),
-			"--sim-config", "../../connectors/simcluster/examples/a100-fractional.yaml", "--time-scale", "60",
+			"--sim-example", "a100-fractional", "--time-scale", "60",
 			"--heartbeat-interval", "50ms", "--metrics-addr", addr, "--log-level", "error"}, io.Discard)
 	}()
 	var body string

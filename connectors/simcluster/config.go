@@ -200,6 +200,8 @@ func (c *Config) Validate() error {
 		switch {
 		case n.Name == "":
 			return bad(f("name"), "is required")
+		case n.Name == "true" || n.Name == "false":
+			return bad(f("name"), "%q looks like a YAML boolean (y, n, yes, no, on, off are read as booleans): quote the name", n.Name)
 		case !nameRe.MatchString(n.Name):
 			return bad(f("name"), "%q is not a DNS-1123 subdomain (lower-case letters, digits, '-', '.')", n.Name)
 		case n.Count < 0 || n.Count > MaxNodes:
