@@ -48,7 +48,8 @@ type HealthCheck func(ctx context.Context) (meridianv1.HealthStatus, string)
 type Deps struct {
 	// Store reads and writes etcd. Required.
 	Store *store.Store
-	// Workloads is a watch cache of store.Prefix(store.KindWorkloads); it
+	// Workloads is a watch cache of store.Prefix(store.KindWorkloads) or of
+	// any prefix above it (the hub shares one cache of store.Root+"/"); it
 	// feeds WatchWorkloads from revision 0. Nil means watches read etcd
 	// directly.
 	Workloads *store.Cache

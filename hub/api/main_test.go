@@ -69,7 +69,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := store.NewCache(cli, store.Prefix(store.KindWorkloads))
+	cache, err := store.NewCache(cli, store.Root+"/")
 	if err != nil {
 		t.Fatal(err)
 	}

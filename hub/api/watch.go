@@ -83,6 +83,11 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 	known := make(map[string]bool, len(snap))
 	keys := make([]string, 0, len(snap))
 	for k := range snap {
+		// The cache may mirror more than workloads (the hub shares one
+		// cache of the whole root).
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
 		known[k] = true
 		keys = append(keys, k)
 	}

@@ -1,0 +1,563 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meridian-gpu/meridian/hub/api"
+	"github.com/meridian-gpu/meridian/hub/dispatch"
+	"github.com/meridian-gpu/meridian/hub/leader"
+	"github.com/meridian-gpu/meridian/hub/store"
+	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
+	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+)
+
+// ElectionPrefix is where hub replicas campaign.
+const ElectionPrefix = store.Root + "/leader"
+
+// Defaults for Config's zero fields.
+const (
+	DefaultGRPCAddr       = "127.0.0.1:0"
+	DefaultHTTPAddr       = "127.0.0.1:0"
+	DefaultLeaderTTL      = 5 * time.Second
+	DefaultShutdownGrace  = 5 * time.Second
+	DefaultConnectTimeout = 15 * time.Second
+)
+
+// Config says how to run one hub replica.
+type Config struct {
+	// DataDir holds the embedded etcd (DataDir/etcd) and the embedded NATS
+	// JetStream store (DataDir/nats). Required unless both EtcdEndpoints
+	// and NATSURL are set.
+	DataDir string
+	// EtcdEndpoints of an external etcd cluster; empty means embedded.
+	EtcdEndpoints []string
+	// EtcdMaxTxnOps is the external etcd's --max-txn-ops; 0 means
+	// store.DefaultMaxTxnOps (the embedded server sets its own).
+	EtcdMaxTxnOps int
+	// NATSURL of an external NATS server with JetStream; empty means
+	// embedded.
+	NATSURL string
+	// GRPCAddr and HTTPAddr are the listen addresses; empty means a free
+	// loopback port.
+	GRPCAddr, HTTPAddr string
+	// HubID names this replica in the election; empty means
+	// "<hostname>-<pid>".
+	HubID string
+	// SchedulePeriod is the longest gap between two scheduling cycles
+	// without a trigger; 0 means the loop's default.
+	SchedulePeriod time.Duration
+	// ClusterTimeout is the silence after which a cluster is LOST; 0 means
+	// the loop's default.
+	ClusterTimeout time.Duration
+	// LeaderTTL is the election lease; 0 means DefaultLeaderTTL.
+	LeaderTTL time.Duration
+	// MaxRequestBytes bounds gRPC messages and REST bodies; 0 means
+	// api.DefaultMaxRequestBytes.
+	MaxRequestBytes int
+	// NoScheduler runs an API-only replica (no election, no loop).
+	NoScheduler bool
+	// Dispatch tunes the loop; SchedulePeriod and ClusterTimeout override
+	// its MaxIdle and ClusterTimeout when set.
+	Dispatch dispatch.Config
+	// Logger receives the hub's logs; nil drops them.
+	Logger *slog.Logger
+	// Clock is the hub's time source; nil means time.Now.
+	Clock func() time.Time
+	// Version is reported by GetHealth.
+	Version string
+	// UnsafeNoFsync skips fsync in the embedded etcd; for tests only.
+	UnsafeNoFsync bool
+}
+
+func (c *Config) validate() error {
+	embedded := len(c.EtcdEndpoints) == 0 || c.NATSURL == ""
+	if embedded && strings.TrimSpace(c.DataDir) == "" {
+		return errors.New("server: Config.DataDir is required for the embedded etcd or NATS (or set both EtcdEndpoints and NATSURL)")
+	}
+	for i, ep := range c.EtcdEndpoints {
+		if strings.TrimSpace(ep) == "" {
+			return fmt.Errorf("server: Config.EtcdEndpoints[%d] is empty", i)
+		}
+	}
+	if c.EtcdMaxTxnOps < 0 {
+		return fmt.Errorf("server: Config.EtcdMaxTxnOps %d is negative", c.EtcdMaxTxnOps)
+	}
+	if c.MaxRequestBytes < 0 {
+		return fmt.Errorf("server: Config.MaxRequestBytes %d is negative", c.MaxRequestBytes)
+	}
+	for name, d := range map[string]time.Duration{"SchedulePeriod": c.SchedulePeriod, "ClusterTimeout": c.ClusterTimeout, "LeaderTTL": c.LeaderTTL} {
+		if d < 0 {
+			return fmt.Errorf("server: Config.%s %s is negative", name, d)
+		}
+	}
+	for name, a := range map[string]string{"GRPCAddr": c.GRPCAddr, "HTTPAddr": c.HTTPAddr} {
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("server: Config.%s %q: %w", name, a, err)
+		}
+	}
+	return nil
+}
+
+// Server is one running hub replica.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	etcd    *embedetcd.Server
+	nats    *embednats.Server
+	cli     *clientv3.Client
+	st      *store.Store
+	cache   *store.Cache
+	bus     *natsbus.Bus
+	elector *leader.Elector
+	loop    *dispatch.Loop
+	svc     *api.Service
+	reg     *prometheus.Registry
+	natsURL string
+
+	grpcSrv  *grpc.Server
+	grpcLis  net.Listener
+	httpSrv  *http.Server
+	httpLis  net.Listener
+	gwConn   *grpc.ClientConn
+	gwCancel context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Addrs are the addresses a Server listens on.
+type Addrs struct {
+	GRPC, HTTP string
+}
+
+// New starts the dependencies and binds the listeners. See the package doc.
+func New(cfg Config) (s *Server, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.HubID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "hub"
+		}
+		cfg.HubID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.LeaderTTL == 0 {
+		cfg.LeaderTTL = DefaultLeaderTTL
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = api.DefaultMaxRequestBytes
+	}
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = DefaultGRPCAddr
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = DefaultHTTPAddr
+	}
+	s = &Server{cfg: cfg, log: cfg.Logger.With("hub", cfg.HubID)}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultConnectTimeout)
+	defer cancel()
+
+	if err := s.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startNATS(ctx); err != nil {
+		return nil, err
+	}
+	s.cache, err = store.NewCache(s.cli, store.Root+"/", store.CacheOptions{Logger: s.log.With("component", "cache")})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if !cfg.NoScheduler {
+		s.elector, err = leader.New(s.cli, ElectionPrefix, cfg.HubID, cfg.LeaderTTL)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		dc := cfg.Dispatch
+		if cfg.SchedulePeriod > 0 {
+			dc.MaxIdle = cfg.SchedulePeriod
+		}
+		if cfg.ClusterTimeout > 0 {
+			dc.ClusterTimeout = cfg.ClusterTimeout
+		}
+		s.loop, err = dispatch.New(dispatch.Deps{
+			Store: s.st, Cache: s.cache, Bus: s.bus, Elector: s.elector,
+			Logger: s.log, Clock: cfg.Clock, Registerer: s.reg, Config: dc,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
+	if err := s.buildAPI(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) startEtcd(ctx context.Context) error {
+	maxOps := s.cfg.EtcdMaxTxnOps
+	endpoints := s.cfg.EtcdEndpoints
+	if len(endpoints) == 0 {
+		e, err := embedetcd.Start(ctx, embedetcd.Config{
+			DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Logger: s.log.With("component", "etcd"),
+			UnsafeNoFsync: s.cfg.UnsafeNoFsync,
+		})
+		if err != nil {
+			return fmt.Errorf("server: embedded etcd: %w", err)
+		}
+		s.etcd = e
+		maxOps = e.MaxTxnOps()
+		cli, err := e.Client(context.Background())
+		if err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+		s.cli = cli
+	} else {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return fmt.Errorf("server: etcd client for %v: %w", endpoints, err)
+		}
+		s.cli = cli
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := cli.Get(sctx, "/meridian/health-probe", clientv3.WithCountOnly()); err != nil {
+			return fmt.Errorf("server: etcd at %v is not reachable: %w", endpoints, err)
+		}
+	}
+	st, err := store.New(s.cli, store.Options{MaxTxnOps: maxOps, Logger: s.log.With("component", "store")})
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.st = st
+	return nil
+}
+
+func (s *Server) startNATS(ctx context.Context) error {
+	url := s.cfg.NATSURL
+	if url == "" {
+		n, err := embednats.Start(embednats.Config{StoreDir: filepath.Join(s.cfg.DataDir, "nats"), Logger: s.log.With("component", "nats")})
+		if err != nil {
+			return fmt.Errorf("server: embedded NATS: %w", err)
+		}
+		s.nats = n
+		url = n.ClientURL()
+	}
+	s.natsURL = url
+	bus, err := natsbus.Connect(ctx, url, natsbus.WithName("meridian-hub-"+s.cfg.HubID), natsbus.WithLogger(s.log.With("component", "natsbus")))
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.bus = bus
+	if err := bus.EnsureStreams(ctx); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) buildAPI() error {
+	var err error
+	s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("server: listen gRPC on %s: %w", s.cfg.GRPCAddr, err)
+	}
+	s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("server: listen HTTP on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	d := api.Deps{
+		Address: s.grpcLis.Addr().String(),
+		Store: s.st, Workloads: s.cache, HubID: s.cfg.HubID, Version: s.cfg.Version,
+		Logger: s.log.With("component", "api"), Clock: s.cfg.Clock,
+		Health: map[string]api.HealthCheck{"nats": s.natsHealth, "cache": s.cacheHealth},
+	}
+	if s.loop != nil {
+		d.Clusters, d.Explainer, d.QueueStatus = s.loop, s.loop, s.loop
+		d.Elector, d.ElectionPrefix = s.elector, ElectionPrefix
+		d.LeaderSince = s.loop.Leading
+		d.Health["scheduler"] = s.schedulerHealth
+	}
+	svc, err := api.New(d)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.svc = svc
+	m, err := api.NewMetrics(s.reg)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.grpcSrv = grpc.NewServer(api.ServerOptions(s.log.With("component", "api"), m, s.cfg.MaxRequestBytes)...)
+	svc.Register(s.grpcSrv)
+
+	// The gateway calls the gRPC server over loopback, so REST requests go
+	// through the same interceptors.
+	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+(64<<10))))
+	if err != nil {
+		return fmt.Errorf("server: gateway client: %w", err)
+	}
+	gwCtx, gwCancel := context.WithCancel(context.Background())
+	s.gwCancel = gwCancel
+	gw := api.NewGatewayMux()
+	if err := api.RegisterGateway(gwCtx, gw, s.gwConn, int64(s.cfg.MaxRequestBytes)); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	maxBody := int64(s.cfg.MaxRequestBytes)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		gw.ServeHTTP(w, r)
+	}))
+	s.httpSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+func (s *Server) natsHealth(context.Context) (meridianv1.HealthStatus, string) {
+	nc := s.bus.Conn()
+	if st := nc.Status(); st != nats.CONNECTED {
+		return meridianv1.HealthStatus_HEALTH_STATUS_NOT_SERVING, "connection " + st.String()
+	}
+	return meridianv1.HealthStatus_HEALTH_STATUS_SERVING, "connected to " + nc.ConnectedUrlRedacted()
+}
+
+func (s *Server) cacheHealth(context.Context) (meridianv1.HealthStatus, string) {
+	select {
+	case <-s.cache.Ready():
+		return meridianv1.HealthStatus_HEALTH_STATUS_SERVING, fmt.Sprintf("at revision %d", s.cache.Rev())
+	default:
+		return meridianv1.HealthStatus_HEALTH_STATUS_NOT_SERVING, "not listed yet"
+	}
+}
+
+func (s *Server) schedulerHealth(context.Context) (meridianv1.HealthStatus, string) {
+	if since, ok := s.loop.Leading(); ok {
+		return meridianv1.HealthStatus_HEALTH_STATUS_SERVING, "leading since " + since.UTC().Format(time.RFC3339)
+	}
+	return meridianv1.HealthStatus_HEALTH_STATUS_SERVING, "standby (another replica leads or the election is pending)"
+}
+
+// readyz answers 200 once etcd answers, NATS is connected and the cache
+// has listed; 503 with the reason otherwise.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var problems []string
+	if _, err := s.cli.Get(ctx, "/meridian/health-probe", clientv3.WithCountOnly()); err != nil {
+		problems = append(problems, "etcd: "+err.Error())
+	}
+	if st, msg := s.natsHealth(ctx); st != meridianv1.HealthStatus_HEALTH_STATUS_SERVING {
+		problems = append(problems, "nats: "+msg)
+	}
+	if st, msg := s.cacheHealth(ctx); st != meridianv1.HealthStatus_HEALTH_STATUS_SERVING {
+		problems = append(problems, "cache: "+msg)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if len(problems) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(strings.Join(problems, "\n") + "\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// Addrs are the actual listen addresses (ports resolved).
+func (s *Server) Addrs() Addrs {
+	return Addrs{GRPC: s.grpcLis.Addr().String(), HTTP: s.httpLis.Addr().String()}
+}
+
+// NATSURL is the NATS server the hub uses (the embedded one's URL when
+// embedded), for agents to dial.
+func (s *Server) NATSURL() string { return s.natsURL }
+
+// EtcdEndpoints are the etcd endpoints the hub uses.
+func (s *Server) EtcdEndpoints() []string {
+	if s.etcd != nil {
+		return s.etcd.Endpoints()
+	}
+	return s.cfg.EtcdEndpoints
+}
+
+// HubID is this replica's id.
+func (s *Server) HubID() string { return s.cfg.HubID }
+
+// Loop is the scheduling loop, nil with NoScheduler.
+func (s *Server) Loop() *dispatch.Loop { return s.loop }
+
+// Run serves until ctx ends. See the package doc.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 4)
+	var wg sync.WaitGroup
+	goRun := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("server: %s: %w", name, err)
+			}
+		}()
+	}
+	cacheCtx, stopCache := context.WithCancel(context.Background())
+	defer stopCache()
+	var cacheWG sync.WaitGroup
+	cacheWG.Add(1)
+	go func() {
+		defer cacheWG.Done()
+		_ = s.cache.Run(cacheCtx)
+	}()
+	goRun("grpc", func() error { return s.grpcSrv.Serve(s.grpcLis) })
+	goRun("http", func() error {
+		if err := s.httpSrv.Serve(s.httpLis); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	loopDone := make(chan struct{})
+	if s.loop != nil {
+		go func() {
+			defer close(loopDone)
+			// natsbus.SubscribeHeartbeats flushes with the subscription's
+			// context and nats.go refuses a context without a deadline, so
+			// give the loop one that never fires in practice (its own I/O
+			// carries per-call timeouts); cancelling ctx still stops it.
+			lctx, lcancel := context.WithDeadline(ctx, time.Now().Add(100*365*24*time.Hour))
+			defer lcancel()
+			if err := s.loop.Run(lctx); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("server: scheduling loop: %w", err)
+			}
+		}()
+	} else {
+		close(loopDone)
+	}
+	s.log.Info("hub serving", "grpc", s.Addrs().GRPC, "http", s.Addrs().HTTP, "nats", s.natsURL, "etcd", s.EtcdEndpoints())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		s.log.Error("hub stopping on error", "err", runErr)
+	}
+	cancel()
+	// REST first, then gRPC with a grace period for streams, then the loop.
+	sctx, scancel := context.WithTimeout(context.Background(), DefaultShutdownGrace)
+	defer scancel()
+	_ = s.httpSrv.Shutdown(sctx)
+	stopped := make(chan struct{})
+	go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		s.grpcSrv.Stop()
+		<-stopped
+	}
+	<-loopDone
+	if s.elector != nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.elector.Resign(rctx)
+		rcancel()
+	}
+	stopCache()
+	cacheWG.Wait()
+	wg.Wait()
+	s.log.Info("hub stopped")
+	return runErr
+}
+
+// Close releases everything New started. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.grpcSrv != nil {
+			s.grpcSrv.Stop()
+		}
+		if s.grpcLis != nil {
+			_ = s.grpcLis.Close()
+		}
+		if s.httpSrv != nil {
+			_ = s.httpSrv.Close()
+		}
+		if s.httpLis != nil {
+			_ = s.httpLis.Close()
+		}
+		if s.gwCancel != nil {
+			s.gwCancel()
+		}
+		if s.gwConn != nil {
+			_ = s.gwConn.Close()
+		}
+		if s.elector != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.elector.Resign(ctx)
+			cancel()
+		}
+		if s.bus != nil {
+			s.bus.Close()
+		}
+		if s.cli != nil {
+			if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+				errs = append(errs, fmt.Errorf("server: close etcd client: %w", err))
+			}
+		}
+		if s.nats != nil {
+			if err := s.nats.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if s.etcd != nil {
+			if err := s.etcd.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
