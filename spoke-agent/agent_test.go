@@ -43,18 +43,19 @@ nodes:
 // env is one embedded NATS server, a simcluster, an agent and a "hub" side
 // that publishes dispatches and collects events, all real.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ns    *embednats.Server
 	hub   *natsbus.Bus
 	sim   *simcluster.Cluster
 	clock *simcluster.FakeClock
 	agent *agent.Agent
 
-	mu     sync.Mutex
-	events []*agentv1.DispatchEvent
-	hbs    []*agentv1.Heartbeat
-	deltas []*agentv1.AdvertisementDelta
-	ads    []*agentv1.Advertisement
+	mu      sync.Mutex
+	events  []*agentv1.DispatchEvent
+	arrived map[string]time.Time // event id -> when the hub side got it
+	hbs     []*agentv1.Heartbeat
+	deltas  []*agentv1.AdvertisementDelta
+	ads     []*agentv1.Advertisement
 
 	// wrap, when set by newEnv's before hook, wraps the connector.
 	wrap func(agent.Connector) agent.Connector
@@ -70,7 +71,7 @@ func logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newEnv(t *testing.T, before func(e *env)) *env {
+func newEnv(t testing.TB, before func(e *env)) *env {
 	t.Helper()
 	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir()})
 	if err != nil {
@@ -98,7 +99,7 @@ func newEnv(t *testing.T, before func(e *env)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(sim.Close)
-	e := &env{t: t, ns: ns, hub: hub, sim: sim, clock: clock, done: make(chan error, 1)}
+	e := &env{t: t, ns: ns, hub: hub, sim: sim, clock: clock, done: make(chan error, 1), arrived: map[string]time.Time{}}
 
 	if _, err := hub.ConsumeEvents(context.Background(), func(_ context.Context, d natsbus.Delivery) error {
 		var ev agentv1.DispatchEvent
@@ -110,6 +111,7 @@ func newEnv(t *testing.T, before func(e *env)) *env {
 		}
 		e.mu.Lock()
 		e.events = append(e.events, &ev)
+		e.arrived[ev.EventId] = time.Now()
 		e.mu.Unlock()
 		return nil
 	}); err != nil {
