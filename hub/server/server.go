@@ -304,7 +304,7 @@ func (s *Server) buildAPI() error {
 	}
 	d := api.Deps{
 		Address: s.grpcLis.Addr().String(),
-		Store: s.st, Workloads: s.cache, HubID: s.cfg.HubID, Version: s.cfg.Version,
+		Store:   s.st, Workloads: s.cache, HubID: s.cfg.HubID, Version: s.cfg.Version,
 		Logger: s.log.With("component", "api"), Clock: s.cfg.Clock,
 		Health: map[string]api.HealthCheck{"nats": s.natsHealth, "cache": s.cacheHealth},
 	}
