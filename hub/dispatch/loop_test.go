@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -90,6 +93,18 @@ func TestSubmitToSucceeded(t *testing.T) {
 		t.Fatalf("explain = %v", ex)
 	}
 
+	// Metrics count what happened.
+	if got := metricValue(t, h.loop.m.dispatches); got != 6 {
+		t.Fatalf("dispatches metric = %v, want 6", got)
+	}
+	if got := metricValue(t, h.loop.m.pending.WithLabelValues("Invalid")); got != 1 {
+		t.Fatalf("pending{Invalid} = %v, want 1 (the orphan)", got)
+	}
+	var hm dto.Metric
+	if err := h.loop.m.cycle.Write(&hm); err != nil || hm.GetHistogram().GetSampleCount() == 0 {
+		t.Fatalf("cycle histogram has no samples (%v)", err)
+	}
+
 	// The ledger was persisted with usage for the queue.
 	b, _, err := e.st.Get(e.ctx, LedgerKey)
 	if err != nil {
@@ -99,4 +114,16 @@ func TestSubmitToSucceeded(t *testing.T) {
 		t.Fatalf("ledger has no usage for the queue: %s", b)
 	}
 	_ = store.Root
+}
+
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Counter != nil {
+		return d.GetCounter().GetValue()
+	}
+	return d.GetGauge().GetValue()
 }
