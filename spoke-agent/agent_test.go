@@ -73,6 +73,17 @@ func logger() *slog.Logger {
 
 func newEnv(t testing.TB, before func(e *env)) *env {
 	t.Helper()
+	return startEnv(t, before, true)
+}
+
+// newEnvNoWait starts the agent without waiting for its first heartbeat.
+func newEnvNoWait(t testing.TB, before func(e *env)) *env {
+	t.Helper()
+	return startEnv(t, before, false)
+}
+
+func startEnv(t testing.TB, before func(e *env), wait bool) *env {
+	t.Helper()
 	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
@@ -189,7 +200,9 @@ func newEnv(t testing.TB, before func(e *env)) *env {
 		abus.Close()
 	})
 	// The agent is up once its first heartbeat arrives.
-	e.waitFor("first heartbeat", func() bool { return len(e.hbs) > 0 })
+	if wait {
+		e.waitFor("first heartbeat", func() bool { return len(e.hbs) > 0 })
+	}
 	return e
 }
 
@@ -668,5 +681,32 @@ func TestLaunchFaultIsRetried(t *testing.T) {
 	fl.mu.Unlock()
 	if calls != 3 || e.sim.Launches() != 1 {
 		t.Fatalf("launch calls %d (want 3), real launches %d (want 1)", calls, e.sim.Launches())
+	}
+}
+
+func TestRefusedAgentStaysSilentUntilAccepted(t *testing.T) {
+	var mu sync.Mutex
+	registers := 0
+	e := newEnvNoWait(t, func(e *env) {
+		sub, err := e.hub.Conn().Subscribe(agent.RegisterSubject(clusterID), func(m *nats.Msg) {
+			mu.Lock()
+			registers++
+			accept := registers >= 3
+			mu.Unlock()
+			ack, _ := proto.Marshal(&agentv1.RegisterAck{ClusterId: clusterID, Accepted: accept, Reason: "protocol too new"})
+			_ = m.Respond(ack)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
+	// Refused twice (about 300 ms apart): no heartbeat may arrive before
+	// the third register is accepted.
+	e.waitFor("heartbeat after acceptance", func() bool { return len(e.hbs) > 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if registers < 3 {
+		t.Fatalf("heartbeat sent after %d registers, before the hub accepted the agent", registers)
 	}
 }
