@@ -24,6 +24,9 @@ const (
 	// LabelExitCode makes the workload fail with this exit code at its end
 	// (0 means success).
 	LabelExitCode = "meridian.io/sim-exit-code"
+	// LabelReject makes the cluster reject the workload with the label's
+	// value as the reason (for demos and tests across processes).
+	LabelReject = "meridian.io/sim-reject"
 	// EnvDuration is read from the runtime template's environment when the
 	// label is absent.
 	EnvDuration = "SIM_DURATION"
@@ -76,16 +79,17 @@ var (
 )
 
 type node struct {
-	name    string
-	class   string
-	rack    string
-	nvlink  string
-	labels  map[string]string
-	cpuFree int64
-	cpuTot  int64
-	memFree int64
-	memTot  int64
-	gpus    []gpu
+	cordoned bool
+	name     string
+	class    string
+	rack     string
+	nvlink   string
+	labels   map[string]string
+	cpuFree  int64
+	cpuTot   int64
+	memFree  int64
+	memTot   int64
+	gpus     []gpu
 }
 
 type gpu struct {
@@ -308,6 +312,19 @@ func (c *Cluster) Fail(dispatchID string, exitCode int32, reason string) bool {
 	return true
 }
 
+// SetSchedulable opens (true) or closes (false) a node to new work, like a
+// cordon; running work stays. It reports whether the node exists.
+func (c *Cluster) SetSchedulable(nodeName string, schedulable bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.byName[nodeName]
+	if n == nil {
+		return false
+	}
+	n.cordoned = !schedulable
+	return true
+}
+
 // Launches counts dispatches actually started (idempotent repeats and
 // rejections are not counted).
 func (c *Cluster) Launches() int {
@@ -342,7 +359,7 @@ func (c *Cluster) Inventory(ctx context.Context) (*agent.Inventory, error) {
 	for _, n := range c.nodes {
 		an := &agentv1.Node{
 			Name: n.name, Labels: maps.Clone(n.labels), AcceleratorClass: n.class, Rack: n.rack, NvlinkDomain: n.nvlink,
-			Schedulable: true, CpuMilliFree: n.cpuFree, CpuMilliTotal: n.cpuTot, MemoryMibFree: n.memFree, MemoryMibTotal: n.memTot,
+			Schedulable: !n.cordoned, CpuMilliFree: n.cpuFree, CpuMilliTotal: n.cpuTot, MemoryMibFree: n.memFree, MemoryMibTotal: n.memTot,
 		}
 		for i, g := range n.gpus {
 			an.Gpus = append(an.Gpus, &agentv1.Gpu{Index: int32(i), FreeMilli: g.freeMilli, FreeMemoryMib: g.freeMem, TotalMemoryMib: g.totalMem, Healthy: true})
@@ -380,6 +397,12 @@ func (c *Cluster) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 	}
 	if len(wl.GetPodSets()) == 0 {
 		return agent.Reject("workload.pod_sets: empty")
+	}
+	if r, ok := wl.GetLabels()[LabelReject]; ok {
+		if r == "" {
+			r = "rejected by the " + LabelReject + " label"
+		}
+		return agent.Reject("%s", r)
 	}
 	dur, exit, err := c.runSpec(wl)
 	if err != nil {

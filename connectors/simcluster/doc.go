@@ -17,7 +17,8 @@
 // Time comes from a Clock: ScaledClock runs simulated time faster than the
 // wall clock for the demo, FakeClock moves only when a test advances it.
 //
-// Test hooks: SetRejectAll and RejectDispatch (reject), Fail (end running
+// Test hooks: SetRejectAll, RejectDispatch and the meridian.io/sim-reject
+// label (reject), SetSchedulable (cordon a node), Fail (end running
 // work with an exit code), SetVanished (the agent stops talking to the hub
 // while work keeps running), Launches (count real launches).
 //

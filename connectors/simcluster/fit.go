@@ -13,6 +13,9 @@ import (
 // without changing n. ok is false with a reason when it does not fit.
 func (c *Cluster) fitReplica(n *node, r *meridianv1.Resources) (charge, bool, string) {
 	ch := charge{n: n, cpu: int64(r.GetCpuMilli()), mem: int64(r.GetMemoryMib())}
+	if n.cordoned {
+		return ch, false, fmt.Sprintf("node %s: not schedulable (cordoned)", n.name)
+	}
 	if ch.cpu > n.cpuFree {
 		return ch, false, fmt.Sprintf("node %s: cpu %dm free, %dm needed", n.name, n.cpuFree, ch.cpu)
 	}

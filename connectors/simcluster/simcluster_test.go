@@ -389,6 +389,26 @@ func TestHooks(t *testing.T) {
 	if c.Fail("f", 1, "") {
 		t.Error("Fail on finished work returned true")
 	}
+	if err := c.Launch(ctx, wl("w").podSet("m", 1, 1000, 0).label(LabelReject, "quota on site").dispatch("lbl")); agent.RejectReason(err) != "quota on site" {
+		t.Fatalf("reject label: %v", err)
+	}
+	if !c.SetSchedulable("gpu-0", false) || c.SetSchedulable("ghost", false) {
+		t.Fatal("SetSchedulable: wrong existence answer")
+	}
+	// f ended; gpu-0 is cordoned, so a hint to gpu-0 lands on gpu-1.
+	if err := c.Launch(ctx, wl("w").podSet("m", 1, 1000, 0).dispatch("h", hint("m", "gpu-0"))); err != nil {
+		t.Fatal(err)
+	}
+	list, _ := c.List(ctx)
+	for _, w := range list {
+		if w.DispatchID == "h" && (len(w.Nodes) != 1 || w.Nodes[0] != "gpu-1") {
+			t.Fatalf("placed on %v while gpu-0 is cordoned", w.Nodes)
+		}
+	}
+	inv, _ := c.Inventory(ctx)
+	if inv.Nodes[0].Name != "gpu-0" || inv.Nodes[0].Schedulable || !inv.Nodes[1].Schedulable {
+		t.Fatalf("schedulable flags not advertised: %v %v", inv.Nodes[0].Schedulable, inv.Nodes[1].Schedulable)
+	}
 	c.SetVanished(true)
 	if !c.Vanished() {
 		t.Error("Vanished false after SetVanished(true)")
