@@ -57,6 +57,9 @@ type Config struct {
 	// NATSURL of an external NATS server with JetStream; empty means
 	// embedded.
 	NATSURL string
+	// EmbeddedNATSPort and EmbeddedEtcdPort are the loopback client ports
+	// of the embedded servers; 0 picks a free port.
+	EmbeddedNATSPort, EmbeddedEtcdPort int
 	// GRPCAddr and HTTPAddr are the listen addresses; empty means a free
 	// loopback port.
 	GRPCAddr, HTTPAddr string
@@ -101,6 +104,11 @@ func (c *Config) validate() error {
 	}
 	if c.EtcdMaxTxnOps < 0 {
 		return fmt.Errorf("server: Config.EtcdMaxTxnOps %d is negative", c.EtcdMaxTxnOps)
+	}
+	for name, p := range map[string]int{"EmbeddedNATSPort": c.EmbeddedNATSPort, "EmbeddedEtcdPort": c.EmbeddedEtcdPort} {
+		if p < 0 || p > 65535 {
+			return fmt.Errorf("server: Config.%s %d out of range 0..65535", name, p)
+		}
 	}
 	if c.MaxRequestBytes < 0 {
 		return fmt.Errorf("server: Config.MaxRequestBytes %d is negative", c.MaxRequestBytes)
@@ -238,7 +246,7 @@ func (s *Server) startEtcd(ctx context.Context) error {
 	if len(endpoints) == 0 {
 		e, err := embedetcd.Start(ctx, embedetcd.Config{
 			DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Logger: s.log.With("component", "etcd"),
-			UnsafeNoFsync: s.cfg.UnsafeNoFsync,
+			UnsafeNoFsync: s.cfg.UnsafeNoFsync, ClientPort: s.cfg.EmbeddedEtcdPort,
 		})
 		if err != nil {
 			return fmt.Errorf("server: embedded etcd: %w", err)
@@ -273,7 +281,7 @@ func (s *Server) startEtcd(ctx context.Context) error {
 func (s *Server) startNATS(ctx context.Context) error {
 	url := s.cfg.NATSURL
 	if url == "" {
-		n, err := embednats.Start(embednats.Config{StoreDir: filepath.Join(s.cfg.DataDir, "nats"), Logger: s.log.With("component", "nats")})
+		n, err := embednats.Start(embednats.Config{StoreDir: filepath.Join(s.cfg.DataDir, "nats"), Port: s.cfg.EmbeddedNATSPort, Logger: s.log.With("component", "nats")})
 		if err != nil {
 			return fmt.Errorf("server: embedded NATS: %w", err)
 		}
@@ -424,6 +432,9 @@ func (s *Server) EtcdEndpoints() []string {
 	}
 	return s.cfg.EtcdEndpoints
 }
+
+// Embedded reports whether etcd and NATS run in this process.
+func (s *Server) Embedded() (etcd, nats bool) { return s.etcd != nil, s.nats != nil }
 
 // HubID is this replica's id.
 func (s *Server) HubID() string { return s.cfg.HubID }
