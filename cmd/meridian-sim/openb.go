@@ -173,7 +173,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					m100, ok1 := published.Mean(pl, label, 100)
 					m130, ok2 := published.Mean(pl, label, 130)
 					if ok1 && ok2 {
-						s.Published = map[string]float64{"100": m100, "130": m130}
+						s.Published = map[string]openb.Pct{"100": openb.Pct(m100), "130": openb.Pct(m130)}
 					}
 				}
 			}
@@ -227,11 +227,11 @@ func printTable(w io.Writer, sums []openb.Summary, published *openb.Published) {
 
 type jsonRun struct {
 	openb.Summary
-	AllocAtArrival map[string]float64 `json:"alloc_pct_at_arrival"`
+	AllocAtArrival map[string]openb.Pct `json:"alloc_pct_at_arrival"`
 }
 
 func toJSONRun(s openb.Summary) jsonRun {
-	return jsonRun{Summary: s, AllocAtArrival: map[string]float64{"100": round2(s.Mean100), "130": round2(s.Mean130)}}
+	return jsonRun{Summary: s, AllocAtArrival: map[string]openb.Pct{"100": s.Mean100, "130": s.Mean130}}
 }
 
 // jsonSummary is the object printed with --json: the first run's summary at
@@ -273,8 +273,6 @@ func writeOut(path string, sums []openb.Summary, elapsed time.Duration) error {
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
-
-func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 func splitList(s string) []string {
 	var out []string

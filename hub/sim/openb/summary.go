@@ -10,24 +10,36 @@ import (
 	"strings"
 )
 
+// Pct is a percentage that encodes NaN (no sample) as JSON null.
+type Pct float64
+
+// MarshalJSON writes the value rounded to two decimals, or null for NaN/Inf.
+func (p Pct) MarshalJSON() ([]byte, error) {
+	f := float64(p)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return []byte(strconv.FormatFloat(math.Round(f*100)/100, 'f', -1, 64)), nil
+}
+
 // Summary aggregates the seeds of one (pod list, policy, clusters) run.
 type Summary struct {
-	PodList  string    `json:"pod_list"`
-	Policy   string    `json:"policy"`
-	Clusters int       `json:"clusters"`
-	Tune     float64   `json:"tune"`
-	Seeds    []int64   `json:"seeds"`
-	At100    []float64 `json:"alloc_pct_at_100_per_seed"`
-	At130    []float64 `json:"alloc_pct_at_130_per_seed"`
-	Mean100  float64   `json:"mean_100"`
-	Mean130  float64   `json:"mean_130"`
-	Std100   float64   `json:"stddev_100"`
-	Std130   float64   `json:"stddev_130"`
-	Placed   []int     `json:"placed_per_seed"`
-	Failed   []int     `json:"failed_per_seed"`
+	PodList  string  `json:"pod_list"`
+	Policy   string  `json:"policy"`
+	Clusters int     `json:"clusters"`
+	Tune     float64 `json:"tune"`
+	Seeds    []int64 `json:"seeds"`
+	At100    []Pct   `json:"alloc_pct_at_100_per_seed"`
+	At130    []Pct   `json:"alloc_pct_at_130_per_seed"`
+	Mean100  Pct     `json:"mean_100"`
+	Mean130  Pct     `json:"mean_130"`
+	Std100   Pct     `json:"stddev_100"`
+	Std130   Pct     `json:"stddev_130"`
+	Placed   []int   `json:"placed_per_seed"`
+	Failed   []int   `json:"failed_per_seed"`
 	// Published is the paper's mean at 100/130 for this pod list and
 	// policy, when the published file has it.
-	Published map[string]float64 `json:"published,omitempty"`
+	Published map[string]Pct `json:"published,omitempty"`
 }
 
 // Summarize aggregates per-seed results (all of one pod list and policy).
@@ -36,24 +48,26 @@ func Summarize(podList string, tune float64, results []*Result) Summary {
 	for _, r := range results {
 		s.Policy, s.Clusters = r.Policy, r.Clusters
 		s.Seeds = append(s.Seeds, r.Seed)
-		s.At100 = append(s.At100, r.AllocAt(100))
-		s.At130 = append(s.At130, r.AllocAt(130))
+		s.At100 = append(s.At100, Pct(r.AllocAt(100)))
+		s.At130 = append(s.At130, Pct(r.AllocAt(130)))
 		s.Placed = append(s.Placed, r.Placed)
 		s.Failed = append(s.Failed, r.Failed)
 	}
-	s.Mean100, s.Std100 = meanStd(s.At100)
-	s.Mean130, s.Std130 = meanStd(s.At130)
+	m, sd := meanStd(s.At100)
+	s.Mean100, s.Std100 = Pct(m), Pct(sd)
+	m, sd = meanStd(s.At130)
+	s.Mean130, s.Std130 = Pct(m), Pct(sd)
 	return s
 }
 
 // meanStd returns the mean and the sample standard deviation of the finite
 // values (NaN when there are none).
-func meanStd(v []float64) (float64, float64) {
+func meanStd[T ~float64](v []T) (float64, float64) {
 	var sum float64
 	var n int
 	for _, x := range v {
-		if !math.IsNaN(x) {
-			sum += x
+		if !math.IsNaN(float64(x)) {
+			sum += float64(x)
 			n++
 		}
 	}
@@ -66,8 +80,8 @@ func meanStd(v []float64) (float64, float64) {
 	}
 	var ss float64
 	for _, x := range v {
-		if !math.IsNaN(x) {
-			ss += (x - m) * (x - m)
+		if !math.IsNaN(float64(x)) {
+			ss += (float64(x) - m) * (float64(x) - m)
 		}
 	}
 	return m, math.Sqrt(ss / float64(n-1))
