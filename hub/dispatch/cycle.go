@@ -417,7 +417,7 @@ func (l *Loop) sendCancel(t *term, cluster, dispatchID, workloadID, reason strin
 	if preempt {
 		msg.GracePeriod = durationpb.New(30 * time.Second)
 	}
-	b, err := marshalDet(msg)
+	b, err := marshalDet(&agentv1.HubMessage{Kind: &agentv1.HubMessage_Cancel{Cancel: msg}})
 	if err == nil {
 		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
 		_, err = l.bus.PublishDispatch(ctx, cluster, convert.CancelMsgID(dispatchID), b)
@@ -474,7 +474,7 @@ func (l *Loop) publishDispatch(t *term, w *meridianv1.Workload, r *Record) {
 		t.mu.Unlock()
 		return
 	}
-	b, err := marshalDet(dispatchMsg(w, r))
+	b, err := marshalDet(&agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: dispatchMsg(w, r)}})
 	if err != nil {
 		l.log.Error("encode dispatch", "dispatch", r.DispatchID, "err", err)
 		return

@@ -390,10 +390,14 @@ func (a *agent) event(dispatchID, workloadID string, typ agentv1.DispatchEventTy
 }
 
 func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
-	if id, ok := convert.IsCancelMsgID(d.MsgID); ok {
-		c := &agentv1.DispatchCancel{}
-		if err := proto.Unmarshal(d.Payload, c); err != nil {
-			return natsbus.Permanent(err)
+	hm := &agentv1.HubMessage{}
+	if err := proto.Unmarshal(d.Payload, hm); err != nil {
+		return natsbus.Permanent(err)
+	}
+	if c := hm.GetCancel(); c != nil {
+		id := c.GetDispatchId()
+		if want, ok := convert.IsCancelMsgID(d.MsgID); !ok || want != id {
+			a.e.t.Errorf("cancel for %s arrived with message id %q", id, d.MsgID)
 		}
 		a.mu.Lock()
 		a.cancels[id]++
@@ -413,9 +417,12 @@ func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
 		}
 		return a.event(id, wid, typ, c.Reason)
 	}
-	m := &agentv1.Dispatch{}
-	if err := proto.Unmarshal(d.Payload, m); err != nil {
-		return natsbus.Permanent(err)
+	m := hm.GetDispatch()
+	if m == nil {
+		return natsbus.Permanent(fmt.Errorf("hub message %s carries nothing", d.MsgID))
+	}
+	if d.MsgID != m.DispatchId {
+		a.e.t.Errorf("dispatch %s arrived with message id %q", m.DispatchId, d.MsgID)
 	}
 	a.mu.Lock()
 	if a.seqs[m.DispatchId] == nil {

@@ -274,6 +274,13 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		return
 	}
 	defer sub.Stop()
+	stopRegister, err := l.serveRegister(t)
+	if err != nil {
+		l.log.Error("serve agent registration", "err", err)
+		sleepCtx(tctx, 200*time.Millisecond)
+		return
+	}
+	defer stopRegister()
 
 	idle := time.NewTimer(0)
 	defer idle.Stop()
