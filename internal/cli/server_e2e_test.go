@@ -7,13 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // startHub runs a whole hub replica in-process (embedded etcd and NATS,
 // the scheduling loop, the gRPC API) and returns its gRPC address. It
 // stops when the test ends.
 func startHub(t *testing.T) string {
+	t.Helper()
+	addr, _ := startHubNATS(t)
+	return addr
+}
+
+// startHubNATS is startHub that also returns the hub's NATS URL, for
+// agents.
+func startHubNATS(t *testing.T) (string, string) {
 	t.Helper()
 	s, err := server.New(server.Config{
 		DataDir:        t.TempDir(),
@@ -53,7 +64,7 @@ func startHub(t *testing.T) string {
 	for {
 		r := runCLI(t, addr, "", "version")
 		if r.code == ExitOK && strings.Contains(r.stdout, "SERVING") {
-			return addr
+			return addr, s.NATSURL()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("hub not serving after 15s: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -150,5 +161,125 @@ func TestEndToEndWithHub(t *testing.T) {
 	r = mustRun(t, addr, "", "version")
 	if !strings.Contains(r.stdout, "Hub:    v0-cli-e2e (hub-cli-e2e at HUB, SERVING)") {
 		t.Errorf("version =\n%s", r.stdout)
+	}
+}
+
+// startAgent connects a simulated cluster (the built-in example `example`)
+// to the hub's NATS through a real spoke agent. Work runs for duration
+// unless its labels say otherwise.
+func startAgent(t *testing.T, natsURL, clusterID, example string, duration time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg, err := simcluster.Example(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := simcluster.New(cfg, simcluster.Options{DefaultDuration: duration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	bus, err := natsbus.Connect(cctx, natsURL)
+	ccancel()
+	if err != nil {
+		t.Fatalf("connect the agent to NATS: %v", err)
+	}
+	a, err := agent.New(agent.Config{
+		ClusterID: clusterID, Bus: bus, Connector: sim,
+		HeartbeatInterval: 200 * time.Millisecond, AdvertiseInterval: time.Second, ChangeDelay: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("agent did not stop within 15s")
+		}
+		sim.Close()
+		bus.Close()
+	})
+}
+
+// waitPhase polls `get` until the workload reaches phase.
+func waitPhase(t *testing.T, addr, id, phase string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, reason := getJSON(t, addr, id)
+		if got == phase {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s workload %s is %s (reason %q), want %s", id, got, reason, phase)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestEndToEndRunsOnAgent: a workload submitted through the CLI runs on a
+// simulated cluster behind a real spoke agent and succeeds, its quota is
+// released, and a running workload cancelled through the CLI is stopped by
+// the agent.
+func TestEndToEndRunsOnAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole hub and an agent; skipped with -short")
+	}
+	addr, natsURL := startHubNATS(t)
+	startAgent(t, natsURL, "ams-a100", "a100-fractional", 300*time.Millisecond)
+
+	// The cluster shows up, ready, with its classes and fractional modes.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := mustRun(t, addr, "", "clusters")
+		if strings.Contains(squash(r.stdout), "ams-a100 READY simcluster nvidia-a100-40gb 6 24 24 24 mps,time-slice,memory 0 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not listed as ready after 20s:\n%s%s", r.stdout, r.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	mustRun(t, addr, "", "queue", "apply", "-f", "../../examples/queues/acme.yaml")
+	job := "name: short\nqueue: acme/research\npod_sets:\n- name: worker\n  replicas: 2\n  resources:\n    gpu_milli: 1000\n    accelerator_class: nvidia-a100-40gb\n"
+	r := mustRun(t, addr, job, "submit", "-f", "-")
+	short := strings.Fields(r.stdout)[1]
+	waitPhase(t, addr, short, "WORKLOAD_PHASE_SUCCEEDED")
+	r = mustRun(t, addr, "", "list", "--cluster", "ams-a100")
+	if !strings.Contains(squash(r.stdout), short+" short acme/research SUCCEEDED ams-a100 2 ") {
+		t.Errorf("list --cluster =\n%s", r.stdout)
+	}
+
+	// Quota released: nothing of acme/research is in use any more.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		r = mustRun(t, addr, "", "queues", "--prefix", "acme/research")
+		if strings.Contains(squash(r.stdout), "acme/research 1 nvidia-a100-40gb 16 unlimited all 0 0 0 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("quota of acme/research not released after 10s:\n%s", r.stdout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// A long job, cancelled while it runs: the agent stops it.
+	long := strings.Replace(job, "name: short\n", "name: long\nlabels:\n  meridian.io/sim-duration: 1h\n", 1)
+	r = mustRun(t, addr, long, "submit", "-f", "-")
+	id := strings.Fields(r.stdout)[1]
+	waitPhase(t, addr, id, "WORKLOAD_PHASE_RUNNING")
+	r = mustRun(t, addr, "", "cancel", id)
+	if want := "workload " + id + ": cancel requested; cluster ams-a100 will stop it (phase RUNNING)\n"; r.stdout != want {
+		t.Errorf("cancel printed %q, want %q", r.stdout, want)
+	}
+	waitPhase(t, addr, id, "WORKLOAD_PHASE_CANCELLED")
+	r = mustRun(t, addr, "", "get", id)
+	if !strings.Contains(squash(r.stdout), "CancelRequested True") {
+		t.Errorf("get does not show the CancelRequested condition:\n%s", r.stdout)
 	}
 }
