@@ -126,7 +126,10 @@ func (a *Agent) sendFull(ctx context.Context) {
 }
 
 // sendDelta publishes the nodes that changed since the last advertisement
-// or delta on core NATS; without a base it sends a full advertisement.
+// or delta on the advert subject, where the hub's fleet registry tells
+// deltas from full snapshots; without a base it sends a full advertisement.
+// (A delta may then be the stream's last message; a hub that starts on it
+// waits for the next full snapshot, at most AdvertiseInterval away.)
 func (a *Agent) sendDelta(ctx context.Context) {
 	if a.silent() {
 		return
@@ -162,7 +165,9 @@ func (a *Agent) sendDelta(ctx context.Context) {
 	d.Seq = a.advSeq.Add(1)
 	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)
 	if err == nil {
-		err = a.bus.Conn().Publish(AdvertDeltaSubject(a.cfg.ClusterID), payload)
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = a.bus.PublishAdvert(pctx, a.cfg.ClusterID, payload)
+		cancel()
 	}
 	if err != nil {
 		a.m.publishErrors.WithLabelValues("delta").Inc()

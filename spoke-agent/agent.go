@@ -35,17 +35,12 @@ const (
 	MaxRemembered = 100000
 )
 
-// Subjects outside natsbus's streams (core NATS), as documented in docs/api.md.
-const (
-	registerRoot = "meridian.register."
-	advDeltaRoot = "meridian.advdelta."
-)
+// registerRoot is the core NATS request subject prefix for Register (the
+// hub's leader answers on meridian.register.*).
+const registerRoot = "meridian.register."
 
 // RegisterSubject is the core NATS request subject for Register.
 func RegisterSubject(cluster string) string { return registerRoot + cluster }
-
-// AdvertDeltaSubject is the core NATS subject for AdvertisementDelta.
-func AdvertDeltaSubject(cluster string) string { return advDeltaRoot + cluster }
 
 // EventID is the id (and Nats-Msg-Id) of the event of type t for a
 // dispatch: "<dispatch id>:<type>", for example "d-42:running". It is the
@@ -87,8 +82,8 @@ type Config struct {
 	// Metrics receives the agent's metrics; nil means a private registry
 	// (see Agent.Metrics).
 	Metrics *Metrics
-	// FullAdvertOnChange sends a full advertisement on the ADVERT stream
-	// after each change instead of a delta on core NATS.
+	// FullAdvertOnChange sends a full advertisement after each change
+	// instead of a delta.
 	FullAdvertOnChange bool
 }
 
@@ -286,10 +281,10 @@ func (a *Agent) handleDelivery(ctx context.Context, d natsbus.Delivery) error {
 	if a.silent() {
 		return errSilent
 	}
-	var hm agentv1.HubMessage
-	if err := proto.Unmarshal(d.Payload, &hm); err != nil {
+	hm, err := DecodeHubMessage(d.MsgID, d.Payload)
+	if err != nil {
 		a.m.received.WithLabelValues("undecodable").Inc()
-		return natsbus.Permanent(fmt.Errorf("decode HubMessage %s: %w", d.MsgID, err))
+		return natsbus.Permanent(fmt.Errorf("message %s on %s: %w", d.MsgID, d.Subject, err))
 	}
 	switch k := hm.GetKind().(type) {
 	case *agentv1.HubMessage_Dispatch:

@@ -142,23 +142,20 @@ func startEnv(t testing.TB, before func(e *env), wait bool) *env {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	dsub, err := hub.Conn().Subscribe(agent.AdvertDeltaSubject(clusterID), func(m *nats.Msg) {
-		var d agentv1.AdvertisementDelta
-		if proto.Unmarshal(m.Data, &d) == nil {
-			e.mu.Lock()
-			e.deltas = append(e.deltas, &d)
-			e.mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dsub.Unsubscribe() })
+	// Full snapshots and deltas share the advert subject; they are told
+	// apart the way the hub's fleet registry does.
 	if _, err := hub.WatchAdverts(context.Background(), func(_ string, p []byte) {
 		var ad agentv1.Advertisement
-		if proto.Unmarshal(p, &ad) == nil {
+		if proto.Unmarshal(p, &ad) == nil && len(ad.ProtoReflect().GetUnknown()) == 0 {
 			e.mu.Lock()
 			e.ads = append(e.ads, &ad)
+			e.mu.Unlock()
+			return
+		}
+		var d agentv1.AdvertisementDelta
+		if proto.Unmarshal(p, &d) == nil {
+			e.mu.Lock()
+			e.deltas = append(e.deltas, &d)
 			e.mu.Unlock()
 		}
 	}); err != nil {
@@ -708,5 +705,27 @@ func TestRefusedAgentStaysSilentUntilAccepted(t *testing.T) {
 	defer mu.Unlock()
 	if registers < 3 {
 		t.Fatalf("heartbeat sent after %d registers, before the hub accepted the agent", registers)
+	}
+}
+
+// TestBareHubEncoding publishes as hub/dispatch does today: a bare Dispatch
+// under its dispatch id and a bare DispatchCancel under "cancel:<id>".
+func TestBareHubEncoding(t *testing.T) {
+	e := newEnv(t, nil)
+	pub := func(msgID string, m proto.Message) {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.hub.PublishDispatch(context.Background(), clusterID, msgID, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("bare", dispatchMsg("bare", 1, nil).GetDispatch())
+	e.waitFor("running", e.hasEvent("bare", running))
+	pub("cancel:bare", cancelMsg("bare", false).GetCancel())
+	e.waitFor("cancelled", e.hasEvent("bare", cancelled))
+	if got, want := e.eventsOf("bare"), ids("bare", accepted, running, cancelled); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
 	}
 }
