@@ -299,3 +299,46 @@ func TestQueueLifecycle(t *testing.T) {
 }
 
 func maskOf(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMask{Paths: paths} }
+
+// TestConcurrentIdempotentSubmits: many clients racing with one key create
+// exactly one workload; every other answer is a replay of it.
+func TestConcurrentIdempotentSubmits(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	tn := tenant(t)
+	e.mkQueues(t, tn)
+	w := validWorkload(tn)
+	w.IdempotencyKey = "race-1"
+	const n = 12
+	type res struct {
+		id       string
+		replayed bool
+		err      error
+	}
+	out := make(chan res, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			r, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+			out <- res{r.GetWorkload().GetId(), r.GetReplayed(), err}
+		}()
+	}
+	ids := map[string]bool{}
+	created := 0
+	for i := 0; i < n; i++ {
+		r := <-out
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		ids[r.id] = true
+		if !r.replayed {
+			created++
+		}
+	}
+	if len(ids) != 1 || created != 1 {
+		t.Fatalf("%d ids, %d created; want 1 and 1", len(ids), created)
+	}
+	lr, err := e.wl.ListWorkloads(ctx, &meridianv1.ListWorkloadsRequest{Queue: tn})
+	if err != nil || len(lr.GetWorkloads()) != 1 {
+		t.Fatalf("stored %d workloads (%v)", len(lr.GetWorkloads()), err)
+	}
+}

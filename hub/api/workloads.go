@@ -67,16 +67,21 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		return nil, invalid("queue", "%v", err)
 	}
 	for attempt := 0; ; attempt++ {
-		// A replay needs no queue: it returns what was stored.
-		if k := w.GetIdempotencyKey(); k != "" {
-			if resp, err := s.replay(ctx, w); resp != nil || err != nil {
-				return resp, err
-			}
-		}
-		qrev, err := s.checkLeafQueue(ctx, qkey, w.GetQueue())
+		pf, err := s.preflight(ctx, qkey, w)
 		if err != nil {
 			return nil, err
 		}
+		// A replay needs no queue: it returns what was stored.
+		if pf.idemID != "" {
+			return s.replay(ctx, w, pf.idemID)
+		}
+		if pf.queueRev == 0 {
+			return nil, invalid("queue", "queue %q does not exist; create it first (meridianctl queues, or POST /v1/queues)", w.GetQueue())
+		}
+		if pf.children > 0 {
+			return nil, invalid("queue", "queue %q has child queues; submit to a leaf queue below it", w.GetQueue())
+		}
+		qrev := pf.queueRev
 		now := s.now()
 		id, err := s.ids.next(now)
 		if err != nil {
@@ -115,23 +120,48 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 	}
 }
 
-// replay returns the stored workload for w's idempotency key, a
-// conflict error when the key was used for a different workload, or
-// (nil, nil) when the key is new.
-func (s *Service) replay(ctx context.Context, w *meridianv1.Workload) (*meridianv1.SubmitWorkloadResponse, error) {
-	ikey := IdempotencyKey(w.GetQueue(), w.GetIdempotencyKey())
-	idb, _, err := s.st.Get(ctx, ikey)
-	if store.IsNotFound(err) {
-		return nil, nil
+// preflightResult is what a submit reads before it writes.
+type preflightResult struct {
+	queueRev int64  // 0: the queue does not exist
+	children int64  // queues below it
+	idemID   string // workload id already stored for the idempotency key
+}
+
+// preflight reads the queue, counts its children and looks up the
+// idempotency key in one etcd round trip.
+func (s *Service) preflight(ctx context.Context, qkey string, w *meridianv1.Workload) (preflightResult, error) {
+	ops := []clientv3.Op{
+		clientv3.OpGet(qkey, clientv3.WithKeysOnly()),
+		clientv3.OpGet(qkey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	}
-	if err != nil {
-		return nil, storeErr("read idempotency record", err)
+	if k := w.GetIdempotencyKey(); k != "" {
+		ops = append(ops, clientv3.OpGet(IdempotencyKey(w.GetQueue(), k)))
 	}
-	orig, _, err := s.getWorkload(ctx, string(idb))
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		if status.Code(err) == codes.NotFound {
+		return preflightResult{}, storeErr("read queue", err)
+	}
+	var pf preflightResult
+	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
+		pf.queueRev = kvs[0].ModRevision
+	}
+	pf.children = resp.Responses[1].GetResponseRange().GetCount()
+	if len(resp.Responses) > 2 {
+		if kvs := resp.Responses[2].GetResponseRange().GetKvs(); len(kvs) == 1 {
+			pf.idemID = string(kvs[0].Value)
+		}
+	}
+	return pf, nil
+}
+
+// replay returns the workload stored under w's idempotency key (id), or a
+// conflict error when the key was used for a different workload.
+func (s *Service) replay(ctx context.Context, w *meridianv1.Workload, id string) (*meridianv1.SubmitWorkloadResponse, error) {
+	orig, _, err := s.getWorkload(ctx, id)
+	if err != nil {
+		if status.Code(err) == codes.NotFound || status.Code(err) == codes.InvalidArgument {
 			return nil, fieldError(codes.FailedPrecondition, "idempotency_key",
-				"%q was used for workload %s, which no longer exists; use a new key", w.GetIdempotencyKey(), idb)
+				"%q was used for workload %s, which no longer exists; use a new key", w.GetIdempotencyKey(), id)
 		}
 		return nil, err
 	}
@@ -143,26 +173,6 @@ func (s *Service) replay(ctx context.Context, w *meridianv1.Workload) (*meridian
 			w.GetIdempotencyKey(), w.GetQueue(), orig.GetId())
 	}
 	return &meridianv1.SubmitWorkloadResponse{Workload: orig, Replayed: true}, nil
-}
-
-// checkLeafQueue returns the queue's mod revision when it exists and has no
-// children, and an InvalidArgument naming `queue` otherwise.
-func (s *Service) checkLeafQueue(ctx context.Context, qkey, path string) (int64, error) {
-	_, rev, err := s.st.Get(ctx, qkey)
-	if store.IsNotFound(err) {
-		return 0, invalid("queue", "queue %q does not exist; create it first (meridianctl queues, or POST /v1/queues)", path)
-	}
-	if err != nil {
-		return 0, storeErr("read queue", err)
-	}
-	resp, err := s.cli.Get(ctx, qkey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, storeErr("read queue children", err)
-	}
-	if resp.Count > 0 {
-		return 0, invalid("queue", "queue %q has child queues; submit to a leaf queue below it", path)
-	}
-	return rev, nil
 }
 
 func idempotencyFromMetadata(ctx context.Context) string {
