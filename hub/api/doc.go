@@ -21,9 +21,15 @@
 //  2. Register it on a grpc.Server with Register, installing
 //     UnaryInterceptors/StreamInterceptors and ServerOptions so requests
 //     are size-limited, logged, measured and protected from panics.
-//  3. For REST, build a gateway mux with NewGatewayMux, register the
-//     generated handlers against a client connection to the gRPC server,
-//     then call HandleSubmit so POST /v1/workloads uses the strict decoder.
+//  3. For REST, build a gateway mux with NewGatewayMux and call
+//     RegisterGateway with a client connection to the gRPC server: it
+//     registers the generated handlers and then HandleSubmit, so
+//     POST /v1/workloads uses the strict decoder (JSON or YAML, field and
+//     line in errors, a body limit answered with 413).
+//
+// Known gaps: creating a child under a queue and submitting to that queue
+// at the same moment can leave one workload on a queue that is no longer a
+// leaf (each write checks the other with a read, not in one transaction).
 //
 // # What it must never do
 //

@@ -33,11 +33,6 @@ func storeErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		if s, _ := status.FromError(err); s.Code() != codes.Unknown {
-			return status.Errorf(s.Code(), "%s: %v", op, err)
-		}
-	}
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.Errorf(codes.Canceled, "%s: %v", op, err)
@@ -45,6 +40,10 @@ func storeErr(op string, err error) error {
 		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
 	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrTimeout):
 		return status.Errorf(codes.Unavailable, "%s: etcd unavailable: %v", op, err)
+	}
+	// etcd client errors are gRPC statuses; keep a meaningful code.
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown && st.Code() != codes.OK {
+		return status.Errorf(st.Code(), "%s: %v", op, err)
 	}
 	return status.Errorf(codes.Unavailable, "%s: %v", op, err)
 }
