@@ -97,7 +97,11 @@ func (a *app) rootCommand() *cobra.Command {
 stand, why they are pending, and how queues and clusters are doing.
 
 The hub address comes from --hub, else the ` + HubEnv + ` environment
-variable, else ` + DefaultHub + `.`,
+variable, else ` + DefaultHub + `.
+
+Exit codes: 0 done, 1 unexpected failure, 2 bad command line, 3 input
+rejected (field violations), 4 not found, 5 conflict, 6 hub unreachable or
+too slow, 7 permission denied, 130 interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -118,7 +122,6 @@ variable, else ` + DefaultHub + `.`,
 			return nil
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
 	hub := a.env.Getenv(HubEnv)
 	if hub == "" {
 		hub = DefaultHub

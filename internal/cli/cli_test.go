@@ -182,6 +182,8 @@ func TestCommands(t *testing.T) {
 		{name: "watch_yaml", args: []string{"watch", "-o", "yaml", "--queue", "acme/search"}},
 		{name: "version", args: []string{"version"}},
 		{name: "version_json", args: []string{"version", "-o", "json", "--client"}},
+		{name: "help", args: []string{"--help"}},
+		{name: "help_list", args: []string{"list", "--help"}},
 		{name: "unknown_command", args: []string{"frobnicate"}, code: ExitUsage},
 		{name: "hub_url", args: []string{"list", "--hub", "http://127.0.0.1:8080"}, code: ExitUsage},
 		{name: "bad_timeout", args: []string{"list", "--timeout", "0s"}, code: ExitUsage},
