@@ -19,7 +19,20 @@ func (a *Agent) notifyChange() {
 }
 
 func (a *Agent) heartbeatLoop(ctx context.Context) {
+	vanished := false
 	for {
+		// A connector that stops vanishing is a returning cluster: it
+		// registers again like after a reconnect.
+		if v, ok := a.conn.(Vanisher); ok {
+			now := v.Vanished()
+			if vanished && !now {
+				select {
+				case a.rejoin <- struct{}{}:
+				default:
+				}
+			}
+			vanished = now
+		}
 		a.sendHeartbeat(ctx)
 		t := time.NewTimer(time.Duration(a.hbInterval.Load()))
 		select {

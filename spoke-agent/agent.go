@@ -116,6 +116,7 @@ type Agent struct {
 	lastNodes map[string]*agentv1.Node // last nodes sent, for deltas
 	sentSeq   uint64                   // seq of the last advertisement or delta sent
 	changed   chan struct{}
+	rejoin    chan struct{} // a vanished connector is back
 
 	running atomic.Bool
 }
@@ -183,7 +184,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, conn: cfg.Connector, bus: cfg.Bus, session: hex.EncodeToString(sid[:]), m: m,
 		held: map[string]*entry{}, done: map[string]*agentv1.DispatchEvent{},
-		outWake: make(chan struct{}, 1), changed: make(chan struct{}, 1),
+		outWake: make(chan struct{}, 1), changed: make(chan struct{}, 1), rejoin: make(chan struct{}, 1),
 	}
 	a.log = log.With("cluster", cfg.ClusterID, "session", a.session)
 	a.hbInterval.Store(int64(cfg.HeartbeatInterval))
@@ -765,6 +766,13 @@ func (a *Agent) reconnectLoop(ctx context.Context) {
 			return
 		case <-retry:
 			a.register(ctx)
+		case <-a.rejoin:
+			a.log.Info("cluster reachable again; reconciling")
+			if err := a.relist(ctx); err != nil {
+				a.log.Warn("re-list after returning failed", "err", err)
+			}
+			a.register(ctx)
+			a.sendFull(ctx)
 		case st := <-ch:
 			if st != nats.CONNECTED {
 				a.m.connected.Set(0)

@@ -484,7 +484,24 @@ func TestNATSOutageKeepsWorkRunning(t *testing.T) {
 }
 
 func TestVanishedClusterGoesSilent(t *testing.T) {
-	e := newEnv(t, nil)
+	var mu sync.Mutex
+	var registers []*agentv1.Register
+	e := newEnv(t, func(e *env) {
+		sub, err := e.hub.Conn().Subscribe(agent.RegisterSubject(clusterID), func(m *nats.Msg) {
+			var reg agentv1.Register
+			if proto.Unmarshal(m.Data, &reg) == nil {
+				mu.Lock()
+				registers = append(registers, &reg)
+				mu.Unlock()
+			}
+			ack, _ := proto.Marshal(&agentv1.RegisterAck{ClusterId: clusterID, Accepted: true, CurrentDispatchIds: []string{"v"}})
+			_ = m.Respond(ack)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
 	e.publish("v", dispatchMsg("v", 1, map[string]string{simcluster.LabelDuration: "1m"}))
 	e.waitFor("running", e.hasEvent("v", running))
 	e.sim.SetVanished(true)
@@ -504,6 +521,25 @@ func TestVanishedClusterGoesSilent(t *testing.T) {
 	e.mu.Unlock()
 	e.sim.SetVanished(false)
 	e.waitFor("success after returning", e.hasEvent("v", succeeded))
+	// The returning cluster registers again, in the same session.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(registers)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d registers, want a second one after the cluster returned", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if registers[0].SessionId != registers[1].SessionId || registers[0].SessionId != e.agent.SessionID() {
+		t.Errorf("session changed between registers: %q, %q", registers[0].SessionId, registers[1].SessionId)
+	}
 }
 
 func TestAdvertisementFollowsLaunches(t *testing.T) {
