@@ -285,3 +285,42 @@ func TestReplayTraceSlice(t *testing.T) {
 		})
 	}
 }
+
+// With every refinement off and FGD's typical target, Meridian must place
+// exactly like FGD: the refinements are the only differences.
+func TestMeridianAblationReducesToFGD(t *testing.T) {
+	dir := traceDir(t)
+	nodes, err := LoadNodesFile(filepath.Join(dir, NodesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := LoadPodsFile(filepath.Join(dir, "openb_pod_list_gpuspec10.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Config{Seed: 43, Tune: DefaultTune, MaxPods: 2000}
+	fgd := base
+	fgd.Policy = PolicyFGD
+	mer := base
+	mer.Policy, mer.MeridianOptions, mer.MeridianTypical = PolicyMeridian, &gpufit.MeridianOptions{}, true
+	a, err := Replay(context.Background(), nodes, pods, fgd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Replay(context.Background(), nodes, pods, mer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a.Placement, b.Placement) || !reflect.DeepEqual(a.Nodes, b.Nodes) {
+		t.Fatal("Meridian with no refinements and FGD's target placed pods differently from FGD")
+	}
+	full := base
+	full.Policy = PolicyMeridian
+	c, err := Replay(context.Background(), nodes, pods, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.DeepEqual(a.Placement, c.Placement) {
+		t.Fatal("default Meridian placed exactly like FGD; the refinements had no effect")
+	}
+}

@@ -54,6 +54,12 @@ type Config struct {
 	Clusters   int     // >= 1; > 1 splits the nodes into federated clusters
 	MaxPods    int     // > 0 stops after that many arrivals (for short tests)
 	Popularity float64 // typical-shape coverage for FGD's target workload; 0 = DefaultPopularity
+	// MeridianOptions overrides gpufit.DefaultMeridianOptions for the
+	// meridian policy (for ablations); nil keeps the defaults.
+	MeridianOptions *gpufit.MeridianOptions
+	// MeridianTypical gives Meridian FGD's typical shapes instead of the
+	// full mix (for ablations).
+	MeridianTypical bool
 	// Progress, when set, is called every 1,000 pods and at the end.
 	Progress func(done, total int)
 }
@@ -254,6 +260,17 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 	scorer, err := NewScorer(cfg.Policy, pods, cfg.Popularity)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Policy == PolicyMeridian && (cfg.MeridianOptions != nil || cfg.MeridianTypical) {
+		opts := gpufit.DefaultMeridianOptions()
+		if cfg.MeridianOptions != nil {
+			opts = *cfg.MeridianOptions
+		}
+		target := FullTarget(pods)
+		if cfg.MeridianTypical {
+			target = Target(pods, cfg.Popularity)
+		}
+		scorer = gpufit.MeridianWith(target, opts)
 	}
 	norm, _ := scorer.(gpufit.Normalizer)
 
