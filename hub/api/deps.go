@@ -75,6 +75,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Clock stamps create, update and end times; nil means time.Now.
 	Clock func() time.Time
+	// BookmarkEvery is how often a quiet watch stream gets a BOOKMARK with
+	// its latest revision; 0 means 10s.
+	BookmarkEvery time.Duration
 }
 
 // Service implements the four meridian.v1 services.
@@ -90,6 +93,8 @@ type Service struct {
 	log *slog.Logger
 	ids *idGen
 	now func() time.Time
+
+	bookmarkEvery time.Duration
 }
 
 // New checks deps and returns the service.
@@ -108,5 +113,12 @@ func New(d Deps) (*Service, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{d: d, st: d.Store, cli: d.Store.Client(), log: l, ids: newIDGen(), now: now}, nil
+	if d.BookmarkEvery < 0 {
+		return nil, errors.New("api: Deps.BookmarkEvery must not be negative")
+	}
+	be := d.BookmarkEvery
+	if be == 0 {
+		be = 10 * time.Second
+	}
+	return &Service{d: d, st: d.Store, cli: d.Store.Client(), log: l, ids: newIDGen(), now: now, bookmarkEvery: be}, nil
 }

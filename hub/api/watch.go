@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,7 +22,11 @@ import (
 // watch cache, whose per-subscriber delivery is coalesced per workload and
 // never blocks the cache: a slow client may skip intermediate states of a
 // workload but always receives its latest one, and one workload's events
-// arrive in revision order. With since_revision it replays from etcd.
+// arrive in revision order. While a client lags, events of different
+// workloads may arrive out of revision order, so a client that resumes
+// with since_revision after lagging should prefer send_initial. Quiet
+// streams get a BOOKMARK with the highest revision processed every
+// bookmark interval. With since_revision it replays from etcd in order.
 func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream meridianv1.WorkloadService_WatchWorkloadsServer) error {
 	if q := req.GetQueue(); q != "" {
 		if err := validation.CheckQueuePath(q); err != nil {
@@ -106,10 +111,23 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 	if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK, Revision: rev, Time: timestamppb.New(s.now())}); err != nil {
 		return err
 	}
+	// seen is the highest revision this stream has processed (sent or
+	// filtered out); quiet streams get it in a periodic BOOKMARK.
+	seen, bookmarked := rev, rev
+	tick := time.NewTicker(s.bookmarkEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-tick.C:
+			if seen == bookmarked {
+				continue
+			}
+			bookmarked = seen
+			if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK, Revision: seen, Time: timestamppb.New(s.now())}); err != nil {
+				return err
+			}
 		case ev, ok := <-events:
 			if !ok {
 				return status.Error(codes.Unavailable, "watch: the hub's workload cache stopped; reconnect with since_revision")
@@ -117,6 +135,7 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 			if ev.ModRev <= rev || !strings.HasPrefix(ev.Key, prefix) {
 				continue
 			}
+			seen = max(seen, ev.ModRev)
 			we, ok := s.cacheEvent(ev, known, f)
 			if !ok {
 				continue
@@ -189,7 +208,7 @@ func (s *Service) watchEtcd(ctx context.Context, req *meridianv1.WatchWorkloadsR
 	wch := s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
 	for wr := range wch {
 		if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
-			return invalid("since_revision", "revision %d has been compacted (oldest available %d); start again with send_initial", from-1, wr.CompactRevision)
+			return fieldError(codes.OutOfRange, "since_revision", "revision %d has been compacted (oldest available %d); list again or watch with send_initial", from-1, wr.CompactRevision)
 		}
 		if err := wr.Err(); err != nil {
 			return storeErr("watch workloads", err)

@@ -2,8 +2,12 @@ package api
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
 
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -142,5 +146,46 @@ func TestWatchSlowClientDoesNotBlockCache(t *testing.T) {
 		if ev.GetWorkload().GetId() == last {
 			break
 		}
+	}
+}
+
+func TestWatchBookmarksAndCompaction(t *testing.T) {
+	e := newEnv(t, func(d *Deps) { d.BookmarkEvery = 50 * time.Millisecond })
+	ctx := testCtx(t)
+	tn := tenant(t)
+	e.mkQueues(t, tn, tn+"x")
+	s, err := e.wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: tn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := next(t, s)
+	if first.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+		t.Fatalf("first event %v", first)
+	}
+	// A change the filter hides still moves the stream's bookmark.
+	if _, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(tn + "x")}); err != nil {
+		t.Fatal(err)
+	}
+	head, err := e.cli.Get(ctx, "/meridian/workloads/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := next(t, s)
+	if bm.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK || bm.GetRevision() <= first.GetRevision() || bm.GetRevision() > head.Header.Revision {
+		t.Fatalf("bookmark %v, want revision in (%d, %d]", bm, first.GetRevision(), head.Header.Revision)
+	}
+
+	// Resuming from a compacted revision is OUT_OF_RANGE naming since_revision.
+	if _, err := e.cli.Compact(ctx, head.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	old, err := e.wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{SinceRevision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = old.Recv()
+	wantCode(t, err, codes.OutOfRange)
+	if !slices.Contains(fields(err), "since_revision") {
+		t.Fatalf("fields %v", fields(err))
 	}
 }
