@@ -67,11 +67,8 @@ func (a *Agent) sendHeartbeat(ctx context.Context) {
 	a.m.heartbeats.Inc()
 }
 
-func (a *Agent) lastAdvSeq() uint64 {
-	a.advMu.Lock()
-	defer a.advMu.Unlock()
-	return a.sentSeq
-}
+// lastAdvSeq never waits for an advertisement in flight.
+func (a *Agent) lastAdvSeq() uint64 { return a.sentSeq.Load() }
 
 func (a *Agent) advertLoop(ctx context.Context) {
 	a.sendFull(ctx)
@@ -134,7 +131,7 @@ func (a *Agent) sendFull(ctx context.Context) {
 	for _, n := range inv.Nodes {
 		a.lastNodes[n.GetName()] = n
 	}
-	a.sentSeq = seq
+	a.sentSeq.Store(seq)
 	a.m.adverts.WithLabelValues("full").Inc()
 }
 
@@ -159,7 +156,7 @@ func (a *Agent) sendDelta(ctx context.Context) {
 		a.log.Warn("inventory failed; delta skipped", "err", err)
 		return
 	}
-	d := &agentv1.AdvertisementDelta{ClusterId: a.cfg.ClusterID, BaseSeq: a.sentSeq, SentAt: timestamppb.New(a.cfg.Now()), SessionId: a.session}
+	d := &agentv1.AdvertisementDelta{ClusterId: a.cfg.ClusterID, BaseSeq: a.sentSeq.Load(), SentAt: timestamppb.New(a.cfg.Now()), SessionId: a.session}
 	seen := map[string]bool{}
 	for _, n := range inv.Nodes {
 		seen[n.GetName()] = true
@@ -194,6 +191,6 @@ func (a *Agent) sendDelta(ctx context.Context) {
 	for _, name := range d.RemovedNodes {
 		delete(a.lastNodes, name)
 	}
-	a.sentSeq = d.Seq
+	a.sentSeq.Store(d.Seq)
 	a.m.adverts.WithLabelValues("delta").Inc()
 }

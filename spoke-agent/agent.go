@@ -114,7 +114,7 @@ type Agent struct {
 
 	advMu     sync.Mutex
 	lastNodes map[string]*agentv1.Node // last nodes sent, for deltas
-	sentSeq   uint64                   // seq of the last advertisement or delta sent
+	sentSeq   atomic.Uint64            // seq of the last advertisement or delta sent
 	changed   chan struct{}
 	rejoin    chan struct{} // a vanished connector is back
 
@@ -660,7 +660,11 @@ func (a *Agent) relist(ctx context.Context) error {
 			ev.WallTime = ws.FinishedAt.Sub(ws.StartedAt)
 		}
 		if _, ok := a.held[ws.DispatchID]; !ok {
+			// Adopted from an earlier session: its ACCEPTED may never have
+			// been stored. Queue it first (a stored copy is deduplicated by
+			// its id) so the hub sees the usual order.
 			a.held[ws.DispatchID] = &entry{id: ws.DispatchID, workloadID: ws.WorkloadID}
+			a.enqueueLocked(a.newEvent(ws.DispatchID, ws.WorkloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED))
 		}
 		a.applyLocked(ev)
 	}

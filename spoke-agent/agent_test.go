@@ -610,6 +610,11 @@ func TestRegisterAckCancelsStaleWork(t *testing.T) {
 	})
 	e.waitFor("stale cancelled", e.hasEvent("stale", cancelled))
 	e.waitFor("keep reported running", e.hasEvent("keep", running))
+	for id, want := range map[string][]string{"keep": ids("keep", accepted, running), "stale": ids("stale", accepted, running, cancelled)} {
+		if got := e.eventsOf(id); !slices.Equal(got, want) {
+			t.Errorf("%s events %v, want %v", id, got, want)
+		}
+	}
 	if e.sim.Running() != 1 {
 		t.Fatalf("running = %d, want 1 (keep)", e.sim.Running())
 	}
@@ -763,5 +768,72 @@ func TestBareHubEncoding(t *testing.T) {
 	e.waitFor("cancelled", e.hasEvent("bare", cancelled))
 	if got, want := e.eventsOf("bare"), ids("bare", accepted, running, cancelled); !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+// TestAgentRestartAdoptsWork stops the agent while work runs, lets one
+// dispatch finish while no agent listens, and starts a new agent process
+// (new session) on the same cluster.
+func TestAgentRestartAdoptsWork(t *testing.T) {
+	e := newEnv(t, nil)
+	e.publish("long", dispatchMsg("long", 1, map[string]string{simcluster.LabelDuration: "10m"}))
+	e.publish("short", dispatchMsg("short", 1, map[string]string{simcluster.LabelDuration: "1m"}))
+	e.waitFor("both running", func() bool { return e.hasEvent("long", running)() && e.hasEvent("short", running)() })
+	first := e.agent.SessionID()
+	e.stop()
+	select {
+	case err := <-e.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("first agent did not stop")
+	}
+	e.done <- nil // the env's cleanup waits for one result
+	e.clock.Advance(2 * time.Minute)
+	if e.sim.Running() != 1 {
+		t.Fatalf("running = %d after the agent stopped, want 1", e.sim.Running())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	bus, err := natsbus.Connect(ctx, e.ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	a2, err := agent.New(agent.Config{ClusterID: clusterID, Bus: bus, Connector: e.sim, Logger: logger(),
+		HeartbeatInterval: 50 * time.Millisecond, RegisterTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.SessionID() == first {
+		t.Fatal("a new agent reused the session id")
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a2.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("second agent: %v", err)
+		}
+	}()
+	e.waitFor("short's success reported by the new session", e.hasEvent("short", succeeded))
+	e.waitFor("a heartbeat of the new session holding long", func() bool {
+		hb := e.hbs[len(e.hbs)-1]
+		return hb.SessionId == a2.SessionID() && len(hb.Dispatches) == 1 && hb.Dispatches[0].DispatchId == "long"
+	})
+	if got := e.sim.Launches(); got != 2 {
+		t.Fatalf("launches = %d, want 2 (nothing relaunched)", got)
+	}
+	for _, id := range []string{"long", "short"} {
+		want := ids(id, accepted, running)
+		if id == "short" {
+			want = append(want, agent.EventID(id, succeeded))
+		}
+		if got := e.eventsOf(id); !slices.Equal(got, want) {
+			t.Errorf("%s events %v, want %v (each stored once across sessions)", id, got, want)
+		}
 	}
 }
