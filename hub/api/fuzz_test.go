@@ -13,12 +13,14 @@ import (
 // as a QUEUED workload.
 func FuzzSubmitJSON(f *testing.F) {
 	e := newEnv(f)
-	e.mkQueues(f, "fuzz", "fuzz/q")
-	f.Add(mustJSON(f, validWorkload("fuzz/q")))
-	f.Add([]byte(`{"queue":"fuzz/q","podSets":[{"name":"a","replicas":1,"resources":{"gpuMilli":500,"fractionalMode":"FRACTIONAL_MODE_MIG"}}]}`))
-	f.Add([]byte(`{"queue":"fuzz/q","podSets":[{"name":"a","replicas":1,"resources":{"gpuMilli":1500}}]}`))
-	f.Add([]byte("queue: fuzz/q\npod_sets:\n  - name: a\n    replicas: 2\n"))
-	f.Add([]byte(`{"queue":"fuzz/q","podSets":[{"name":"a","replicas":1}],"idempotencyKey":"k1"}`))
+	tn := tenant(f)
+	q := tn + "/q"
+	e.mkQueues(f, tn, q)
+	f.Add(mustJSON(f, validWorkload(q)))
+	f.Add([]byte(`{"queue":"` + q + `","podSets":[{"name":"a","replicas":1,"resources":{"gpuMilli":500,"fractionalMode":"FRACTIONAL_MODE_MIG"}}]}`))
+	f.Add([]byte(`{"queue":"` + q + `","podSets":[{"name":"a","replicas":1,"resources":{"gpuMilli":1500}}]}`))
+	f.Add([]byte("queue: " + q + "\npod_sets:\n  - name: a\n    replicas: 2\n"))
+	f.Add([]byte(`{"queue":"` + q + `","podSets":[{"name":"a","replicas":1}],"idempotencyKey":"k1"}`))
 	f.Add([]byte(`{"queue":"nope","podSets":[]}`))
 	f.Add([]byte(`{"runtime":{"extra":{"a":[1,{"b":null}]}}}`))
 	f.Add([]byte(`[]`))
