@@ -23,6 +23,14 @@ type Timer interface {
 	Stop() bool
 }
 
+// WallClock is implemented by clocks whose simulated time runs apart from
+// the wall clock. The cluster reports event and start/finish times through
+// it, so the hub sees wall-clock timestamps, while durations and usage stay
+// in simulated time.
+type WallClock interface {
+	Wall(sim time.Time) time.Time
+}
+
 // ScaledClock runs simulated time Scale times faster than wall time: with
 // Scale 60, one simulated minute passes per real second.
 type ScaledClock struct {
@@ -44,6 +52,11 @@ func NewScaledClock(scale float64) (*ScaledClock, error) {
 func (c *ScaledClock) Now() time.Time {
 	real := c.now().Sub(c.start)
 	return c.start.Add(time.Duration(float64(real) * c.scale))
+}
+
+// Wall converts a simulated time back to the wall-clock time it happened at.
+func (c *ScaledClock) Wall(sim time.Time) time.Time {
+	return c.start.Add(time.Duration(float64(sim.Sub(c.start)) / c.scale))
 }
 
 // AfterFunc waits d/scale of wall time.

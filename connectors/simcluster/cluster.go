@@ -240,9 +240,9 @@ func (c *Cluster) emit(w *work) {
 		ExitCode: w.finalExit, GPUMilliSeconds: w.usage(c.clock.Now()),
 	}
 	if w.state == agent.StateRunning {
-		ev.Time = w.started
+		ev.Time = c.wall(w.started)
 	} else {
-		ev.Time = w.finished
+		ev.Time = c.wall(w.finished)
 		ev.WallTime = w.finished.Sub(w.started)
 	}
 	c.queue = append(c.queue, ev)
@@ -250,6 +250,14 @@ func (c *Cluster) emit(w *work) {
 	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// wall turns a simulated time into a wall-clock one when the clock can.
+func (c *Cluster) wall(t time.Time) time.Time {
+	if wc, ok := c.clock.(WallClock); ok && !t.IsZero() {
+		return wc.Wall(t)
+	}
+	return t
 }
 
 func (w *work) usage(now time.Time) int64 {
@@ -491,7 +499,7 @@ func (c *Cluster) List(ctx context.Context) ([]agent.WorkStatus, error) {
 	for _, w := range c.works {
 		out = append(out, agent.WorkStatus{
 			DispatchID: w.id, WorkloadID: w.workloadID, State: w.state, Nodes: append([]string(nil), w.nodes...),
-			StartedAt: w.started, FinishedAt: w.finished, ExitCode: w.finalExit, Reason: w.reason,
+			StartedAt: c.wall(w.started), FinishedAt: c.wall(w.finished), ExitCode: w.finalExit, Reason: w.reason,
 			GPUMilliSeconds: w.usage(now),
 		})
 	}

@@ -470,6 +470,13 @@ func TestScaledClock(t *testing.T) {
 		if at.Sub(t0) < time.Minute {
 			t.Errorf("fired after %v simulated, want >= 1m", at.Sub(t0))
 		}
+		// A simulated minute is a tenth of a wall second at scale 600.
+		if w := c.Wall(at).Sub(c.Wall(t0)); w < 100*time.Millisecond || w > 5*time.Second {
+			t.Errorf("wall time between the two = %v, want about 100ms", w)
+		}
+		if d := time.Since(c.Wall(at)); d < -50*time.Millisecond || d > 5*time.Second {
+			t.Errorf("Wall(now) is %v away from the wall clock", d)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("scaled timer did not fire")
 	}

@@ -1,0 +1,556 @@
+package slurm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+)
+
+// These tests run against real Slurm daemons started by scripts/slurm-up.sh.
+// They skip, loudly, when not root or when the script fails, unless
+// MERIDIAN_REQUIRE_SLURM=1, in which case they fail.
+
+type slurmEnv struct {
+	vars map[string]string
+}
+
+var (
+	slurmOnce sync.Once
+	slurmInfo *slurmEnv
+	slurmErr  error
+	testSeq   atomic.Int64
+)
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+func needSlurm(t *testing.T) *slurmEnv {
+	t.Helper()
+	if testing.Short() {
+		skipOrFail(t, "-short: not starting Slurm daemons")
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "not root: the local Slurm cluster (scripts/slurm-up.sh) needs root")
+	}
+	slurmOnce.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			slurmErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "slurm-up.sh"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			slurmErr = fmt.Errorf("scripts/slurm-up.sh: %w\n%s", err, out)
+			return
+		}
+		dir := os.Getenv("MERIDIAN_SLURM_DIR")
+		if dir == "" {
+			home, _ := os.UserHomeDir()
+			dir = filepath.Join(home, ".cache", "meridian", "slurm")
+		}
+		vars, err := readEnvFile(filepath.Join(dir, "env"))
+		if err != nil {
+			slurmErr = err
+			return
+		}
+		slurmInfo = &slurmEnv{vars: vars}
+	})
+	if slurmErr != nil {
+		skipOrFail(t, "Slurm is not available: "+slurmErr.Error())
+	}
+	return slurmInfo
+}
+
+func skipOrFail(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv("MERIDIAN_REQUIRE_SLURM") == "1" {
+		t.Fatalf("MERIDIAN_REQUIRE_SLURM=1 and %s", msg)
+	}
+	t.Skipf("SKIPPING real-Slurm test: %s (set MERIDIAN_REQUIRE_SLURM=1 to make this a failure)", msg)
+}
+
+// readEnvFile reads the "export K=V" lines slurm-up.sh writes.
+func readEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("slurm env file: %w", err)
+	}
+	defer f.Close()
+	vars := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		line, ok := strings.CutPrefix(line, "export ")
+		if !ok {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok {
+			vars[k] = v
+		}
+	}
+	return vars, sc.Err()
+}
+
+type connOpt func(*Config)
+
+func cliOnly(c *Config) { c.RESTURL = ""; b := true; c.CLI = &b }
+func restOnly(c *Config) { b := false; c.CLI = &b }
+
+// newTestConnector gives each test its own cluster id, so it sees only the
+// jobs it submitted.
+func (e *slurmEnv) connector(t *testing.T, opts ...connOpt) *Connector {
+	t.Helper()
+	cfg := Config{
+		RESTURL:      e.vars["MERIDIAN_SLURM_REST_URL"],
+		User:         e.vars["MERIDIAN_SLURM_USER"],
+		JWTKeyFile:   e.vars["MERIDIAN_SLURM_JWT_KEY"],
+		SlurmConf:    e.vars["SLURM_CONF"],
+		Partition:    e.vars["MERIDIAN_SLURM_PARTITION"],
+		ClusterID:    fmt.Sprintf("t%d-%d", os.Getpid(), testSeq.Add(1)),
+		Labels:       map[string]string{"env": "test"},
+		PollInterval: 200 * time.Millisecond,
+		Workdir:      t.TempDir(),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (e *slurmEnv) scontrol(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("scontrol", args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+e.vars["SLURM_CONF"])
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scontrol %v: %v\n%s", args, err, out)
+	}
+}
+
+// waitIdle waits until no job holds any GPU, so inventory counts are exact.
+func waitIdle(t *testing.T, c *Connector) *agent.Inventory {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		inv, err := c.Inventory(context.Background())
+		if err != nil {
+			t.Fatalf("Inventory: %v", err)
+		}
+		if freeGPUs(inv) == 32 || time.Now().After(deadline) {
+			return inv
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func freeGPUs(inv *agent.Inventory) int {
+	n := 0
+	for _, node := range inv.Nodes {
+		for _, g := range node.Gpus {
+			if g.FreeMilli == 1000 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// waitFor reads events until one for id reaches state (or a terminal one).
+func waitFor(t *testing.T, c *Connector, id string, want agent.WorkState, timeout time.Duration) agent.WorkEvent {
+	t.Helper()
+	tm := time.NewTimer(timeout)
+	defer tm.Stop()
+	for {
+		select {
+		case ev := <-c.Events():
+			if ev.DispatchID != id {
+				continue
+			}
+			if ev.State == want {
+				return ev
+			}
+			if ev.State.Terminal() {
+				t.Fatalf("dispatch %s ended %v (exit %v, %s), want %v", id, ev.State, fmtp(ev.ExitCode), ev.Reason, want)
+			}
+		case <-tm.C:
+			t.Fatalf("dispatch %s: no %v event within %v", id, want, timeout)
+		}
+	}
+}
+
+func script(body string) string { return "#!/bin/bash\nset -e\n" + body + "\n" }
+
+func TestSlurmInventory(t *testing.T) {
+	e := needSlurm(t)
+	for name, opt := range map[string]connOpt{"rest": restOnly, "cli": cliOnly} {
+		t.Run(name, func(t *testing.T) {
+			c := e.connector(t, opt)
+			inv := waitIdle(t, c)
+			if len(inv.Nodes) != 4 {
+				t.Fatalf("%d nodes, want 4", len(inv.Nodes))
+			}
+			total := 0
+			wantRack := map[string]string{"gpu1": "leaf1", "gpu2": "leaf1", "gpu3": "leaf2", "gpu4": "leaf2"}
+			for i, n := range inv.Nodes {
+				if want := fmt.Sprintf("gpu%d", i+1); n.Name != want {
+					t.Errorf("node %d is %s, want %s", i, n.Name, want)
+				}
+				total += len(n.Gpus)
+				if n.AcceleratorClass != "nvidia-h100-80gb" || !n.Schedulable {
+					t.Errorf("%s: class %q schedulable %v", n.Name, n.AcceleratorClass, n.Schedulable)
+				}
+				// Topology comes from scontrol: REST-only mode has none.
+				if wantR := wantRack[n.Name]; name == "cli" && (n.Rack != wantR || n.NvlinkDomain != wantR) {
+					t.Errorf("%s: rack %q nvlink %q, want %q", n.Name, n.Rack, n.NvlinkDomain, wantR)
+				}
+				leafFeature := "leaf1"
+				if n.Name == "gpu3" || n.Name == "gpu4" {
+					leafFeature = "leaf2"
+				}
+				for _, f := range []string{"h100", "nvlink", leafFeature} {
+					if n.Labels[FeaturePrefix+f] != "true" {
+						t.Errorf("%s lacks feature %s: %v", n.Name, f, n.Labels)
+					}
+				}
+				if n.Labels[LabelShards] != "32" || n.Labels[LabelMPS] != "800" {
+					t.Errorf("%s: shard/mps labels %v", n.Name, n.Labels)
+				}
+			}
+			if total != 32 || freeGPUs(inv) != 32 {
+				t.Fatalf("%d GPUs, %d free; want 32 and 32", total, freeGPUs(inv))
+			}
+			if len(inv.FractionalModes) != 2 || inv.Labels["env"] != "test" || inv.Labels[LabelConnector] != "slurm" {
+				t.Fatalf("modes %v labels %v", inv.FractionalModes, inv.Labels)
+			}
+		})
+	}
+	// The REST connector with the CLI available reads topology too.
+	c := e.connector(t)
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range inv.Nodes {
+		if n.Rack == "" {
+			t.Errorf("%s: no rack with REST + CLI", n.Name)
+		}
+	}
+}
+
+func TestSlurmDrainShowsInNextInventory(t *testing.T) {
+	e := needSlurm(t)
+	c := e.connector(t)
+	e.scontrol(t, "update", "nodename=gpu4", "state=drain", "reason=meridian-drain-test")
+	t.Cleanup(func() { e.scontrol(t, "update", "nodename=gpu4", "state=resume") })
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range inv.Nodes {
+		if n.Name == "gpu4" {
+			if n.Schedulable || n.Labels[LabelReason] != "meridian-drain-test" || !strings.Contains(n.Labels[LabelState], "drain") {
+				t.Fatalf("drained gpu4 advertised as %+v", n)
+			}
+		} else if !n.Schedulable {
+			t.Fatalf("%s not schedulable", n.Name)
+		}
+	}
+	e.scontrol(t, "update", "nodename=gpu4", "state=resume")
+	inv, err = c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inv.Nodes[3].Schedulable {
+		t.Fatalf("resumed gpu4 still not schedulable: %+v", inv.Nodes[3])
+	}
+}
+
+func TestSlurmGangRunsAndCompletes(t *testing.T) {
+	e := needSlurm(t)
+	c := e.connector(t)
+	waitIdle(t, c)
+	d := newDispatch(fmt.Sprintf("gang-%d", time.Now().UnixNano())).Replicas(2).Milli(8000).Class("nvidia-h100-80gb").
+		Topology(meridianv1.Topology_TOPOLOGY_RACK).Script(script(`[ "$SLURM_JOB_NUM_NODES" = 2 ]; [ -n "$CUDA_VISIBLE_DEVICES" ]; sleep 2`)).Obj()
+	if err := c.Launch(context.Background(), d); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	ev := waitFor(t, c, d.DispatchId, agent.StateRunning, 30*time.Second)
+	if ev.WorkloadID != d.WorkloadId {
+		t.Errorf("workload id %q", ev.WorkloadID)
+	}
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := freeGPUs(inv); got != 16 {
+		t.Errorf("%d free GPUs while the 2x8 gang runs, want 16", got)
+	}
+	list, err := c.List(context.Background())
+	if err != nil || len(list) != 1 {
+		t.Fatalf("List = %v, %v", list, err)
+	}
+	nodes := list[0].Nodes
+	if len(nodes) != 2 || rackOf(nodes[0]) != rackOf(nodes[1]) {
+		t.Errorf("gang on %v, want 2 nodes under one leaf switch", nodes)
+	}
+	ev = waitFor(t, c, d.DispatchId, agent.StateSucceeded, 60*time.Second)
+	if ev.ExitCode == nil || *ev.ExitCode != 0 || ev.WallTime <= 0 || ev.GPUMilliSeconds <= 0 {
+		t.Fatalf("succeeded event %+v", ev)
+	}
+}
+
+func rackOf(n string) string {
+	if n == "gpu1" || n == "gpu2" {
+		return "leaf1"
+	}
+	return "leaf2"
+}
+
+func TestSlurmExitCode3IsFailed(t *testing.T) {
+	e := needSlurm(t)
+	for name, opt := range map[string]connOpt{"rest": restOnly, "cli": cliOnly} {
+		t.Run(name, func(t *testing.T) {
+			c := e.connector(t, opt)
+			d := newDispatch(fmt.Sprintf("exit3-%s-%d", name, time.Now().UnixNano())).Script("#!/bin/bash\nexit 3\n").Obj()
+			if err := c.Launch(context.Background(), d); err != nil {
+				t.Fatalf("Launch: %v", err)
+			}
+			ev := waitFor(t, c, d.DispatchId, agent.StateFailed, 60*time.Second)
+			if ev.ExitCode == nil || *ev.ExitCode != 3 || !strings.Contains(ev.Reason, "exit code 3") {
+				t.Fatalf("failed event %+v (exit %v)", ev, fmtp(ev.ExitCode))
+			}
+			list, err := c.List(context.Background())
+			if err != nil || len(list) != 1 || list[0].State != agent.StateFailed || *list[0].ExitCode != 3 {
+				t.Fatalf("List = %+v, %v", list, err)
+			}
+		})
+	}
+}
+
+func TestSlurmMPSFractionalJob(t *testing.T) {
+	e := needSlurm(t)
+	c := e.connector(t)
+	waitIdle(t, c)
+	d := newDispatch(fmt.Sprintf("mps-%d", time.Now().UnixNano())).Milli(500).Mode(meridianv1.FractionalMode_FRACTIONAL_MODE_MPS).
+		Script(script(`[ -n "$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" ]; sleep 2`)).Obj()
+	if err := c.Launch(context.Background(), d); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	waitFor(t, c, d.DispatchId, agent.StateRunning, 30*time.Second)
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	halves := 0
+	for _, n := range inv.Nodes {
+		for _, g := range n.Gpus {
+			if g.FreeMilli == 500 {
+				halves++
+			}
+		}
+	}
+	if halves != 1 || freeGPUs(inv) != 31 {
+		t.Errorf("while mps:50 runs: %d half-free GPUs (want 1), %d whole free (want 31)", halves, freeGPUs(inv))
+	}
+	ev := waitFor(t, c, d.DispatchId, agent.StateSucceeded, 60*time.Second)
+	if ev.ExitCode == nil || *ev.ExitCode != 0 {
+		t.Fatalf("mps job: %+v", ev)
+	}
+}
+
+func TestSlurmSameDispatchTwiceIsOneJob(t *testing.T) {
+	e := needSlurm(t)
+	c := e.connector(t)
+	d := newDispatch(fmt.Sprintf("twice-%d", time.Now().UnixNano())).Script(script("sleep 3")).Obj()
+	for i := 0; i < 2; i++ {
+		if err := c.Launch(context.Background(), d); err != nil {
+			t.Fatalf("Launch %d: %v", i, err)
+		}
+	}
+	// A restarted agent (a new connector with the same cluster id) gets the
+	// dispatch redelivered: it must find the job, not submit another.
+	c2, err := New(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := c2.Launch(context.Background(), d); err != nil {
+		t.Fatalf("Launch after restart: %v", err)
+	}
+	if got := c.Counters().Submits.Load() + c2.Counters().Submits.Load(); got != 1 {
+		t.Fatalf("%d submits, want 1", got)
+	}
+	jobs, err := c.listJobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, j := range jobs {
+		if tag, ok := c.ours(j); ok && tag.DispatchID == d.DispatchId {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d Slurm jobs carry dispatch %s, want 1", n, d.DispatchId)
+	}
+	list, err := c2.List(context.Background())
+	if err != nil || len(list) != 1 || list[0].DispatchID != d.DispatchId {
+		t.Fatalf("restarted List = %+v, %v", list, err)
+	}
+	waitFor(t, c, d.DispatchId, agent.StateSucceeded, 60*time.Second)
+}
+
+func TestSlurmCancelAndPreempt(t *testing.T) {
+	e := needSlurm(t)
+	for name, tc := range map[string]struct {
+		opt     connOpt
+		preempt bool
+		want    agent.WorkState
+	}{
+		"rest cancel":  {opt: restOnly, want: agent.StateCancelled},
+		"cli cancel":   {opt: cliOnly, want: agent.StateCancelled},
+		"rest preempt": {opt: restOnly, preempt: true, want: agent.StatePreempted},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := e.connector(t, tc.opt)
+			d := newDispatch(fmt.Sprintf("cancel-%d", time.Now().UnixNano())).Script(script("sleep 300")).Obj()
+			if err := c.Launch(context.Background(), d); err != nil {
+				t.Fatalf("Launch: %v", err)
+			}
+			waitFor(t, c, d.DispatchId, agent.StateRunning, 30*time.Second)
+			if err := c.Cancel(context.Background(), d.DispatchId, tc.preempt); err != nil {
+				t.Fatalf("Cancel: %v", err)
+			}
+			waitFor(t, c, d.DispatchId, tc.want, 30*time.Second)
+			// Cancelling again, or something unknown, is not an error.
+			if err := c.Cancel(context.Background(), d.DispatchId, tc.preempt); err != nil {
+				t.Fatalf("second Cancel: %v", err)
+			}
+			if err := c.Cancel(context.Background(), "never-launched", false); err != nil {
+				t.Fatalf("Cancel of an unknown dispatch: %v", err)
+			}
+		})
+	}
+	// A job Slurm no longer knows: the backend says "gone", not an error.
+	c := e.connector(t)
+	err := c.rest.cancel(context.Background(), 999999)
+	if err == nil || !IsJobGone(err) {
+		t.Fatalf("REST DELETE of an unknown job = %v, want a gone error", err)
+	}
+}
+
+func TestSlurmRejectsAndRetries(t *testing.T) {
+	e := needSlurm(t)
+	c := e.connector(t)
+	tests := map[string]*agentv1.Dispatch{
+		"bad constraint":          newDispatch(fmt.Sprintf("badc-%d", time.Now().UnixNano())).Extra(ExtraConstraint, "no-such-feature").Obj(),
+		"more GPUs than any node": newDispatch(fmt.Sprintf("big-%d", time.Now().UnixNano())).Replicas(5).Milli(8000).Obj(),
+		"bad partition":           newDispatch(fmt.Sprintf("badp-%d", time.Now().UnixNano())).Extra(ExtraPartition, "nosuch").Obj(),
+	}
+	for name, d := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := c.Launch(context.Background(), d)
+			if !agent.IsRejected(err) {
+				t.Fatalf("Launch = %v, want a rejection", err)
+			}
+			t.Logf("rejected: %s", agent.RejectReason(err))
+			// Redelivery is rejected again, not adopted as an accepted job.
+			if err := c.Launch(context.Background(), d); !agent.IsRejected(err) {
+				t.Fatalf("second Launch = %v, want a rejection", err)
+			}
+		})
+	}
+	// A bad token is a fault to retry, not a rejection.
+	bad := e.connector(t, restOnly, func(cfg *Config) { cfg.Token = "not-a-token" })
+	err := bad.Launch(context.Background(), newDispatch("badtoken").Obj())
+	if err == nil || agent.IsRejected(err) {
+		t.Fatalf("Launch with a bad token = %v, want a retryable error", err)
+	}
+	// slurmrestd unreachable, no CLI: retryable too.
+	down := e.connector(t, restOnly, func(cfg *Config) { cfg.RESTURL = "http://127.0.0.1:1" })
+	if _, err := down.Inventory(context.Background()); err == nil {
+		t.Fatal("Inventory against a dead slurmrestd succeeded")
+	}
+	if err := down.Launch(context.Background(), newDispatch("down").Obj()); err == nil || agent.IsRejected(err) {
+		t.Fatalf("Launch against a dead slurmrestd = %v, want a retryable error", err)
+	}
+	// With the CLI, reads fall back to it.
+	fb := e.connector(t, func(cfg *Config) { cfg.RESTURL = "http://127.0.0.1:1" })
+	if _, err := fb.Inventory(context.Background()); err != nil {
+		t.Fatalf("Inventory with the CLI fallback: %v", err)
+	}
+	if fb.Counters().Fallbacks.Load() == 0 {
+		t.Fatal("no fallback counted")
+	}
+}
+
+func TestSlurmForeignJobsUntouched(t *testing.T) {
+	e := needSlurm(t)
+	c := e.connector(t)
+	cmd := exec.Command("sbatch", "--parsable", "--job-name=not-meridian", "--comment=hand-made", "--chdir="+t.TempDir(), "--wrap=sleep 20")
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+e.vars["SLURM_CONF"])
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sbatch: %v", err)
+	}
+	jobID := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		c := exec.Command("scancel", jobID)
+		c.Env = cmd.Env
+		_ = c.Run()
+	})
+	list, err := c.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 0 {
+		t.Fatalf("List shows jobs the hub did not start: %+v", list)
+	}
+	// Another agent's job (a different cluster id) is not ours either.
+	other := e.connector(t)
+	d := newDispatch(fmt.Sprintf("other-%d", time.Now().UnixNano())).Script(script("sleep 1")).Obj()
+	if err := other.Launch(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cancel(context.Background(), d.DispatchId, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, other, d.DispatchId, agent.StateSucceeded, 60*time.Second)
+	if list, _ := c.List(context.Background()); len(list) != 0 {
+		t.Fatalf("List shows another agent's job: %+v", list)
+	}
+}
