@@ -78,7 +78,7 @@ func (s *Service) DrainCluster(ctx context.Context, req *meridianv1.DrainCluster
 	if len(req.GetReason()) > maxReasonLen {
 		return nil, invalid("reason", "is %d bytes; at most %d", len(req.GetReason()), maxReasonLen)
 	}
-	return s.setDraining(ctx, req.GetId(), true)
+	return s.setDraining(ctx, req.GetId(), true, req.GetReason())
 }
 
 // ResumeCluster reopens a drained cluster.
@@ -86,14 +86,27 @@ func (s *Service) ResumeCluster(ctx context.Context, req *meridianv1.ResumeClust
 	if err := checkClusterID(req.GetId()); err != nil {
 		return nil, err
 	}
-	return s.setDraining(ctx, req.GetId(), false)
+	return s.setDraining(ctx, req.GetId(), false, "")
 }
 
-func (s *Service) setDraining(ctx context.Context, id string, draining bool) (*meridianv1.Cluster, error) {
+// DrainReasonSetter is an optional ability of a ClusterSource: recording
+// the operator's reason with the drain flag. Without it the reason is
+// dropped.
+type DrainReasonSetter interface {
+	SetDrainingReason(ctx context.Context, id string, draining bool, reason string) error
+}
+
+func (s *Service) setDraining(ctx context.Context, id string, draining bool, reason string) (*meridianv1.Cluster, error) {
 	if _, err := s.cluster(id); err != nil {
 		return nil, err
 	}
-	if err := s.d.Clusters.SetDraining(ctx, id, draining); err != nil {
+	var err error
+	if rs, ok := s.d.Clusters.(DrainReasonSetter); ok {
+		err = rs.SetDrainingReason(ctx, id, draining, reason)
+	} else {
+		err = s.d.Clusters.SetDraining(ctx, id, draining)
+	}
+	if err != nil {
 		if _, ok := status.FromError(err); ok {
 			return nil, err
 		}

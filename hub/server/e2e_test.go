@@ -58,6 +58,16 @@ func TestWorkloadRunsOnSimclusterAgent(t *testing.T) {
 		code, body := get(t, base+"/v1/clusters/east")
 		return code == 200 && strings.Contains(body, "CLUSTER_STATE_READY")
 	})
+	// Drain and resume through REST reach the loop.
+	if code, body := post(t, base+"/v1/clusters/east:drain", `{"reason":"maintenance"}`); code != 200 || !strings.Contains(body, "CLUSTER_STATE_DRAINING") {
+		t.Fatalf("drain: %d %s", code, body)
+	}
+	if code, body := post(t, base+"/v1/clusters/east:resume", `{}`); code != 200 || !strings.Contains(body, "CLUSTER_STATE_READY") {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	if code, body := get(t, base+"/v1/clusters/nowhere"); code != 404 {
+		t.Fatalf("unknown cluster: %d %s", code, body)
+	}
 	code, body := post(t, base+"/v1/workloads", `{"queue":"acme/vision","labels":{"meridian.io/sim-duration":"300ms"},
 		"podSets":[{"name":"w","replicas":2,"resources":{"gpuMilli":1000,"acceleratorClass":"nvidia-h100-80gb"}}]}`)
 	if code != 200 {
