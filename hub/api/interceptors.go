@@ -16,6 +16,10 @@ import (
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
+// DefaultRequestTimeout bounds a unary request whose client set no
+// deadline, so a stalled etcd never pins handlers forever.
+const DefaultRequestTimeout = 30 * time.Second
+
 // DefaultMaxRequestBytes is the largest request message the hub accepts
 // over gRPC and the largest REST body: 2 MiB, comfortably above a workload
 // at its validation limits (16 pod sets and a 256 KiB runtime template).
@@ -58,8 +62,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // ServerOptions returns the gRPC server options every hub uses: a
 // receive-size limit (maxRecv bytes; 0 means DefaultMaxRequestBytes) and the
-// interceptor chains (outermost first: logging and metrics, then panic
-// recovery). m may be nil.
+// interceptor chains (outermost first: logging and metrics, a default
+// deadline for unary calls, then panic recovery). m may be nil.
 func ServerOptions(log *slog.Logger, m *Metrics, maxRecv int) []grpc.ServerOption {
 	if maxRecv <= 0 {
 		maxRecv = DefaultMaxRequestBytes
@@ -69,7 +73,7 @@ func ServerOptions(log *slog.Logger, m *Metrics, maxRecv int) []grpc.ServerOptio
 	}
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxRecv),
-		grpc.ChainUnaryInterceptor(UnaryObserve(log, m), UnaryRecover(log, m)),
+		grpc.ChainUnaryInterceptor(UnaryObserve(log, m), UnaryDeadline(DefaultRequestTimeout), UnaryRecover(log, m)),
 		grpc.ChainStreamInterceptor(StreamObserve(log, m), StreamRecover(log, m)),
 	}
 }
@@ -98,6 +102,18 @@ func panicErr(log *slog.Logger, m *Metrics, method string, req any, p any) error
 	args = append(args, requestSubject(req)...)
 	log.Error("recovered panic in API handler", args...)
 	return status.Errorf(codes.Internal, "internal error in %s; the hub logged the details", method)
+}
+
+// UnaryDeadline gives a unary request without a deadline one of d.
+func UnaryDeadline(d time.Duration) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if _, ok := ctx.Deadline(); !ok && d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		return h(ctx, req)
+	}
 }
 
 // UnaryRecover turns a panic in a handler into an Internal error and logs

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -94,4 +95,35 @@ func counterValue(t *testing.T, c prometheus.Metric) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+func TestUnaryDeadline(t *testing.T) {
+	cases := []struct {
+		name    string
+		ctx     func() (context.Context, context.CancelFunc)
+		maxLeft time.Duration
+	}{
+		{"no deadline gets one", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, time.Second},
+		{"client deadline kept", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		}, 50 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := c.ctx()
+			defer cancel()
+			var left time.Duration
+			_, err := UnaryDeadline(time.Second)(ctx, nil, &grpcInfo, func(ctx context.Context, _ any) (any, error) {
+				dl, ok := ctx.Deadline()
+				if !ok {
+					t.Fatal("handler has no deadline")
+				}
+				left = time.Until(dl)
+				return nil, nil
+			})
+			if err != nil || left <= 0 || left > c.maxLeft {
+				t.Fatalf("deadline %s left (max %s), err %v", left, c.maxLeft, err)
+			}
+		})
+	}
 }
