@@ -123,7 +123,7 @@ func readEnvFile(path string) (map[string]string, error) {
 
 type connOpt func(*Config)
 
-func cliOnly(c *Config) { c.RESTURL = ""; b := true; c.CLI = &b }
+func cliOnly(c *Config)  { c.RESTURL = ""; b := true; c.CLI = &b }
 func restOnly(c *Config) { b := false; c.CLI = &b }
 
 // newTestConnector gives each test its own cluster id, so it sees only the
@@ -275,7 +275,12 @@ func TestSlurmDrainShowsInNextInventory(t *testing.T) {
 	e := needSlurm(t)
 	c := e.connector(t)
 	e.scontrol(t, "update", "nodename=gpu4", "state=drain", "reason=meridian-drain-test")
-	t.Cleanup(func() { e.scontrol(t, "update", "nodename=gpu4", "state=resume") })
+	t.Cleanup(func() {
+		// Resume whatever state the test left; "already resumed" is fine.
+		cmd := exec.Command("scontrol", "update", "nodename=gpu4", "state=resume")
+		cmd.Env = append(os.Environ(), "SLURM_CONF="+e.vars["SLURM_CONF"])
+		_ = cmd.Run()
+	})
 	inv, err := c.Inventory(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -290,12 +295,21 @@ func TestSlurmDrainShowsInNextInventory(t *testing.T) {
 		}
 	}
 	e.scontrol(t, "update", "nodename=gpu4", "state=resume")
-	inv, err = c.Inventory(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !inv.Nodes[3].Schedulable {
-		t.Fatalf("resumed gpu4 still not schedulable: %+v", inv.Nodes[3])
+	// slurmctld marks a resumed node not responding until its next ping
+	// (about a second).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		inv, err = c.Inventory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inv.Nodes[3].Schedulable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resumed gpu4 still not schedulable: %+v", inv.Nodes[3])
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
