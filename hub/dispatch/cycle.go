@@ -22,8 +22,13 @@ import (
 // what to do once they did.
 type mutation struct {
 	ops   []store.Op
+	size  int // bytes of values written, to keep transactions under etcd's request limit
 	after func()
 }
+
+// maxTxnBytes keeps one transaction well under etcd's default 1.5 MiB
+// request size limit.
+const maxTxnBytes = 1 << 20
 
 // applyMutations commits mutations in as few fenced transactions as the
 // store allows. A mutation is never split. A conflicting transaction is
@@ -31,6 +36,13 @@ type mutation struct {
 // It returns the highest committed revision and whether any conflict
 // happened.
 func (l *Loop) applyMutations(t *term, ms []mutation) (int64, bool, error) {
+	return l.applyMutationsStop(t, ms, false)
+}
+
+// applyMutationsStop is applyMutations; with stopOnConflict the first
+// conflicting transaction drops every later one (a plan is not applied past
+// a conflict; the next cycle rebuilds it).
+func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (int64, bool, error) {
 	var (
 		rev      int64
 		conflict bool
@@ -65,14 +77,20 @@ func (l *Loop) applyMutations(t *term, ms []mutation) (int64, bool, error) {
 		return nil
 	}
 	limit := l.st.MaxTxnOps()
+	size := 0
 	for _, m := range ms {
-		if len(batch)+len(m.ops) > limit {
+		if len(batch)+len(m.ops) > limit || size+m.size > maxTxnBytes {
 			if err := flush(); err != nil {
 				return rev, conflict, err
+			}
+			size = 0
+			if conflict && stopOnConflict {
+				return rev, conflict, nil
 			}
 		}
 		batch = append(batch, m.ops...)
 		afters = append(afters, m.after)
+		size += m.size
 	}
 	err := flush()
 	return rev, conflict, err
@@ -91,14 +109,12 @@ func (l *Loop) waitRev(t *term, rev int64) {
 	}
 }
 
-// requeue returns a mutation that sends an active workload back to QUEUED
-// (or CANCELLED when a cancel was requested), deleting its dispatch record.
-// avoid, when set, backs the cluster off.
-func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool, keepAttempts bool) (mutation, error) {
-	nw := cloneWorkload(w.w)
-	st := nw.Status
+// requeueStatus sends an active workload back to QUEUED (or CANCELLED when
+// a cancel was requested), in place. avoid backs its cluster off.
+func (l *Loop) requeueStatus(w *meridianv1.Workload, now time.Time, why string, avoid bool) {
+	st := w.Status
 	cluster := st.GetCluster()
-	if hasCondition(nw, ConditionCancelRequested) {
+	if hasCondition(w, ConditionCancelRequested) {
 		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
 		st.EndTime = tsOf(now)
 		st.Message = clip("cancelled: "+why, 512)
@@ -109,13 +125,20 @@ func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool, kee
 		st.Message = st.PendingReason
 		st.StartTime = nil
 		if avoid && cluster != "" {
-			n := rejections(nw, cluster) + 1
+			n := rejections(w, cluster) + 1
 			until := now.Add(backoffFor(n, l.cfg.RejectBackoff, l.cfg.RejectBackoffMax))
-			setBackoff(nw, cluster, n, why, until)
+			setBackoff(w, cluster, n, why, until)
 		}
 	}
-	_ = keepAttempts // attempts count dispatches; a requeue never changes them
+	// Attempts count dispatches; a requeue keeps them.
 	st.Cluster, st.DispatchId = "", ""
+}
+
+// requeue returns a mutation that requeues an active workload (see
+// requeueStatus) and deletes its dispatch record.
+func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool) (mutation, error) {
+	nw := cloneWorkload(w.w)
+	l.requeueStatus(nw, now, why, avoid)
 	b, err := l.stamp(nw, now)
 	if err != nil {
 		return mutation{}, err
@@ -124,7 +147,7 @@ func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool, kee
 	if r != nil {
 		ops = append(ops, store.Delete(r.key, r.modRev))
 	}
-	return mutation{ops: ops}, nil
+	return mutation{ops: ops, size: len(b) + len(w.key)}, nil
 }
 
 // setBackoff records or refreshes the ClusterBackoff condition for cluster.
@@ -220,7 +243,8 @@ func (l *Loop) cycle(t *term) (err error) {
 		}
 		dispatched[d.WorkloadID] = true
 		dms = append(dms, mutation{
-			ops: []store.Op{store.PutIfModRev(w.key, wb, w.modRev), store.PutIfModRev(rk, rb, 0)},
+			ops:  []store.Op{store.PutIfModRev(w.key, wb, w.modRev), store.PutIfModRev(rk, rb, 0)},
+			size: len(wb) + len(rb) + len(w.key) + len(rk),
 			after: func() {
 				cmu.Lock()
 				done = append(done, committed{w: nw, r: r})
@@ -228,7 +252,7 @@ func (l *Loop) cycle(t *term) (err error) {
 			},
 		})
 	}
-	rev, conflict, err := l.applyMutations(t, dms)
+	rev, conflict, err := l.applyMutationsStop(t, dms, true)
 	if len(done) > 0 {
 		l.m.dispatches.Add(float64(len(done)))
 		publishAll(l, t, done, func(c committed) (*meridianv1.Workload, *Record) { return c.w, c.r })
@@ -275,7 +299,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		if err != nil {
 			continue
 		}
-		pms = append(pms, mutation{ops: []store.Op{store.PutIfModRev(w.key, wb, w.modRev)}})
+		pms = append(pms, mutation{ops: []store.Op{store.PutIfModRev(w.key, wb, w.modRev)}, size: len(wb) + len(w.key)})
 	}
 	prev, _, err := l.applyMutations(t, pms)
 	if err != nil {
@@ -349,7 +373,7 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		if r.r.Acked {
 			why = fmt.Sprintf("cluster %s was lost and the workload asks to be requeued on cluster loss", r.r.Cluster)
 		}
-		m, err := l.requeue(w, r, now, why, true, true)
+		m, err := l.requeue(w, r, now, why, true)
 		if err != nil {
 			continue
 		}
@@ -373,7 +397,7 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 			nw.Status.PendingReason = ""
 			nw.Status.Message = "cancelled by request"
 			if b, err := l.stamp(nw, now); err == nil {
-				ms = append(ms, mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}})
+				ms = append(ms, mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)})
 			}
 		case active(ph):
 			l.sendCancel(t, r.r.Cluster, r.r.DispatchID, id, "cancelled by request", false)

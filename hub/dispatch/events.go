@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-gpu/meridian/hub/leader"
@@ -15,9 +16,7 @@ import (
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
-type eventMsg struct{ *agentv1.DispatchEvent }
-
-func decodeEvent(b []byte) (*eventMsg, error) {
+func decodeEvent(b []byte) (*agentv1.DispatchEvent, error) {
 	ev := &agentv1.DispatchEvent{}
 	if err := proto.Unmarshal(b, ev); err != nil {
 		return nil, err
@@ -28,43 +27,126 @@ func decodeEvent(b []byte) (*eventMsg, error) {
 	if ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_UNSPECIFIED {
 		return nil, errors.New("type: is unspecified")
 	}
-	return &eventMsg{ev}, nil
+	return ev, nil
 }
 
-// handleEvent applies one agent event with fenced compare-and-swap writes,
-// retrying on conflicts. Unknown and stale dispatch ids are acknowledged and
-// ignored; a stale dispatch the agent still runs is cancelled. A lost fence
-// returns an error so the message is redelivered to the next leader.
-func (l *Loop) handleEvent(t *term, d natsbus.Delivery, ev *agentv1.DispatchEvent) error {
-	l.m.events.WithLabelValues(ev.GetType().String()).Inc()
-	for attempt := 0; attempt < 20; attempt++ {
-		if t.ctx.Err() != nil {
-			return fmt.Errorf("term ended: %w", t.ctx.Err())
+// ---- a working set of records, committed together ----
+
+// txItem is one key read for an event transaction and its pending change.
+type txItem struct {
+	key     string
+	origRev int64 // 0: did not exist
+	w       *meridianv1.Workload
+	r       *Record
+	dirty   bool
+	deleted bool
+}
+
+// evTx gathers the reads and writes of one or more events so they commit in
+// one fenced transaction with compare-and-swap on every key read.
+type evTx struct {
+	l         *Loop
+	ctx       context.Context
+	fromCache bool
+	items     map[string]*txItem
+}
+
+func (l *Loop) newTx(ctx context.Context, fromCache bool) *evTx {
+	return &evTx{l: l, ctx: ctx, fromCache: fromCache, items: map[string]*txItem{}}
+}
+
+// load reads key (cache first when allowed); nil when it does not exist.
+func (x *evTx) load(key string, decode func(*txItem, []byte) error) (*txItem, error) {
+	if it, ok := x.items[key]; ok {
+		if it.deleted || it.origRev == 0 && !it.dirty {
+			return nil, nil
 		}
-		err := l.applyEvent(t, d, ev)
-		switch {
-		case err == nil:
-			return nil
-		case leader.IsNotLeader(err):
-			t.cancel()
-			return err
-		case store.IsConflict(err):
-			continue
-		default:
-			return err
+		return it, nil
+	}
+	var (
+		b   []byte
+		rev int64
+		err error
+	)
+	if x.fromCache {
+		if ci, ok := x.l.cache.Get(key); ok {
+			b, rev = ci.Value, ci.ModRev
 		}
 	}
-	return fmt.Errorf("event %s for dispatch %s: still conflicting after 20 attempts", ev.GetType(), ev.GetDispatchId())
+	if b == nil {
+		b, rev, err = x.l.st.Get(x.ctx, key)
+		if store.IsNotFound(err) {
+			x.items[key] = &txItem{key: key}
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	it := &txItem{key: key, origRev: rev}
+	if err := decode(it, b); err != nil {
+		return nil, err
+	}
+	x.items[key] = it
+	return it, nil
 }
 
-func (l *Loop) applyEvent(t *term, d natsbus.Delivery, ev *agentv1.DispatchEvent) error {
-	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
-	defer cancel()
+func (x *evTx) record(key string) (*txItem, error) {
+	return x.load(key, func(it *txItem, b []byte) error {
+		r, err := decodeRecord(b)
+		it.r = r
+		return err
+	})
+}
+
+func (x *evTx) workload(key string) (*txItem, error) {
+	return x.load(key, func(it *txItem, b []byte) error {
+		w, err := decodeWorkload(b)
+		it.w = w
+		return err
+	})
+}
+
+// ops turns the changes into compare-and-swap ops, sorted by key.
+func (x *evTx) ops(now time.Time) ([]store.Op, error) {
+	var ops []store.Op
+	for _, k := range sortedKeys(x.items) {
+		it := x.items[k]
+		if !it.dirty || it.origRev == 0 {
+			continue
+		}
+		if it.deleted {
+			ops = append(ops, store.Delete(k, it.origRev))
+			continue
+		}
+		var (
+			b   []byte
+			err error
+		)
+		if it.w != nil {
+			b, err = x.l.stamp(it.w, now)
+		} else {
+			b, err = encodeRecord(it.r)
+		}
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, store.PutIfModRev(k, b, it.origRev))
+	}
+	return ops, nil
+}
+
+// ---- applying events ----
+
+// applyEvent applies one event to the working set. Unknown and stale
+// dispatch ids are ignored (logged); a stale dispatch the agent says it
+// still runs gets a DispatchCancel.
+func (l *Loop) applyEvent(t *term, x *evTx, subjectCluster string, ev *agentv1.DispatchEvent) error {
 	now := l.clock()
 	id := ev.GetDispatchId()
 	cluster := ev.GetClusterId()
 	if cluster == "" {
-		cluster = d.Cluster
+		cluster = subjectCluster
 	}
 	stillRuns := ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED || ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING
 	stale := func(why string) error {
@@ -79,17 +161,14 @@ func (l *Loop) applyEvent(t *term, d natsbus.Delivery, ev *agentv1.DispatchEvent
 	if err != nil {
 		return stale(err.Error())
 	}
-	rb, rrev, err := l.st.Get(ctx, rk)
-	if store.IsNotFound(err) {
-		return stale("no dispatch record")
-	}
+	ri, err := x.record(rk)
 	if err != nil {
 		return err
 	}
-	r, err := decodeRecord(rb)
-	if err != nil {
-		return stale(err.Error())
+	if ri == nil {
+		return stale("no dispatch record")
 	}
+	r := ri.r
 	if r.Cluster != cluster {
 		return stale(fmt.Sprintf("dispatch belongs to cluster %s", r.Cluster))
 	}
@@ -97,60 +176,45 @@ func (l *Loop) applyEvent(t *term, d natsbus.Delivery, ev *agentv1.DispatchEvent
 	if err != nil {
 		return stale(err.Error())
 	}
-	wb, wrev, err := l.st.Get(ctx, wk)
-	if store.IsNotFound(err) {
-		return stale("workload is gone")
-	}
+	wi, err := x.workload(wk)
 	if err != nil {
 		return err
 	}
-	w, err := decodeWorkload(wb)
-	if err != nil {
-		return stale(err.Error())
+	if wi == nil {
+		return stale("workload is gone")
 	}
+	w := wi.w
 	if w.GetStatus().GetDispatchId() != id || !active(w.GetStatus().GetPhase()) {
 		return stale("workload points at another dispatch")
 	}
-
 	when := now
 	if ev.GetTime() != nil {
 		when = ev.GetTime().AsTime()
 	}
 	st := w.Status
-	var ops []store.Op
-	ackRecord := func() error {
-		if r.Acked {
-			return nil
+	ack := func() {
+		if !r.Acked {
+			r.Acked, r.AckedAt = true, now
+			ri.dirty = true
 		}
-		r.Acked, r.AckedAt = true, now
-		b, err := encodeRecord(r)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, store.PutIfModRev(rk, b, rrev))
-		return nil
 	}
 	switch ev.GetType() {
 	case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED:
 		if st.Phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED {
 			st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_ACCEPTED
-		} else if r.Acked {
-			return nil // duplicate
+			wi.dirty = true
 		}
-		if err := ackRecord(); err != nil {
-			return err
-		}
+		ack()
 	case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING:
-		if st.Phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING && r.Acked {
-			return nil
+		if st.Phase != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
+			st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
+			st.StartTime = tsOf(when)
+			wi.dirty = true
 		}
-		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
-		st.StartTime = tsOf(when)
-		if err := ackRecord(); err != nil {
-			return err
-		}
+		ack()
 	case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_FAILED,
 		agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_CANCELLED:
+		l.finalAccrual(t, w, r, when)
 		switch ev.GetType() {
 		case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED:
 			st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED
@@ -165,8 +229,8 @@ func (l *Loop) applyEvent(t *term, d natsbus.Delivery, ev *agentv1.DispatchEvent
 		}
 		st.Message = clip(ev.GetReason(), 1024)
 		st.PendingReason = ""
-		ops = append(ops, store.Delete(rk, rrev))
-		l.finalAccrual(t, w, r, when)
+		wi.dirty = true
+		ri.dirty, ri.deleted = true, true
 	case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_PREEMPTED, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED:
 		rejected := ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED
 		why := fmt.Sprintf("preempted on cluster %s", cluster)
@@ -179,23 +243,152 @@ func (l *Loop) applyEvent(t *term, d natsbus.Delivery, ev *agentv1.DispatchEvent
 		if !rejected {
 			l.finalAccrual(t, w, r, when)
 		}
-		m, err := l.requeue(&wl{key: wk, modRev: wrev, w: w}, &rec{key: rk, modRev: rrev, r: r}, now, why, rejected, true)
-		if err != nil {
+		l.requeueStatus(w, now, why, rejected)
+		wi.dirty = true
+		ri.dirty, ri.deleted = true, true
+		l.log.Info("requeueing", "workload", r.WorkloadID, "dispatch", id, "why", why)
+	}
+	return nil
+}
+
+// applyBatch applies events in order as one transaction set; it returns the
+// commit error (conflicts included) so the caller can fall back.
+func (l *Loop) applyBatch(t *term, evs []batchEvent, fromCache bool) error {
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	x := l.newTx(ctx, fromCache)
+	for _, e := range evs {
+		if err := l.applyEvent(t, x, e.cluster, e.ev); err != nil {
 			return err
 		}
-		_, err = l.commit(t, m.ops...)
-		if err == nil {
-			l.log.Info("requeued", "workload", r.WorkloadID, "dispatch", id, "why", why)
-		}
-		return err
-	default:
-		return nil
 	}
-	b, err := l.stamp(w, now)
-	if err != nil {
+	ops, err := x.ops(l.clock())
+	if err != nil || len(ops) == 0 {
 		return err
 	}
-	ops = append([]store.Op{store.PutIfModRev(wk, b, wrev)}, ops...)
+	if len(ops) > min(l.st.MaxTxnOps(), 1024) {
+		// A workload and its record must commit together; rather than
+		// pair them up, let the caller go one event at a time.
+		return errBatchTooLarge
+	}
 	_, err = l.commit(t, ops...)
 	return err
+}
+
+var errBatchTooLarge = errors.New("event batch too large for one transaction")
+
+type batchEvent struct {
+	msg     jetstream.Msg
+	cluster string
+	ev      *agentv1.DispatchEvent
+}
+
+// handleOne applies a single event, retrying conflicts on fresh reads.
+func (l *Loop) handleOne(t *term, e batchEvent) error {
+	for attempt := 0; attempt < 20; attempt++ {
+		if t.ctx.Err() != nil {
+			return fmt.Errorf("term ended: %w", t.ctx.Err())
+		}
+		err := l.applyBatch(t, []batchEvent{e}, attempt == 0)
+		switch {
+		case err == nil:
+			return nil
+		case leader.IsNotLeader(err):
+			t.cancel()
+			return err
+		case store.IsConflict(err):
+			continue
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("event %s for dispatch %s: still conflicting after 20 attempts", e.ev.GetType(), e.ev.GetDispatchId())
+}
+
+// consumeEvents reads the hub-events durable consumer in batches while the
+// term lasts. Each batch is applied in one transaction (falling back to one
+// event at a time on a conflict) and then acknowledged; an event whose write
+// failed is left for redelivery. Events are idempotent, so a redelivery
+// after a lost ack changes nothing.
+func (l *Loop) consumeEvents(t *term) error {
+	js := l.bus.JetStream()
+	cons, err := js.CreateOrUpdateConsumer(t.ctx, natsbus.StreamEvents, jetstream.ConsumerConfig{
+		Durable:       natsbus.HubEventsConsumer,
+		Description:   "meridian hub: agent events",
+		FilterSubject: "meridian.events.*",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       l.cfg.EventAckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 4096,
+	})
+	if err != nil {
+		return fmt.Errorf("dispatch: events consumer: %w", err)
+	}
+	go func() {
+		for t.ctx.Err() == nil {
+			batch, err := cons.Fetch(l.cfg.EventBatch, jetstream.FetchMaxWait(200*time.Millisecond))
+			if err != nil {
+				if t.ctx.Err() == nil {
+					l.log.Warn("fetch agent events", "err", err)
+					sleepCtx(t.ctx, 100*time.Millisecond)
+				}
+				continue
+			}
+			var evs []batchEvent
+			for msg := range batch.Messages() {
+				ev, err := decodeEvent(msg.Data())
+				if err != nil {
+					l.log.Error("undecodable agent event dropped", "subject", msg.Subject(), "err", err)
+					_ = msg.TermWithReason(err.Error())
+					continue
+				}
+				l.m.events.WithLabelValues(ev.GetType().String()).Inc()
+				evs = append(evs, batchEvent{msg: msg, cluster: clusterOfSubject(msg.Subject()), ev: ev})
+			}
+			if len(evs) == 0 || t.ctx.Err() != nil {
+				continue
+			}
+			l.processEvents(t, evs)
+		}
+	}()
+	return nil
+}
+
+func (l *Loop) processEvents(t *term, evs []batchEvent) {
+	err := l.applyBatch(t, evs, true)
+	if leader.IsNotLeader(err) {
+		t.cancel()
+		return // unacked: the next leader gets them
+	}
+	if err == nil {
+		for _, e := range evs {
+			_ = e.msg.Ack()
+		}
+		return
+	}
+	if !store.IsConflict(err) && !errors.Is(err, errBatchTooLarge) {
+		l.log.Warn("apply event batch; retrying one by one", "events", len(evs), "err", err)
+	}
+	for _, e := range evs {
+		err := l.handleOne(t, e)
+		switch {
+		case err == nil:
+			_ = e.msg.Ack()
+		case leader.IsNotLeader(err) || t.ctx.Err() != nil:
+			return
+		default:
+			l.log.Warn("apply event; will redeliver", "dispatch", e.ev.GetDispatchId(), "type", e.ev.GetType().String(), "err", err)
+			_ = e.msg.NakWithDelay(200 * time.Millisecond)
+		}
+	}
+}
+
+func clusterOfSubject(s string) string {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '.' {
+			return s[i+1:]
+		}
+	}
+	return s
 }

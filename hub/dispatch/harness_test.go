@@ -50,7 +50,7 @@ const electionPrefix = "/meridian/leader"
 // env is one test's world: a clean etcd key space, a fresh NATS server, and
 // helpers to start hubs and agents.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	url  string
 	cli  *clientv3.Client // the test's own client (submits, reads)
@@ -59,7 +59,7 @@ type env struct {
 	hubs []*hub
 }
 
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t testing.TB, cfg Config) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)

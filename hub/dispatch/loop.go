@@ -44,6 +44,11 @@ type Config struct {
 	LedgerPersistEvery time.Duration
 	// PublishParallelism bounds concurrent JetStream publishes (16).
 	PublishParallelism int
+	// EventBatch is how many agent events one fetch applies together (256).
+	EventBatch int
+	// EventAckWait is how long an event handed to a leader that died stays
+	// invisible before it is redelivered (30s).
+	EventAckWait time.Duration
 }
 
 func (c *Config) defaults() {
@@ -66,6 +71,10 @@ func (c *Config) defaults() {
 	if c.PublishParallelism <= 0 {
 		c.PublishParallelism = 16
 	}
+	if c.EventBatch <= 0 {
+		c.EventBatch = 256
+	}
+	def(&c.EventAckWait, 30*time.Second)
 }
 
 // Deps are the loop's collaborators.
@@ -265,15 +274,11 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 	if err := l.republishUnacked(t); err != nil {
 		l.log.Warn("republish unacknowledged dispatches", "err", err)
 	}
-	sub, err := l.bus.ConsumeEvents(tctx, natsbus.Decoded(decodeEvent, func(ctx context.Context, d natsbus.Delivery, ev *eventMsg) error {
-		return l.handleEvent(t, d, ev.DispatchEvent)
-	}))
-	if err != nil {
+	if err := l.consumeEvents(t); err != nil {
 		l.log.Error("consume agent events", "err", err)
 		sleepCtx(tctx, 200*time.Millisecond)
 		return
 	}
-	defer sub.Stop()
 	stopRegister, err := l.serveRegister(t)
 	if err != nil {
 		l.log.Error("serve agent registration", "err", err)

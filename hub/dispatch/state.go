@@ -31,6 +31,9 @@ type decodedItem struct {
 	q      *meridianv1.Queue
 	c      *clusterSettings
 	err    error
+	// sw is w converted for the core (no avoid list), or swErr.
+	sw    *scheduler.Workload
+	swErr error
 }
 
 // decodeCache keeps decoded values across cycles so that an unchanged key is
@@ -45,6 +48,10 @@ type wl struct {
 	key    string
 	modRev int64
 	w      *meridianv1.Workload
+	// sw is w converted for the core, shared across cycles: copy it before
+	// changing it. swErr says why it does not convert.
+	sw    *scheduler.Workload
+	swErr error
 }
 
 // rec is a dispatch record with its revision.
@@ -99,6 +106,9 @@ func (l *Loop) readState() *state {
 			switch kind {
 			case store.KindWorkloads:
 				d.w, d.err = decodeWorkload(it.Value)
+				if d.err == nil {
+					d.sw, d.swErr = convert.Workload(d.w, nil)
+				}
 			case store.KindDispatches:
 				d.r, d.err = decodeRecord(it.Value)
 			case store.KindQueues:
@@ -123,7 +133,7 @@ func (l *Loop) readState() *state {
 		switch kind {
 		case store.KindWorkloads:
 			if d.w.GetId() != "" {
-				s.workloads[d.w.GetId()] = &wl{key: k, modRev: it.ModRev, w: d.w}
+				s.workloads[d.w.GetId()] = &wl{key: k, modRev: it.ModRev, w: d.w, sw: d.sw, swErr: d.swErr}
 			}
 		case store.KindDispatches:
 			s.dispatches[d.r.DispatchID] = &rec{key: k, modRev: it.ModRev, r: d.r}
@@ -185,9 +195,9 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	for _, id := range sortedKeys(b.current) {
 		r := b.current[id]
 		w := s.workloads[r.r.WorkloadID]
-		sw, err := convert.Workload(w.w, nil)
-		if err != nil {
-			l.log.Error("running workload does not convert; its usage is still charged", "workload", w.w.GetId(), "err", err)
+		sw := w.sw
+		if w.swErr != nil {
+			l.log.Error("running workload does not convert; its usage is still charged", "workload", w.w.GetId(), "err", w.swErr)
 			sw = &scheduler.Workload{ID: w.w.GetId(), Queue: w.w.GetQueue()}
 		}
 		started := r.r.CreatedAt
@@ -217,12 +227,17 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 		if w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || hasCondition(w.w, ConditionCancelRequested) {
 			continue
 		}
-		sw, err := convert.Workload(w.w, avoided(w.w, now))
-		if err != nil {
+		if w.swErr != nil {
 			// The API validates on submit; a record that still does not
 			// convert waits with a reason naming the field.
-			b.invalid[id] = "cannot be scheduled as stored: " + err.Error()
+			b.invalid[id] = "cannot be scheduled as stored: " + w.swErr.Error()
 			continue
+		}
+		sw := w.sw
+		if av := avoided(w.w, now); len(av) > 0 {
+			cp := *sw
+			cp.AvoidClusters = av
+			sw = &cp
 		}
 		b.snap.Pending = append(b.snap.Pending, sw)
 	}
