@@ -60,6 +60,9 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 	for i := range s.Running {
 		r := &s.Running[i]
 		p.running[r.Workload.ID] = r
+		if r.Terminating {
+			p.victims[r.Workload.ID] = true // never chosen twice
+		}
 		if !p.tree.Leaf(r.Workload.Queue) {
 			continue
 		}

@@ -371,3 +371,32 @@ func deepCopyClusters(cs []Cluster) []Cluster {
 	}
 	return out
 }
+
+func TestWorkAlreadyStoppingIsWaitedForNotPreemptedAgain(t *testing.T) {
+	c := makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj()
+	low1 := makeWorkload("low1", "t/a").PodSet("main", 1, 8, 1000, h100).Priority(1).Obj()
+	low2 := makeWorkload("low2", "t/a").PodSet("main", 1, 8, 1000, h100).Priority(1).Obj()
+	run := []Running{
+		running(low1, &c, wholeNode("east-n000", 8), t0),
+		running(low2, &c, wholeNode("east-n001", 8), t0),
+	}
+	run[0].Terminating = true // preempted in an earlier cycle, not gone yet
+	s := snapshot(queues(h100, map[string]int64{"a": 100}), []Cluster{c},
+		makeWorkload("high", "t/a").PodSet("main", 1, 8, 1000, h100).Priority(10).Obj())
+	s.Running = run
+	p := Decide(s, DefaultConfig())
+	if len(p.Preemptions) != 0 {
+		t.Fatalf("preempted %+v again; the room of low1 is already on its way", p.Preemptions)
+	}
+	if pe := pendingOf(p, "high"); pe == nil || pe.Code != ReasonPreempting || !strings.Contains(pe.Reason, "already") && !strings.Contains(pe.Reason, "stop") {
+		t.Fatalf("high = %+v, want it waiting for the stopping work", pe)
+	}
+	// A second urgent workload needs a second victim: low2, never low1.
+	s.Pending = append(s.Pending, makeWorkload("high2", "t/a").PodSet("main", 1, 8, 1000, h100).Priority(10).Created(t0.Add(time.Second)).Obj())
+	p = Decide(s, DefaultConfig())
+	for _, v := range p.Preemptions {
+		if v.WorkloadID == "low1" {
+			t.Fatalf("low1 is already stopping and was chosen again: %+v", p.Preemptions)
+		}
+	}
+}

@@ -32,6 +32,12 @@ func (p *planner) preemptPass() {
 		if !ok {
 			continue
 		}
+		if len(sel.victims) == 0 {
+			// It fits once work that is already stopping is gone.
+			pe.Code = ReasonPreempting
+			pe.Reason = fmt.Sprintf("waiting for preempted or cancelled work to stop on %s", sel.cluster)
+			continue
+		}
 		ids := make([]string, len(sel.victims))
 		for k, v := range sel.victims {
 			ids[k] = v.Workload.ID
@@ -95,8 +101,7 @@ func (p *planner) findVictims(w *Workload, quotaBlocked bool) (victimSet, bool) 
 			found = true
 		}
 	}
-	if !found || len(best.victims) == 0 {
-		// Nothing to preempt, or preemption cannot make room.
+	if !found {
 		return victimSet{}, false
 	}
 	return best, true
@@ -122,6 +127,13 @@ func (p *planner) quotaVictims(w *Workload) ([]*Running, bool) {
 	}
 	var chosen []*Running
 	tree := p.tree.Clone()
+	for i := range p.snap.Running {
+		if r := &p.snap.Running[i]; r.Terminating && tree.Leaf(r.Workload.Queue) {
+			for _, u := range r.Usage {
+				tree.Release(r.Workload.Queue, u.Class, u.Milli)
+			}
+		}
+	}
 	for _, class := range sortedKeys(need) {
 		if tree.Check(w.Queue, class, need[class]).OK {
 			continue
@@ -152,7 +164,7 @@ func (p *planner) quotaVictims(w *Workload) ([]*Running, bool) {
 			return nil, false
 		}
 	}
-	return chosen, len(chosen) > 0
+	return chosen, true
 }
 
 // runningIn lists preemptible, not yet chosen running workloads matching
@@ -213,6 +225,13 @@ func (p *planner) capacityVictims(cs *clusterState, w *Workload, given []*Runnin
 	for _, v := range given {
 		if v.Cluster == cs.src.ID && p.release(cs, v) {
 			released = append(released, v)
+		}
+	}
+	// Work already stopping here frees its room without new victims.
+	for i := range p.snap.Running {
+		r := &p.snap.Running[i]
+		if r.Terminating && r.Cluster == cs.src.ID && p.release(cs, r) {
+			released = append(released, r)
 		}
 	}
 	if p.fitsNow(cs, w) {

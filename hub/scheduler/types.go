@@ -172,6 +172,12 @@ type Running struct {
 	// Placement is where its replicas sit, so that a preemption what-if can
 	// return their resources to the nodes.
 	Placement []PodSetPlacement
+	// Terminating is set when the hub has already asked the cluster to stop
+	// the workload (a preemption or cancel in flight). Its resources are
+	// about to be free: it is never chosen as a victim again, and a pending
+	// workload that fits once they are free waits for them instead of
+	// preempting more.
+	Terminating bool
 }
 
 // ClassMilli is an amount of one accelerator class.
