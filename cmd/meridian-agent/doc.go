@@ -1,11 +1,15 @@
 // Command meridian-agent is the spoke agent binary: it connects one cluster
-// to the Meridian hub over NATS through a connector (today only the
-// in-memory simcluster; slurm and kubernetes are refused with a clear
-// message until they are built).
+// to the Meridian hub over NATS through a connector: the in-memory
+// simcluster or slurm (kubernetes is refused with a clear message until it
+// is built).
 //
 //	meridian-agent --cluster-id sim-a --nats-url nats://127.0.0.1:4222 \
 //	    --connector simcluster --sim-example h100-nvlink \
 //	    --time-scale 60 --metrics-addr 127.0.0.1:9464
+//
+//	meridian-agent --cluster-id slurm-west --nats-url nats://hub:4222 \
+//	    --connector slurm --slurm-rest-url http://127.0.0.1:6820 \
+//	    --slurm-jwt-key-file /etc/slurm/jwt.key --slurm-class h100=nvidia-h100-80gb
 //
 // It must never hold logic of its own: flags are checked and turned into
 // agent.Config; everything else lives in package agent. Stopping it stops

@@ -11,11 +11,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
+	"github.com/meridian-gpu/meridian/connectors/slurm"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
@@ -49,6 +52,49 @@ type options struct {
 	logLevel       string
 	logFormat      string
 	connectTimeout time.Duration
+
+	slurmRESTURL   string
+	slurmUser      string
+	slurmJWTKey    string
+	slurmCLI       string
+	slurmBinDir    string
+	slurmConf      string
+	slurmPartition string
+	slurmPoll      time.Duration
+	slurmClasses   kvFlag
+	slurmGPUMem    kvFlag
+	labels         kvFlag
+}
+
+// kvFlag is a repeatable key=value flag.
+type kvFlag map[string]string
+
+func (f *kvFlag) String() string {
+	if f == nil || *f == nil {
+		return ""
+	}
+	keys := make([]string, 0, len(*f))
+	for k := range *f {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + (*f)[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *kvFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	if *f == nil {
+		*f = kvFlag{}
+	}
+	(*f)[strings.TrimSpace(k)] = strings.TrimSpace(val)
+	return nil
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -63,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	fs.StringVar(&o.clusterID, "cluster-id", "", "cluster id (letters, digits, '-', '_'; at most 64); required")
 	fs.StringVar(&o.natsURL, "nats-url", os.Getenv("MERIDIAN_NATS_URL"), "NATS server URL, e.g. nats://127.0.0.1:4222 (env MERIDIAN_NATS_URL); required")
-	fs.StringVar(&o.connector, "connector", "simcluster", "cluster backend: simcluster, slurm or kubernetes (only simcluster is built so far)")
+	fs.StringVar(&o.connector, "connector", "simcluster", "cluster backend: simcluster, slurm or kubernetes (kubernetes is not built yet)")
 	fs.StringVar(&o.simConfig, "sim-config", "", "simcluster: cluster description YAML (see connectors/simcluster/examples)")
 	fs.StringVar(&o.simExample, "sim-example", "", "simcluster: a built-in example cluster instead of --sim-config: "+strings.Join(simcluster.ExampleNames(), ", "))
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "simcluster: simulated seconds per real second (60 = one simulated minute per second)")
@@ -74,6 +120,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "how long to wait for the first NATS connection")
+	fs.Var(&o.labels, "label", "cluster label key=value, matched by workloads' cluster selectors (repeatable; slurm only, simcluster labels come from its file)")
+	fs.StringVar(&o.slurmRESTURL, "slurm-rest-url", os.Getenv("MERIDIAN_SLURM_REST_URL"), "slurm: slurmrestd base URL, e.g. http://127.0.0.1:6820 (env MERIDIAN_SLURM_REST_URL); empty = Slurm commands only. A fixed token is read from env MERIDIAN_SLURM_TOKEN")
+	fs.StringVar(&o.slurmUser, "slurm-user", "", "slurm: user jobs run as and the JWT user (default root when root, else $USER)")
+	fs.StringVar(&o.slurmJWTKey, "slurm-jwt-key-file", "", "slurm: slurmctld's jwt_key file, to mint slurmrestd tokens")
+	fs.StringVar(&o.slurmCLI, "slurm-cli", "auto", "slurm: use the Slurm commands (sbatch, squeue, ...): auto, on or off")
+	fs.StringVar(&o.slurmBinDir, "slurm-bin-dir", "", "slurm: directory of the Slurm commands (default: PATH)")
+	fs.StringVar(&o.slurmConf, "slurm-conf", "", "slurm: slurm.conf path passed as SLURM_CONF to the commands")
+	fs.StringVar(&o.slurmPartition, "slurm-partition", "", "slurm: partition to submit to and advertise (default: all nodes)")
+	fs.DurationVar(&o.slurmPoll, "slurm-poll-interval", 2*time.Second, "slurm: time between job state polls")
+	fs.Var(&o.slurmClasses, "slurm-class", "slurm: GRES type to accelerator class, e.g. h100=nvidia-h100-80gb (repeatable)")
+	fs.Var(&o.slurmGPUMem, "slurm-gpu-memory", "slurm: GRES type to GPU memory in MiB, e.g. h100=81920 (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -94,8 +151,31 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if (o.simConfig == "") == (o.simExample == "") {
 			return nil, errors.New("give exactly one of --sim-config or --sim-example with --connector simcluster")
 		}
-	case "slurm", "kubernetes":
-		return nil, fmt.Errorf("--connector %s: this connector is not built yet; only simcluster is available", o.connector)
+	case "slurm":
+		if o.simConfig != "" || o.simExample != "" {
+			return nil, errors.New("--sim-config and --sim-example only apply to --connector simcluster")
+		}
+		switch o.slurmCLI {
+		case "auto", "on", "off":
+		default:
+			return nil, fmt.Errorf("--slurm-cli %q: want auto, on or off", o.slurmCLI)
+		}
+		if o.slurmRESTURL == "" && o.slurmCLI == "off" {
+			return nil, errors.New("--connector slurm needs --slurm-rest-url or the Slurm commands (--slurm-cli auto or on)")
+		}
+		if o.slurmRESTURL != "" && o.slurmJWTKey == "" && os.Getenv("MERIDIAN_SLURM_TOKEN") == "" {
+			return nil, errors.New("--slurm-rest-url needs --slurm-jwt-key-file or a token in env MERIDIAN_SLURM_TOKEN")
+		}
+		if o.slurmPoll <= 0 {
+			return nil, fmt.Errorf("--slurm-poll-interval %s: must be positive", o.slurmPoll)
+		}
+		for k, v := range o.slurmGPUMem {
+			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
+				return nil, fmt.Errorf("--slurm-gpu-memory %s=%s: want a positive number of MiB", k, v)
+			}
+		}
+	case "kubernetes":
+		return nil, errors.New("--connector kubernetes: this connector is not built yet; use simcluster or slurm")
 	default:
 		return nil, fmt.Errorf("--connector %q: want simcluster, slurm or kubernetes", o.connector)
 	}
@@ -149,23 +229,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := slog.New(h).With("component", "meridian-agent")
 
-	var cfg *simcluster.Config
-	if o.simExample != "" {
-		if cfg, err = simcluster.Example(o.simExample); err != nil {
-			return fmt.Errorf("--sim-example: %w", err)
-		}
-	} else if cfg, err = simcluster.LoadConfig(o.simConfig); err != nil {
-		return fmt.Errorf("--sim-config: %w", err)
-	}
-	clock, err := simcluster.NewScaledClock(o.timeScale)
-	if err != nil {
-		return fmt.Errorf("--time-scale: %w", err)
-	}
-	sim, err := simcluster.New(cfg, simcluster.Options{Clock: clock, Logger: log, DefaultDuration: o.simDuration})
+	conn, closeConn, err := buildConnector(o, log)
 	if err != nil {
 		return err
 	}
-	defer sim.Close()
+	defer closeConn()
 
 	cctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	bus, err := natsbus.Connect(cctx, o.natsURL, natsbus.WithName("meridian-agent "+o.clusterID), natsbus.WithLogger(log))
@@ -176,7 +244,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer bus.Close()
 
 	a, err := agent.New(agent.Config{
-		ClusterID: o.clusterID, Bus: bus, Connector: sim, Logger: log, Version: version,
+		ClusterID: o.clusterID, Bus: bus, Connector: conn, Logger: log, Version: version,
 		HeartbeatInterval: o.heartbeat, AdvertiseInterval: o.advertise,
 	})
 	if err != nil {
@@ -194,6 +262,55 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		defer srv.Close()
 		log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	}
-	log.Info("starting", "cluster", o.clusterID, "connector", o.connector, "nodes", len(cfg.Nodes), "gpus", cfg.TotalGPUs(), "time_scale", o.timeScale)
+	log.Info("starting", "cluster", o.clusterID, "connector", o.connector)
 	return a.Run(ctx)
+}
+
+// buildConnector turns the checked flags into a connector and its closer.
+func buildConnector(o *options, log *slog.Logger) (agent.Connector, func(), error) {
+	switch o.connector {
+	case "slurm":
+		cfg := slurm.Config{
+			RESTURL: o.slurmRESTURL, User: o.slurmUser, Token: os.Getenv("MERIDIAN_SLURM_TOKEN"), JWTKeyFile: o.slurmJWTKey,
+			BinDir: o.slurmBinDir, SlurmConf: o.slurmConf, Partition: o.slurmPartition, ClusterID: o.clusterID,
+			Labels: o.labels, Classes: o.slurmClasses, PollInterval: o.slurmPoll, Logger: log,
+		}
+		if o.slurmCLI != "auto" {
+			on := o.slurmCLI == "on"
+			cfg.CLI = &on
+		}
+		if len(o.slurmGPUMem) > 0 {
+			cfg.GPUMemoryMiB = map[string]int64{}
+			for k, v := range o.slurmGPUMem {
+				n, _ := strconv.ParseInt(v, 10, 64) // checked in parseFlags
+				cfg.GPUMemoryMiB[k] = n
+			}
+		}
+		c, err := slurm.New(cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--connector slurm: %w", err)
+		}
+		log.Info("slurm connector ready", "rest_url", o.slurmRESTURL, "cli", o.slurmCLI, "partition", o.slurmPartition)
+		return c, c.Close, nil
+	default:
+		var cfg *simcluster.Config
+		var err error
+		if o.simExample != "" {
+			if cfg, err = simcluster.Example(o.simExample); err != nil {
+				return nil, nil, fmt.Errorf("--sim-example: %w", err)
+			}
+		} else if cfg, err = simcluster.LoadConfig(o.simConfig); err != nil {
+			return nil, nil, fmt.Errorf("--sim-config: %w", err)
+		}
+		clock, err := simcluster.NewScaledClock(o.timeScale)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--time-scale: %w", err)
+		}
+		sim, err := simcluster.New(cfg, simcluster.Options{Clock: clock, Logger: log, DefaultDuration: o.simDuration})
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Info("simulated cluster ready", "nodes", len(cfg.Nodes), "gpus", cfg.TotalGPUs(), "time_scale", o.timeScale)
+		return sim, sim.Close, nil
+	}
 }

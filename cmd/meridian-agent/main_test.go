@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,10 +22,19 @@ func TestFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no cluster id":        {[]string{"--nats-url", "nats://x", "--sim-config", "x"}, "--cluster-id is required"},
-		"bad cluster id":       {[]string{"--cluster-id", "a.b", "--nats-url", "nats://x", "--sim-config", "x"}, "--cluster-id"},
-		"no nats url":          {[]string{"--cluster-id", "c", "--nats-url", "", "--sim-config", "x"}, "--nats-url is required"},
-		"slurm not built":      {with("--connector", "slurm"), "not built yet"},
+		"no cluster id":         {[]string{"--nats-url", "nats://x", "--sim-config", "x"}, "--cluster-id is required"},
+		"bad cluster id":        {[]string{"--cluster-id", "a.b", "--nats-url", "nats://x", "--sim-config", "x"}, "--cluster-id"},
+		"no nats url":           {[]string{"--cluster-id", "c", "--nats-url", "", "--sim-config", "x"}, "--nats-url is required"},
+		"slurm with sim config": {with("--connector", "slurm"), "only apply to --connector simcluster"},
+		"slurm nothing to talk to": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm", "--slurm-cli", "off"},
+			"--slurm-rest-url or the Slurm commands"},
+		"slurm bad cli mode": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm", "--slurm-cli", "maybe"}, "--slurm-cli"},
+		"slurm rest without credentials": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm",
+			"--slurm-rest-url", "http://127.0.0.1:6820"}, "--slurm-jwt-key-file"},
+		"slurm bad gpu memory": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm",
+			"--slurm-gpu-memory", "h100=lots"}, "--slurm-gpu-memory"},
+		"slurm bad class flag": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm",
+			"--slurm-class", "h100"}, "key=value"},
 		"kubernetes not built": {with("--connector", "kubernetes"), "not built yet"},
 		"unknown connector":    {with("--connector", "mesos"), "want simcluster, slurm or kubernetes"},
 		"no sim config":        {[]string{"--cluster-id", "c", "--nats-url", "nats://x"}, "exactly one of --sim-config or --sim-example"},
@@ -53,6 +63,24 @@ func TestFlagErrors(t *testing.T) {
 	}
 	if o.connector != "simcluster" || o.timeScale != 1 || o.heartbeat != 2*time.Second {
 		t.Errorf("defaults not applied: %+v", o)
+	}
+}
+
+func TestSlurmFlagsBuildConfig(t *testing.T) {
+	t.Setenv("MERIDIAN_SLURM_TOKEN", "")
+	o, err := parseFlags([]string{"--cluster-id", "gpu-west", "--nats-url", "nats://x", "--connector", "slurm",
+		"--slurm-rest-url", "http://127.0.0.1:6820", "--slurm-jwt-key-file", "/nonexistent/jwt.key",
+		"--slurm-class", "h100=nvidia-h100-80gb", "--slurm-gpu-memory", "h100=81920", "--label", "site=west", "--label", "tier=gold"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.slurmClasses["h100"] != "nvidia-h100-80gb" || o.slurmGPUMem["h100"] != "81920" || len(o.labels) != 2 || o.labels["tier"] != "gold" {
+		t.Fatalf("repeatable flags not collected: classes %v memory %v labels %v", o.slurmClasses, o.slurmGPUMem, o.labels)
+	}
+	// The key file does not exist: the connector says so, naming it.
+	_, _, err = buildConnector(o, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "jwt_key_file") {
+		t.Fatalf("buildConnector = %v, want an error about the jwt key file", err)
 	}
 }
 
