@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 )
 
 // Each filter on its own: one cluster, one workload, the expected verdict.
@@ -76,6 +78,7 @@ func TestPickNodePrefersTightestNode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
+			cfg.Scorer = gpufit.BestFit()
 			p := &placer{cfg: &cfg}
 			cs := newClusterState(&c)
 			i, ok := p.pickNode(cs, &tc.ps, nil)

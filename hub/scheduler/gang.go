@@ -156,6 +156,14 @@ func (p *placer) pickNode(cs *clusterState, ps *PodSet, allowed []int32) (int32,
 			}
 			for b := fb; b < len(ci.buckets) && len(p.cands) < k; b++ {
 				for _, i := range ci.buckets[b] {
+					if b == fb && !r.Shared() && r.GPUs > 0 && cs.meta[i].ppos < 0 && gpufit.Fits(&cs.nodes[i], r) {
+						// An exact fit: the node's whole free GPUs are all
+						// taken and nothing is left to fragment. No scorer
+						// can do better; take it.
+						_, g := exactFit.Score(&cs.nodes[i], r, p.best[:0])
+						p.best = g
+						return i, true
+					}
 					if gpufit.Fits(&cs.nodes[i], r) {
 						p.cands = append(p.cands, i)
 						if len(p.cands) >= k {
@@ -180,6 +188,9 @@ func (p *placer) pickNode(cs *clusterState, ps *PodSet, allowed []int32) (int32,
 	}
 	return bestNode, true
 }
+
+// exactFit picks GPUs when the node choice is already made.
+var exactFit = gpufit.BestFit()
 
 func classOK(cs *clusterState, i int32, ps *PodSet) bool {
 	return ps.Class == "" || ps.Req.GPUs == 0 || cs.meta[i].class.class == ps.Class

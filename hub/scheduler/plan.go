@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 )
 
 // planner is the working state of one Plan call. It owns copies of
@@ -36,7 +37,7 @@ type planner struct {
 // pure and deterministic; see the package documentation for the contract.
 func Decide(s *Snapshot, cfg Config) *Plan {
 	if cfg.Scorer == nil {
-		cfg.Scorer = DefaultConfig().Scorer
+		cfg.Scorer = scorerFor(cfg.Policy, s)
 	}
 	if cfg.NodeCandidates <= 0 {
 		cfg.NodeCandidates = 1
@@ -105,6 +106,33 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 	}
 	p.preemptPass()
 	return p.plan
+}
+
+// scorerFor builds the node scorer of a policy. Meridian's fragmentation
+// gradient is measured against the shapes pending in this snapshot: the
+// work that will arrive at the free capacity next (FGD's target workload).
+func scorerFor(policy string, s *Snapshot) gpufit.Scorer {
+	if policy == PolicyBestFit {
+		return gpufit.BestFit()
+	}
+	var shapes []gpufit.Shape
+	for _, w := range s.Pending {
+		for i := range w.PodSets {
+			ps := &w.PodSets[i]
+			sh := gpufit.Shape{CPUMilli: ps.Req.CPUMilli, GPUs: ps.Req.GPUs, MemMiB: ps.Req.MemMiB, Weight: float64(ps.Replicas)}
+			if ps.Req.GPUs > 0 {
+				sh.Milli = ps.Req.Milli
+				if ps.Class != "" {
+					sh.Classes = []string{ps.Class}
+				}
+			}
+			shapes = append(shapes, sh)
+		}
+	}
+	if len(shapes) == 0 {
+		return gpufit.BestFit()
+	}
+	return gpufit.Meridian(gpufit.NewTargetWorkload(shapes))
 }
 
 // usageHorizon is how long a current allocation counts for in fairshare

@@ -283,7 +283,11 @@ type Stats struct {
 type Config struct {
 	// StaleAfter excludes clusters not heard from for this long.
 	StaleAfter time.Duration
-	// Scorer ranks nodes for a replica (fragmentation-aware by default).
+	// Policy names the node scorer when Scorer is nil: "meridian" (the
+	// default: fragmentation gradient against the shapes pending now) or
+	// "bestfit".
+	Policy string
+	// Scorer, when set, ranks nodes for a replica instead of Policy.
 	Scorer gpufit.Scorer
 	// NodeCandidates is how many fitting nodes the scorer compares per replica.
 	NodeCandidates int
@@ -296,11 +300,17 @@ type Config struct {
 	MaxConsidered int
 }
 
+// Node scoring policies.
+const (
+	PolicyMeridian = "meridian"
+	PolicyBestFit  = "bestfit"
+)
+
 // DefaultConfig returns the settings the hub runs with.
 func DefaultConfig() Config {
 	return Config{
 		StaleAfter:            30 * time.Second,
-		Scorer:                gpufit.BestFit(),
+		Policy:                PolicyMeridian,
 		NodeCandidates:        8,
 		ClusterCandidates:     4,
 		MaxPreemptionAttempts: 64,
