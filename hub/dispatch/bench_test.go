@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -57,6 +59,10 @@ func BenchmarkDispatchToAccepted(b *testing.B) {
 		b.ReportMetric(float64(n)/recorded.Seconds(), "running-recorded/s")
 		b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-submit-to-dispatch-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-submit-to-dispatch-ms")
+		var hm dto.Metric
+		_ = h.loop.m.cycle.Write(&hm)
+		b.Logf("cycles %d, mean %.1fms; publishes %v", hm.GetHistogram().GetSampleCount(),
+			1000*hm.GetHistogram().GetSampleSum()/float64(max(1, hm.GetHistogram().GetSampleCount())), metricValue(b, h.loop.m.published))
 		for _, hh := range e.hubs {
 			hh.kill()
 		}

@@ -26,6 +26,10 @@ type mutation struct {
 	after func()
 }
 
+// settleTime is how long a new term waits before it writes pending
+// reasons, so that the fleet has replayed the clusters' adverts.
+const settleTime = time.Second
+
 // maxTxnBytes keeps one transaction well under etcd's default 1.5 MiB
 // request size limit.
 const maxTxnBytes = 1 << 20
@@ -287,6 +291,10 @@ func (l *Loop) cycle(t *term) (err error) {
 	}
 	l.m.setPending(counts)
 	var pms []mutation
+	if time.Since(t.started) < settleTime {
+		// The fleet is still replaying adverts; reasons would flap.
+		reasons = nil
+	}
 	for _, id := range sortedKeys(reasons) {
 		w := b.byID[id]
 		why := clip(reasons[id], 1024)
@@ -308,6 +316,7 @@ func (l *Loop) cycle(t *term) (err error) {
 	rev = max(rev, prev)
 
 	l.republishStale(t, b, now)
+	l.prune(t, b)
 	if err := l.accrue(t, b, now); err != nil {
 		return err
 	}
@@ -409,14 +418,20 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 // reconcileReports cancels dispatches an agent says it holds that are not
 // current for that cluster (a returning agent's stale work).
 func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
+	t.mu.Lock()
+	finished := make(map[string]bool, len(t.finished))
+	for id := range t.finished {
+		finished[id] = true
+	}
+	t.mu.Unlock()
 	for _, cluster := range l.fleet.IDs() {
 		ids, _, ok := l.fleet.Reported(cluster)
 		if !ok {
 			continue
 		}
 		for _, id := range ids {
-			if r, cur := b.current[id]; cur && r.r.Cluster == cluster {
-				continue
+			if r, cur := b.current[id]; (cur && r.r.Cluster == cluster) || finished[id] {
+				continue // current, or stopped and reported by the agent itself
 			}
 			l.sendCancel(t, cluster, id, "", "dispatch is no longer current for this cluster", false)
 		}
@@ -430,11 +445,11 @@ func (l *Loop) sendCancel(t *term, cluster, dispatchID, workloadID, reason strin
 		return false
 	}
 	t.mu.Lock()
-	if t.cancelled[dispatchID] {
+	if _, sent := t.cancelled[dispatchID]; sent {
 		t.mu.Unlock()
 		return false
 	}
-	t.cancelled[dispatchID] = true
+	t.cancelled[dispatchID] = time.Now()
 	t.mu.Unlock()
 	msg := &agentv1.DispatchCancel{DispatchId: dispatchID, WorkloadId: workloadID, Reason: clip(reason, 512), Preempt: preempt,
 		ClusterId: cluster, SentAt: tsOf(l.clock())}
@@ -589,4 +604,30 @@ func (l *Loop) republishUnacked(t *term) error {
 		l.log.Info("republished unacknowledged dispatches", "count", len(due))
 	}
 	return nil
+}
+
+// forgetAfter bounds how long a term remembers sent cancels and finished
+// dispatches; a heartbeat older than this cannot still list them.
+const forgetAfter = 10 * time.Minute
+
+// prune drops term memory that can no longer matter.
+func (l *Loop) prune(t *term, b *built) {
+	cut := time.Now().Add(-forgetAfter)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, at := range t.cancelled {
+		if at.Before(cut) {
+			delete(t.cancelled, id)
+		}
+	}
+	for id, at := range t.finished {
+		if at.Before(cut) {
+			delete(t.finished, id)
+		}
+	}
+	for id := range t.published {
+		if _, ok := b.current[id]; !ok {
+			delete(t.published, id)
+		}
+	}
 }

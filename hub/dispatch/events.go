@@ -231,6 +231,7 @@ func (l *Loop) applyEvent(t *term, x *evTx, subjectCluster string, ev *agentv1.D
 		st.PendingReason = ""
 		wi.dirty = true
 		ri.dirty, ri.deleted = true, true
+		l.markFinished(t, id)
 	case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_PREEMPTED, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED:
 		rejected := ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED
 		why := fmt.Sprintf("preempted on cluster %s", cluster)
@@ -246,6 +247,7 @@ func (l *Loop) applyEvent(t *term, x *evTx, subjectCluster string, ev *agentv1.D
 		l.requeueStatus(w, now, why, rejected)
 		wi.dirty = true
 		ri.dirty, ri.deleted = true, true
+		l.markFinished(t, id)
 		l.log.Info("requeueing", "workload", r.WorkloadID, "dispatch", id, "why", why)
 	}
 	return nil
@@ -391,4 +393,12 @@ func clusterOfSubject(s string) string {
 		}
 	}
 	return s
+}
+
+// markFinished remembers that the agent itself reported a dispatch stopped,
+// so a heartbeat sent just before does not earn it a cancel.
+func (l *Loop) markFinished(t *term, id string) {
+	t.mu.Lock()
+	t.finished[id] = time.Now()
+	t.mu.Unlock()
 }

@@ -236,7 +236,9 @@ type term struct {
 	ledgerFloor   time.Time
 	ledgerSavedAt time.Time
 	published     map[string]time.Time // dispatch id -> last publish
-	cancelled     map[string]bool      // dispatch ids a cancel was sent for
+	cancelled     map[string]time.Time // dispatch ids a cancel was sent for, and when
+	finished      map[string]time.Time // dispatch ids the agent reported stopped, and when
+	started       time.Time            // when the term began (hub clock)
 }
 
 func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
@@ -250,7 +252,8 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		case <-tctx.Done():
 		}
 	}()
-	t := &term{fence: fence, ctx: tctx, cancel: cancel, accruedTo: map[string]time.Time{}, published: map[string]time.Time{}, cancelled: map[string]bool{}}
+	t := &term{fence: fence, ctx: tctx, cancel: cancel, accruedTo: map[string]time.Time{}, published: map[string]time.Time{},
+		cancelled: map[string]time.Time{}, finished: map[string]time.Time{}, started: time.Now()}
 	if err := l.loadLedger(tctx, t); err != nil {
 		l.log.Error("load ledger", "err", err)
 		sleepCtx(tctx, 200*time.Millisecond)

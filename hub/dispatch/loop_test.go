@@ -116,7 +116,7 @@ func TestSubmitToSucceeded(t *testing.T) {
 	_ = store.Root
 }
 
-func metricValue(t *testing.T, m prometheus.Metric) float64 {
+func metricValue(t testing.TB, m prometheus.Metric) float64 {
 	t.Helper()
 	var d dto.Metric
 	if err := m.Write(&d); err != nil {
