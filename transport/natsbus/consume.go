@@ -276,8 +276,13 @@ func (b *Bus) SubscribeHeartbeats(ctx context.Context, fn func(cluster string, p
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: subscribe heartbeats: %w", err)
 	}
-	// Make sure the server has the interest before returning.
-	if err := b.nc.FlushWithContext(ctx); err != nil {
+	// Make sure the server has the interest before returning. nats.go
+	// refuses to flush with a context that has no deadline, and the
+	// subscription's own context usually has none, so bound the flush.
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+	err = b.nc.FlushWithContext(fctx)
+	fcancel()
+	if err != nil {
 		_ = ns.Unsubscribe()
 		return nil, fmt.Errorf("natsbus: subscribe heartbeats: %w", err)
 	}
