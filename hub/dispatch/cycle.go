@@ -195,6 +195,7 @@ func (l *Loop) cycle(t *term) (err error) {
 	t.mu.Unlock()
 	b := l.buildSnapshot(s, ledger, now)
 	l.reconcileReports(t, b, now)
+	markTerminating(t, b)
 
 	plan, perr := safeDecide(b.snap, l.cfg.Scheduler)
 	if perr != nil {
@@ -434,6 +435,28 @@ func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
 				continue // current, or stopped and reported by the agent itself
 			}
 			l.sendCancel(t, cluster, id, "", "dispatch is no longer current for this cluster", false)
+		}
+	}
+}
+
+// markTerminating tells the core which running workloads this term has
+// already asked to stop, so it waits for their room instead of choosing
+// more victims every cycle while they shut down.
+func markTerminating(t *term, b *built) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.cancelled) == 0 {
+		return
+	}
+	stopping := map[string]bool{}
+	for id, r := range b.current {
+		if _, sent := t.cancelled[id]; sent {
+			stopping[r.r.WorkloadID] = true
+		}
+	}
+	for i := range b.snap.Running {
+		if stopping[b.snap.Running[i].Workload.ID] {
+			b.snap.Running[i].Terminating = true
 		}
 	}
 }

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +156,39 @@ func TestRepublishAfterCrashBeforePublish(t *testing.T) {
 		if !byW[id][did] || len(byW[id]) != 1 {
 			t.Fatalf("%s: launched %v, want only the committed dispatch %s", id, byW[id], did)
 		}
+	}
+}
+
+func TestDrainSurvivesLeaderChange(t *testing.T) {
+	e := newEnv(t, fastConfig())
+	e.putQueue("acme/ml/train", 8)
+	e.startAgent("east", 1, 8, 0)
+	west := e.startAgent("west", 1, 8, 0)
+	a := e.startHub("hub-a")
+	e.waitFor("leadership", 10*time.Second, a.leading)
+	e.waitKnown(a, "east", "west")
+	if err := a.loop.SetDraining(e.ctx, "east", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.loop.SetDraining(e.ctx, "nowhere", true); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("draining an unknown cluster: err = %v, want one naming it", err)
+	}
+	a.kill()
+	b := e.startHub("hub-b")
+	e.waitFor("takeover", 10*time.Second, b.leading)
+	e.waitKnown(b, "east", "west")
+	if c, _ := b.loop.GetCluster("east"); c.GetState() != meridianv1.ClusterState_CLUSTER_STATE_DRAINING {
+		t.Fatalf("east after takeover = %v, want DRAINING", c.GetState())
+	}
+	var ws []*meridianv1.Workload
+	for i := 0; i < 4; i++ {
+		ws = append(ws, gpuWorkload(fmt.Sprintf("w%d", i), "acme/ml/train", 1))
+	}
+	e.submit(ws...)
+	for _, w := range ws {
+		e.waitRunningOn(w.Id, "west", 10*time.Second)
+	}
+	if n := len(west.runningIDs()); n != 4 {
+		t.Fatalf("west runs %d, want all 4 (east drains)", n)
 	}
 }
