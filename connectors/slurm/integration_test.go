@@ -1,7 +1,6 @@
 package slurm
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +77,7 @@ func needSlurm(t *testing.T) *slurmEnv {
 			home, _ := os.UserHomeDir()
 			dir = filepath.Join(home, ".cache", "meridian", "slurm")
 		}
-		vars, err := readEnvFile(filepath.Join(dir, "env"))
+		vars, err := LoadEnvFile(filepath.Join(dir, "env"))
 		if err != nil {
 			slurmErr = err
 			return
@@ -97,28 +96,6 @@ func skipOrFail(t *testing.T, msg string) {
 		t.Fatalf("MERIDIAN_REQUIRE_SLURM=1 and %s", msg)
 	}
 	t.Skipf("SKIPPING real-Slurm test: %s (set MERIDIAN_REQUIRE_SLURM=1 to make this a failure)", msg)
-}
-
-// readEnvFile reads the "export K=V" lines slurm-up.sh writes.
-func readEnvFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("slurm env file: %w", err)
-	}
-	defer f.Close()
-	vars := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		line, ok := strings.CutPrefix(line, "export ")
-		if !ok {
-			continue
-		}
-		if k, v, ok := strings.Cut(line, "="); ok {
-			vars[k] = v
-		}
-	}
-	return vars, sc.Err()
 }
 
 type connOpt func(*Config)
@@ -213,6 +190,18 @@ func waitFor(t *testing.T, c *Connector, id string, want agent.WorkState, timeou
 }
 
 func script(body string) string { return "#!/bin/bash\nset -e\n" + body + "\n" }
+
+// waitRelease is a script fragment that holds the job until the test
+// creates the file "release" in the job's working directory (at most 60 s),
+// so the test can look at the cluster while the job surely runs.
+const waitRelease = `for i in $(seq 1 600); do [ -e release ] && exit 0; sleep 0.1; done; exit 9`
+
+func release(t *testing.T, c *Connector) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(c.cfg.Workdir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func TestSlurmInventory(t *testing.T) {
 	e := needSlurm(t)
@@ -318,7 +307,7 @@ func TestSlurmGangRunsAndCompletes(t *testing.T) {
 	c := e.connector(t)
 	waitIdle(t, c)
 	d := newDispatch(fmt.Sprintf("gang-%d", time.Now().UnixNano())).Replicas(2).Milli(8000).Class("nvidia-h100-80gb").
-		Topology(meridianv1.Topology_TOPOLOGY_RACK).Script(script(`[ "$SLURM_JOB_NUM_NODES" = 2 ]; [ -n "$CUDA_VISIBLE_DEVICES" ]; sleep 2`)).Obj()
+		Topology(meridianv1.Topology_TOPOLOGY_RACK).Script(script(`[ "$SLURM_JOB_NUM_NODES" = 2 ]; [ -n "$CUDA_VISIBLE_DEVICES" ]; ` + waitRelease)).Obj()
 	if err := c.Launch(context.Background(), d); err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
@@ -341,9 +330,12 @@ func TestSlurmGangRunsAndCompletes(t *testing.T) {
 	if len(nodes) != 2 || rackOf(nodes[0]) != rackOf(nodes[1]) {
 		t.Errorf("gang on %v, want 2 nodes under one leaf switch", nodes)
 	}
+	// Slurm's times have whole seconds: let the job run past one.
+	time.Sleep(1100 * time.Millisecond)
+	release(t, c)
 	ev = waitFor(t, c, d.DispatchId, agent.StateSucceeded, 60*time.Second)
-	if ev.ExitCode == nil || *ev.ExitCode != 0 || ev.WallTime <= 0 || ev.GPUMilliSeconds <= 0 {
-		t.Fatalf("succeeded event %+v", ev)
+	if ev.ExitCode == nil || *ev.ExitCode != 0 || ev.WallTime < time.Second || ev.GPUMilliSeconds != 16000*ev.WallTime.Milliseconds()/1000 {
+		t.Fatalf("succeeded event %+v, want exit 0, wall time >= 1s and 16 GPUs x wall time", ev)
 	}
 }
 
@@ -380,7 +372,7 @@ func TestSlurmMPSFractionalJob(t *testing.T) {
 	c := e.connector(t)
 	waitIdle(t, c)
 	d := newDispatch(fmt.Sprintf("mps-%d", time.Now().UnixNano())).Milli(500).Mode(meridianv1.FractionalMode_FRACTIONAL_MODE_MPS).
-		Script(script(`[ -n "$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" ]; sleep 2`)).Obj()
+		Script(script(`[ -n "$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" ]; ` + waitRelease)).Obj()
 	if err := c.Launch(context.Background(), d); err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
@@ -400,6 +392,7 @@ func TestSlurmMPSFractionalJob(t *testing.T) {
 	if halves != 1 || freeGPUs(inv) != 31 {
 		t.Errorf("while mps:50 runs: %d half-free GPUs (want 1), %d whole free (want 31)", halves, freeGPUs(inv))
 	}
+	release(t, c)
 	ev := waitFor(t, c, d.DispatchId, agent.StateSucceeded, 60*time.Second)
 	if ev.ExitCode == nil || *ev.ExitCode != 0 {
 		t.Fatalf("mps job: %+v", ev)
@@ -409,7 +402,7 @@ func TestSlurmMPSFractionalJob(t *testing.T) {
 func TestSlurmSameDispatchTwiceIsOneJob(t *testing.T) {
 	e := needSlurm(t)
 	c := e.connector(t)
-	d := newDispatch(fmt.Sprintf("twice-%d", time.Now().UnixNano())).Script(script("sleep 3")).Obj()
+	d := newDispatch(fmt.Sprintf("twice-%d", time.Now().UnixNano())).Script(script("sleep 1")).Obj()
 	for i := 0; i < 2; i++ {
 		if err := c.Launch(context.Background(), d); err != nil {
 			t.Fatalf("Launch %d: %v", i, err)
