@@ -176,7 +176,7 @@ func (l *Loop) cycle(t *term) (err error) {
 	start := time.Now()
 	defer func() { l.m.cycle.Observe(time.Since(start).Seconds()) }()
 	now := l.clock()
-	l.fleet.Sweep()
+	l.sweep()
 
 	s := l.readState()
 	// Housekeeping first: lost clusters, cancel requests, orphans.
@@ -653,4 +653,18 @@ func (l *Loop) prune(t *term, b *built) {
 			delete(t.published, id)
 		}
 	}
+}
+
+// sweep marks silent clusters LOST, unless the hub itself cannot hear
+// anyone: while its NATS connection is down, and for one cluster timeout
+// after it comes back (so heartbeats can arrive), silence proves nothing.
+func (l *Loop) sweep() {
+	if !l.bus.Conn().IsConnected() {
+		l.natsDownAt = time.Now()
+		return
+	}
+	if !l.natsDownAt.IsZero() && time.Since(l.natsDownAt) < l.fleet.Timeout() {
+		return
+	}
+	l.fleet.Sweep()
 }

@@ -55,6 +55,7 @@ type env struct {
 	url  string
 	cli  *clientv3.Client // the test's own client (submits, reads)
 	st   *store.Store
+	ns   *embednats.Server
 	cfg  Config
 	hubs []*hub
 }
@@ -80,7 +81,7 @@ func newEnv(t testing.TB, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), cli: cli, st: st, cfg: cfg}
+	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), cli: cli, st: st, ns: ns, cfg: cfg}
 	t.Cleanup(func() {
 		for _, h := range e.hubs {
 			h.kill()

@@ -118,6 +118,10 @@ type Loop struct {
 	decoded decodeCache
 	kick    chan struct{} // a send asks for the next cycle early
 
+	// natsDownAt is when the loop last saw its NATS connection down; only
+	// the loop goroutine uses it.
+	natsDownAt time.Time
+
 	// dropPublishes makes dispatch publishes vanish (tests: a hub that
 	// crashes between commit and publish).
 	dropPublishes atomic.Bool

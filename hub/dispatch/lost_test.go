@@ -156,3 +156,40 @@ func TestRejectBackoff(t *testing.T) {
 		t.Fatalf("attempts = %d, want 2", w.GetStatus().GetAttempts())
 	}
 }
+
+// TestHubCutOffFromNATSLosesNothing: when the hub cannot hear NATS at all,
+// the silence of every cluster is the hub's problem, not theirs; nothing is
+// marked LOST or requeued.
+func TestHubCutOffFromNATSLosesNothing(t *testing.T) {
+	e := newEnv(t, fastConfig())
+	e.putQueue("acme/ml/train", 8)
+	e.startAgent("east", 1, 8, 0)
+	h := e.startHub("hub-a")
+	e.waitFor("leadership", 10*time.Second, h.leading)
+	w := gpuWorkload("w", "acme/ml/train", 1)
+	w.RequeueOnClusterLoss = true
+	e.submit(w)
+	did := e.waitRunningOn("w", "east", 10*time.Second)
+
+	if err := e.ns.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * fastConfig().ClusterTimeout) // far past the cluster timeout
+	if c, _ := h.loop.GetCluster("east"); c.GetState() == meridianv1.ClusterState_CLUSTER_STATE_LOST {
+		t.Fatal("east marked LOST while the hub itself was cut off from NATS")
+	}
+	if err := e.ns.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("heartbeats again", 15*time.Second, func() bool {
+		_, at, ok := h.loop.Fleet().Reported("east")
+		return ok && time.Since(at) < 300*time.Millisecond
+	})
+	time.Sleep(fastConfig().ClusterTimeout) // through the grace period
+	if p, c, d := e.phaseOn("w"); p != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING || c != "east" || d != did {
+		t.Fatalf("w = %v on %s as %s; want still RUNNING on east as %s", p, c, d, did)
+	}
+	if c, _ := h.loop.GetCluster("east"); c.GetState() != meridianv1.ClusterState_CLUSTER_STATE_READY {
+		t.Fatalf("east = %v after NATS came back", c.GetState())
+	}
+}
