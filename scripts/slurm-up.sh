@@ -231,14 +231,16 @@ for n in "${NODES[@]}"; do
 	*drain* | *down* | *fail*) scontrol update nodename="$n" state=resume >/dev/null 2>&1 || true ;;
 	esac
 done
-all_idle() {
+# Ready: every node responding and up (idle, or mixed/allocated when jobs
+# from an earlier run still hold it); "idle*" (not responding) is not ready.
+all_ready() {
 	local out
 	out=$(sinfo -h -N -p gpu -o '%N %T') || return 1
-	[[ $(grep -c ' idle$' <<<"$out") -eq ${#NODES[@]} ]] || [[ ${MERIDIAN_SLURM_ALLOW_BUSY:-0} == 1 && $(grep -cE ' (idle|mixed|allocated)$' <<<"$out") -eq ${#NODES[@]} ]]
+	[[ $(grep -cE ' (idle|mixed|allocated)$' <<<"$out") -eq ${#NODES[@]} ]]
 }
-wait_for 60 "4 nodes idle" all_idle || {
+wait_for 60 "4 nodes up" all_ready || {
 	sinfo -N >&2 || true
-	die "nodes did not become idle; see $STATE/log/"
+	die "nodes did not come up; see $STATE/log/"
 }
 
 # slurmrestd refuses to run as root and reads slurm.conf after dropping to
