@@ -656,11 +656,16 @@ func (l *Loop) prune(t *term, b *built) {
 }
 
 // sweep marks silent clusters LOST, unless the hub itself cannot hear
-// anyone: while its NATS connection is down, and for one cluster timeout
-// after it comes back (so heartbeats can arrive), silence proves nothing.
+// anyone: before it has listened for one cluster timeout (after a hub
+// outage the last adverts are old, and heartbeats need time to arrive),
+// while its NATS connection is down, and for one cluster timeout after it
+// comes back, silence proves nothing.
 func (l *Loop) sweep() {
 	if !l.bus.Conn().IsConnected() {
 		l.natsDownAt = time.Now()
+		return
+	}
+	if time.Since(l.listeningSince) < l.fleet.Timeout() {
 		return
 	}
 	if !l.natsDownAt.IsZero() && time.Since(l.natsDownAt) < l.fleet.Timeout() {

@@ -121,6 +121,8 @@ type Loop struct {
 	// natsDownAt is when the loop last saw its NATS connection down; only
 	// the loop goroutine uses it.
 	natsDownAt time.Time
+	// listeningSince is when Run started listening to the fleet.
+	listeningSince time.Time
 
 	// dropPublishes makes dispatch publishes vanish (tests: a hub that
 	// crashes between commit and publish).
@@ -188,6 +190,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	if err := l.bus.EnsureStreams(ctx); err != nil {
 		return fmt.Errorf("dispatch: %w", err)
 	}
+	l.listeningSince = time.Now()
 	if l.ownFeed {
 		if err := l.fleet.Start(ctx, l.bus); err != nil {
 			return fmt.Errorf("dispatch: %w", err)

@@ -193,3 +193,33 @@ func TestHubCutOffFromNATSLosesNothing(t *testing.T) {
 		t.Fatalf("east = %v after NATS came back", c.GetState())
 	}
 }
+
+// TestNewHubAfterOutageWaitsForHeartbeats: a hub that starts after a long
+// outage finds only old adverts; it must give agents one timeout to speak
+// before it calls their clusters LOST.
+func TestNewHubAfterOutageWaitsForHeartbeats(t *testing.T) {
+	e := newEnv(t, fastConfig())
+	e.putQueue("acme/ml/train", 8)
+	east := e.startAgent("east", 1, 8, 0)
+	a := e.startHub("hub-a")
+	e.waitFor("leadership", 10*time.Second, a.leading)
+	w := gpuWorkload("w", "acme/ml/train", 1)
+	w.RequeueOnClusterLoss = true
+	e.submit(w)
+	did := e.waitRunningOn("w", "east", 10*time.Second)
+
+	a.kill()
+	east.vanish()                               // the whole control plane is gone...
+	time.Sleep(2 * fastConfig().ClusterTimeout) // ...long enough for the last advert to be stale
+	b := e.startHub("hub-b")
+	e.waitFor("takeover", 10*time.Second, b.leading)
+	time.Sleep(fastConfig().ClusterTimeout / 3)
+	east.connect()
+	time.Sleep(2 * fastConfig().ClusterTimeout)
+	if p, c, d := e.phaseOn("w"); p != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING || c != "east" || d != did {
+		t.Fatalf("w = %v on %s as %s; want still RUNNING on east as %s", p, c, d, did)
+	}
+	if n := east.cancelCount(did); n != 0 {
+		t.Fatalf("east got %d cancels for its current work", n)
+	}
+}
