@@ -161,7 +161,9 @@ func TestRejectBackoff(t *testing.T) {
 // the silence of every cluster is the hub's problem, not theirs; nothing is
 // marked LOST or requeued.
 func TestHubCutOffFromNATSLosesNothing(t *testing.T) {
-	e := newEnv(t, fastConfig())
+	cfg := fastConfig()
+	cfg.ClusterTimeout = 800 * time.Millisecond
+	e := newEnv(t, cfg)
 	e.putQueue("acme/ml/train", 8)
 	e.startAgent("east", 1, 8, 0)
 	h := e.startHub("hub-a")
@@ -174,7 +176,7 @@ func TestHubCutOffFromNATSLosesNothing(t *testing.T) {
 	if err := e.ns.Close(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * fastConfig().ClusterTimeout) // far past the cluster timeout
+	time.Sleep(2 * cfg.ClusterTimeout) // far past the cluster timeout
 	if c, _ := h.loop.GetCluster("east"); c.GetState() == meridianv1.ClusterState_CLUSTER_STATE_LOST {
 		t.Fatal("east marked LOST while the hub itself was cut off from NATS")
 	}
@@ -185,7 +187,7 @@ func TestHubCutOffFromNATSLosesNothing(t *testing.T) {
 		_, at, ok := h.loop.Fleet().Reported("east")
 		return ok && time.Since(at) < 300*time.Millisecond
 	})
-	time.Sleep(fastConfig().ClusterTimeout) // through the grace period
+	time.Sleep(cfg.ClusterTimeout) // through the grace period
 	if p, c, d := e.phaseOn("w"); p != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING || c != "east" || d != did {
 		t.Fatalf("w = %v on %s as %s; want still RUNNING on east as %s", p, c, d, did)
 	}
@@ -198,7 +200,9 @@ func TestHubCutOffFromNATSLosesNothing(t *testing.T) {
 // outage finds only old adverts; it must give agents one timeout to speak
 // before it calls their clusters LOST.
 func TestNewHubAfterOutageWaitsForHeartbeats(t *testing.T) {
-	e := newEnv(t, fastConfig())
+	cfg := fastConfig()
+	cfg.ClusterTimeout = 800 * time.Millisecond
+	e := newEnv(t, cfg)
 	e.putQueue("acme/ml/train", 8)
 	east := e.startAgent("east", 1, 8, 0)
 	a := e.startHub("hub-a")
@@ -209,13 +213,13 @@ func TestNewHubAfterOutageWaitsForHeartbeats(t *testing.T) {
 	did := e.waitRunningOn("w", "east", 10*time.Second)
 
 	a.kill()
-	east.vanish()                               // the whole control plane is gone...
-	time.Sleep(2 * fastConfig().ClusterTimeout) // ...long enough for the last advert to be stale
+	east.vanish()                      // the whole control plane is gone...
+	time.Sleep(2 * cfg.ClusterTimeout) // ...long enough for the last advert to be stale
 	b := e.startHub("hub-b")
 	e.waitFor("takeover", 10*time.Second, b.leading)
-	time.Sleep(fastConfig().ClusterTimeout / 3)
+	time.Sleep(cfg.ClusterTimeout / 3)
 	east.connect()
-	time.Sleep(2 * fastConfig().ClusterTimeout)
+	time.Sleep(2 * cfg.ClusterTimeout)
 	if p, c, d := e.phaseOn("w"); p != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING || c != "east" || d != did {
 		t.Fatalf("w = %v on %s as %s; want still RUNNING on east as %s", p, c, d, did)
 	}
