@@ -91,7 +91,7 @@ type Connector struct {
 
 	mu       sync.Mutex
 	recs     map[string]*record
-	rejected map[string]bool
+	rejected map[string]string // dispatch id -> Slurm's reason
 	shape    *clusterShape
 	closed   bool
 
@@ -170,7 +170,7 @@ func New(cfg Config) (*Connector, error) {
 	}
 	c := &Connector{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
-		recs: map[string]*record{}, rejected: map[string]bool{},
+		recs: map[string]*record{}, rejected: map[string]string{},
 		wake: make(chan struct{}, 1), events: make(chan agent.WorkEvent, 64),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -346,10 +346,16 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 		return errors.New("slurm: connector is closed")
 	}
 	_, known := c.recs[id]
+	rejected, wasRejected := c.rejected[id]
 	sh := c.shape
 	c.mu.Unlock()
 	if known {
 		return nil
+	}
+	if wasRejected {
+		// Slurm refused this dispatch before; asking again would only burn
+		// another job id.
+		return agent.Reject("slurm refused the job: %s", rejected)
 	}
 	// A redelivered dispatch after an agent restart: look in Slurm.
 	jobs, err := c.listJobs(ctx)
@@ -359,16 +365,11 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 	for _, j := range jobs {
 		if t, ok := c.ours(j); ok && t.DispatchID == id {
 			c.mu.Lock()
-			skip := c.rejected[id]
-			if !skip {
-				r := c.adopt(t, j)
-				c.observe(r, j)
-			}
+			r := c.adopt(t, j)
+			c.observe(r, j)
 			c.mu.Unlock()
-			if !skip {
-				c.log.Info("slurm dispatch already has a job; not submitting again", "dispatch_id", id, "job_id", j.ID)
-				return nil
-			}
+			c.log.Info("slurm dispatch already has a job; not submitting again", "dispatch_id", id, "job_id", j.ID)
+			return nil
 		}
 	}
 	if sh == nil {
@@ -401,7 +402,7 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 	if err != nil {
 		if reason, ok := RejectReason(err); ok {
 			c.mu.Lock()
-			c.rejected[id] = true
+			c.rejected[id] = reason
 			c.mu.Unlock()
 			c.stats.Rejects.Add(1)
 			c.log.Info("slurm refused the job; dispatch rejected", "dispatch_id", id, "reason", reason)
@@ -599,7 +600,7 @@ func (c *Connector) refresh(ctx context.Context) error {
 	seen := map[string]bool{}
 	for _, j := range jobs {
 		t, ok := c.ours(j)
-		if !ok || c.rejected[t.DispatchID] {
+		if _, rej := c.rejected[t.DispatchID]; !ok || rej {
 			continue
 		}
 		r := c.adopt(t, j)
@@ -639,7 +640,9 @@ func (c *Connector) observe(r *record, j JobInfo) {
 	if names, err := ExpandHostlist(j.Nodes); err == nil && len(names) > 0 {
 		r.nodes = names
 	}
-	if !j.Start.IsZero() && (j.State != "PENDING") {
+	// A job ran when it got nodes and a start time; a job cancelled or
+	// refused while pending has a start time but no nodes.
+	if !j.Start.IsZero() && j.Nodes != "" && j.State != "PENDING" {
 		r.started = j.Start
 	}
 	out := MapJobState(j.State, j.ExitCode, j.Reason, r.preempt)

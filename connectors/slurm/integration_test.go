@@ -495,9 +495,23 @@ func TestSlurmRejectsAndRetries(t *testing.T) {
 				t.Fatalf("Launch = %v, want a rejection", err)
 			}
 			t.Logf("rejected: %s", agent.RejectReason(err))
-			// Redelivery is rejected again, not adopted as an accepted job.
+			// Redelivery is rejected again, not adopted as an accepted job,
+			// and nothing more is submitted.
 			if err := c.Launch(context.Background(), d); !agent.IsRejected(err) {
 				t.Fatalf("second Launch = %v, want a rejection", err)
+			}
+			jobs, err := c.listJobs(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, j := range jobs {
+				if tag, ok := c.ours(j); ok && tag.DispatchID == d.DispatchId {
+					n++
+				}
+			}
+			if n > 1 {
+				t.Fatalf("%d Slurm jobs for a rejected dispatch, want at most 1", n)
 			}
 		})
 	}
@@ -560,4 +574,52 @@ func TestSlurmForeignJobsUntouched(t *testing.T) {
 	if list, _ := c.List(context.Background()); len(list) != 0 {
 		t.Fatalf("List shows another agent's job: %+v", list)
 	}
+}
+
+func TestSlurmCancelWhilePending(t *testing.T) {
+	e := needSlurm(t)
+	c := e.connector(t)
+	waitIdle(t, c)
+	blocker := newDispatch(fmt.Sprintf("blocker-%d", time.Now().UnixNano())).Script(script(waitRelease)).Obj()
+	if err := c.Launch(context.Background(), blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, blocker.DispatchId, agent.StateRunning, 30*time.Second)
+	// All 32 GPUs cannot be had while the blocker holds one: it pends.
+	big := newDispatch(fmt.Sprintf("big-%d", time.Now().UnixNano())).Replicas(4).Milli(8000).Script(script("true")).Obj()
+	if err := c.Launch(context.Background(), big); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range list {
+		if w.DispatchID == big.DispatchId && w.State != agent.StatePending {
+			t.Fatalf("big gang is %v, want Pending", w.State)
+		}
+	}
+	if err := c.Cancel(context.Background(), big.DispatchId, false); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(30 * time.Second)
+	for done := false; !done; {
+		select {
+		case ev := <-c.Events():
+			if ev.DispatchID != big.DispatchId {
+				continue
+			}
+			if ev.State != agent.StateCancelled {
+				t.Fatalf("pending job cancelled: got %v first, want Cancelled without Running", ev.State)
+			}
+			if ev.WallTime != 0 || ev.GPUMilliSeconds != 0 {
+				t.Fatalf("a job that never ran reports usage: %+v", ev)
+			}
+			done = true
+		case <-deadline:
+			t.Fatal("no Cancelled event for the pending job")
+		}
+	}
+	release(t, c)
+	waitFor(t, c, blocker.DispatchId, agent.StateSucceeded, 30*time.Second)
 }
