@@ -19,7 +19,9 @@ func BenchmarkDispatchToAccepted(b *testing.B) {
 	const n = 2000
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		e := newEnv(b, fastConfig())
+		cfg := fastConfig()
+		cfg.RepublishAfter = 10 * time.Second // the production default; acks may lag under load
+		e := newEnv(b, cfg)
 		e.putQueue("acme/ml/train", n)
 		var agents []*agent
 		for c := 0; c < 10; c++ {
@@ -61,8 +63,11 @@ func BenchmarkDispatchToAccepted(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-submit-to-dispatch-ms")
 		var hm dto.Metric
 		_ = h.loop.m.cycle.Write(&hm)
-		b.Logf("cycles %d, mean %.1fms; publishes %v", hm.GetHistogram().GetSampleCount(),
-			1000*hm.GetHistogram().GetSampleSum()/float64(max(1, hm.GetHistogram().GetSampleCount())), metricValue(b, h.loop.m.published))
+		b.Logf("cycles %d, mean %.1fms; publishes %v, duplicates %v, republished at takeover %v", hm.GetHistogram().GetSampleCount(),
+			1000*hm.GetHistogram().GetSampleSum()/float64(max(1, hm.GetHistogram().GetSampleCount())), metricValue(b, h.loop.m.published), metricValue(b, h.loop.m.duplicates), metricValue(b, h.loop.m.republished))
+		b.Logf("events: accepted %v, rejected %v, running %v; dispatches %v", metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_ACCEPTED")),
+			metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_REJECTED")), metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_RUNNING")),
+			metricValue(b, h.loop.m.dispatches))
 		for _, hh := range e.hubs {
 			hh.kill()
 		}

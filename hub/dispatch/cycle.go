@@ -648,8 +648,10 @@ func (l *Loop) prune(t *term, b *built) {
 			delete(t.finished, id)
 		}
 	}
-	for id := range t.published {
-		if _, ok := b.current[id]; !ok {
+	for id, at := range t.published {
+		// b.current predates this cycle's commits: keep what was published
+		// lately, or the next cycle would publish it again.
+		if _, ok := b.current[id]; !ok && time.Since(at) > time.Minute {
 			delete(t.published, id)
 		}
 	}
