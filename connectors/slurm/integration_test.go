@@ -283,7 +283,24 @@ func TestSlurmDrainShowsInNextInventory(t *testing.T) {
 			t.Fatalf("%s not schedulable", n.Name)
 		}
 	}
-	e.scontrol(t, "update", "nodename=gpu4", "state=resume")
+	// A node set down offers nothing at all.
+	e.scontrol(t, "update", "nodename=gpu3", "state=down", "reason=meridian-down-test")
+	t.Cleanup(func() {
+		cmd := exec.Command("scontrol", "update", "nodename=gpu3", "state=resume")
+		cmd.Env = append(os.Environ(), "SLURM_CONF="+e.vars["SLURM_CONF"])
+		_ = cmd.Run()
+	})
+	inv, err = c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := inv.Nodes[2]; n.Name != "gpu3" || n.Schedulable || n.Gpus[0].Healthy || n.CpuMilliFree != 0 {
+		t.Fatalf("down gpu3 advertised as %+v", n)
+	}
+	if got := freeGPUs(inv); got != 24 {
+		t.Fatalf("%d whole GPUs free with gpu3 down and gpu4 drained; want 24 (the drained node's GPUs stay free, only unschedulable)", got)
+	}
+	e.scontrol(t, "update", "nodename=gpu3,gpu4", "state=resume")
 	// slurmctld marks a resumed node not responding until its next ping
 	// (about a second).
 	deadline := time.Now().Add(30 * time.Second)
@@ -292,11 +309,11 @@ func TestSlurmDrainShowsInNextInventory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if inv.Nodes[3].Schedulable {
+		if inv.Nodes[2].Schedulable && inv.Nodes[3].Schedulable {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("resumed gpu4 still not schedulable: %+v", inv.Nodes[3])
+			t.Fatalf("resumed gpu3/gpu4 still not schedulable: %+v %+v", inv.Nodes[2], inv.Nodes[3])
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -355,12 +372,20 @@ func TestSlurmExitCode3IsFailed(t *testing.T) {
 			if err := c.Launch(context.Background(), d); err != nil {
 				t.Fatalf("Launch: %v", err)
 			}
+			killed := newDispatch(fmt.Sprintf("kill9-%s-%d", name, time.Now().UnixNano())).Script("#!/bin/bash\nkill -KILL $$\n").Obj()
+			if err := c.Launch(context.Background(), killed); err != nil {
+				t.Fatalf("Launch: %v", err)
+			}
 			ev := waitFor(t, c, d.DispatchId, agent.StateFailed, 60*time.Second)
 			if ev.ExitCode == nil || *ev.ExitCode != 3 || !strings.Contains(ev.Reason, "exit code 3") {
 				t.Fatalf("failed event %+v (exit %v)", ev, fmtp(ev.ExitCode))
 			}
+			ev = waitFor(t, c, killed.DispatchId, agent.StateFailed, 60*time.Second)
+			if ev.ExitCode == nil || *ev.ExitCode != 137 || !strings.Contains(ev.Reason, "signal 9") {
+				t.Fatalf("killed job: event %+v (exit %v), want exit 137 by signal 9", ev, fmtp(ev.ExitCode))
+			}
 			list, err := c.List(context.Background())
-			if err != nil || len(list) != 1 || list[0].State != agent.StateFailed || *list[0].ExitCode != 3 {
+			if err != nil || len(list) != 2 || list[0].State != agent.StateFailed || *list[0].ExitCode != 3 {
 				t.Fatalf("List = %+v, %v", list, err)
 			}
 		})
