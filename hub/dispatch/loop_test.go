@@ -97,6 +97,9 @@ func TestSubmitToSucceeded(t *testing.T) {
 	if got := metricValue(t, h.loop.m.dispatches); got != 6 {
 		t.Fatalf("dispatches metric = %v, want 6", got)
 	}
+	if got, dup := metricValue(t, h.loop.m.published), metricValue(t, h.loop.m.duplicates); got != 6 || dup != 0 {
+		t.Fatalf("publishes = %v (duplicates %v), want each dispatch published once", got, dup)
+	}
 	if got := metricValue(t, h.loop.m.pending.WithLabelValues("Invalid")); got != 1 {
 		t.Fatalf("pending{Invalid} = %v, want 1 (the orphan)", got)
 	}
