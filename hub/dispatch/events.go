@@ -327,9 +327,11 @@ func (l *Loop) consumeEvents(t *term) error {
 	if err != nil {
 		return fmt.Errorf("dispatch: events consumer: %w", err)
 	}
+	// Two writes per event at most: keep a batch inside one transaction.
+	size := max(1, min(l.cfg.EventBatch, l.st.MaxTxnOps()/2))
 	go func() {
 		for t.ctx.Err() == nil {
-			batch, err := cons.Fetch(l.cfg.EventBatch, jetstream.FetchMaxWait(200*time.Millisecond))
+			batch, err := cons.Fetch(size, jetstream.FetchMaxWait(200*time.Millisecond))
 			if err != nil {
 				if t.ctx.Err() == nil {
 					l.log.Warn("fetch agent events", "err", err)

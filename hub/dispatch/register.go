@@ -83,6 +83,9 @@ func (l *Loop) answerRegister(t *term, subjectCluster string, payload []byte) *a
 	default:
 		return refuse(fmt.Sprintf("protocol_version %d is not spoken by this hub (it speaks 1)", req.GetProtocolVersion()))
 	}
+	if err := l.fleet.ApplyRegister(req); err != nil {
+		l.log.Warn("register not recorded in the fleet", "cluster", subjectCluster, "err", err)
+	}
 	ctx, cancel := context.WithTimeout(t.ctx, 2*time.Second)
 	defer cancel()
 	if resp, err := l.st.Client().Get(ctx, LedgerKey, clientKeysOnly()...); err == nil {

@@ -40,7 +40,7 @@ func TestRegisterAnswers(t *testing.T) {
 		reasonNames string
 	}{
 		"current and stale ids": {
-			subject: "east", req: &agentv1.Register{ClusterId: "east", ProtocolVersion: agentv1.ProtocolVersion_PROTOCOL_VERSION_1, KnownDispatchIds: []string{did, "d-stale"}},
+			subject: "east", req: &agentv1.Register{ClusterId: "east", ProtocolVersion: agentv1.ProtocolVersion_PROTOCOL_VERSION_1, AgentVersion: "v9.9", KnownDispatchIds: []string{did, "d-stale"}},
 			accepted: true, current: did,
 		},
 		"another cluster holds nothing": {
@@ -53,7 +53,9 @@ func TestRegisterAnswers(t *testing.T) {
 			subject: "west", req: &agentv1.Register{ClusterId: "east"}, reasonNames: "cluster_id",
 		},
 	}
-	for name, tc := range tests {
+	names := []string{"current and stale ids", "another cluster holds nothing", "future protocol refused", "subject mismatch refused"}
+	for _, name := range names {
+		tc := tests[name]
 		t.Run(name, func(t *testing.T) {
 			ack := ask(tc.subject, tc.req)
 			if ack.GetAccepted() != tc.accepted {
@@ -72,5 +74,8 @@ func TestRegisterAnswers(t *testing.T) {
 				t.Fatalf("ack = %v", ack)
 			}
 		})
+	}
+	if c, _ := h.loop.GetCluster("east"); c.GetAgentVersion() != "v9.9" {
+		t.Fatalf("agent version = %q, want the one from Register", c.GetAgentVersion())
 	}
 }

@@ -63,6 +63,7 @@ type entry struct {
 	reported    []string // dispatch ids of the last heartbeat, sorted
 	reportedAt  time.Time
 	reportedSet bool
+	agentVer    string
 }
 
 // New returns an empty registry.
@@ -253,6 +254,30 @@ func (r *Registry) HandleHeartbeatPayload(subjectCluster string, payload []byte)
 	return r.ApplyHeartbeat(subjectCluster, hb)
 }
 
+// ApplyRegister records an agent's Register: it counts as being heard, and
+// its agent version is shown in the API. Capacity still comes only from
+// advertisements.
+func (r *Registry) ApplyRegister(req *agentv1.Register) error {
+	if req == nil {
+		return errors.New("fleet: register is nil")
+	}
+	id := req.GetClusterId()
+	if err := natsbus.ValidateClusterID(id); err != nil {
+		return fmt.Errorf("fleet: register cluster_id: %w", err)
+	}
+	now := r.clock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil {
+		e = &entry{id: id}
+		r.clusters[id] = e
+	}
+	e.agentVer = req.GetAgentVersion()
+	r.seenLocked(e, r.seenAt(now, req.GetSentAt()))
+	return nil
+}
+
 // ApplyHeartbeat records that a cluster is alive and which dispatch ids it
 // holds. A heartbeat from a cluster that has not advertised yet is
 // remembered (it has no capacity until its first advertisement).
@@ -402,6 +427,7 @@ func (r *Registry) apiLocked(e *entry) *meridianv1.Cluster {
 		State:             convert.State(stateOf(e)),
 		DrainReason:       e.drainReason,
 		RunningDispatches: int32(len(e.reported)),
+		AgentVersion:      e.agentVer,
 	}
 	if !e.lastSeen.IsZero() {
 		c.LastHeartbeat = timestamppb.New(e.lastSeen)
