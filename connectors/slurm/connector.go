@@ -217,9 +217,13 @@ func New(cfg Config) (*Connector, error) {
 	} else {
 		return nil, errors.New("slurm: rest_url: empty and the Slurm commands are not available; nothing to talk to")
 	}
+	c.start()
+	return c, nil
+}
+
+func (c *Connector) start() {
 	go c.pump()
 	go c.pollLoop()
-	return c, nil
 }
 
 // Close stops the poll loop and the event pump; events not yet read are
@@ -624,8 +628,10 @@ func (c *Connector) refresh(ctx context.Context) error {
 			continue
 		}
 		r.missing++
-		// Give a fresh submit a moment to show up in listings.
-		if r.missing >= 3 && now.Sub(r.submitted) > 3*c.cfg.PollInterval {
+		// Three misses in a row, and never within 10 s of the submit (a
+		// fresh job always shows at once, but be safe about listings that
+		// were fetched just before it).
+		if r.missing >= 3 && now.Sub(r.submitted) > 10*time.Second {
 			c.finish(r, agent.StateFailed, nil, fmt.Sprintf("slurm job %d vanished before its end was seen (MinJobAge passed or slurmctld lost its state)", r.jobID), now)
 		}
 	}

@@ -1,0 +1,290 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+)
+
+// fakeBackend is an in-memory job list for unit tests of the connector's
+// bookkeeping (the real daemons are exercised in integration_test.go).
+type fakeBackend struct {
+	mu      sync.Mutex
+	m       map[int64]*JobInfo
+	nextID  int64
+	submits int
+	listErr error
+}
+
+func newFakeBackend() *fakeBackend { return &fakeBackend{m: map[int64]*JobInfo{}, nextID: 100} }
+
+func (f *fakeBackend) name() string { return "fake" }
+func (f *fakeBackend) nodes(context.Context) ([]NodeInfo, error) {
+	var out []NodeInfo
+	for _, n := range []string{"gpu1", "gpu2"} {
+		out = append(out, NodeInfo{Name: n, State: "idle", Partitions: []string{"gpu"}, Gres: "gpu:h100:8,mps:h100:800,shard:h100:32", GresUsed: "gpu:h100:0(IDX:N/A)", CPUs: 32, MemoryMiB: 1000})
+	}
+	return out, nil
+}
+func (f *fakeBackend) jobs(context.Context) ([]JobInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var out []JobInfo
+	for _, j := range f.m {
+		out = append(out, *j)
+	}
+	return out, nil
+}
+func (f *fakeBackend) submit(_ context.Context, req SubmitRequest) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.submits++
+	f.nextID++
+	f.m[f.nextID] = &JobInfo{ID: f.nextID, Name: req.Name, Comment: req.Comment, State: "PENDING", TresPerNode: "gres:" + req.Gres, NodeCount: int64(req.Nodes)}
+	return f.nextID, nil
+}
+func (f *fakeBackend) cancel(_ context.Context, id int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j := f.m[id]
+	if j == nil {
+		return &Error{Slurm: []SlurmError{{Code: codeInvalidJobID, Message: "Invalid job id specified"}}}
+	}
+	j.State = "CANCELLED"
+	j.End = time.Unix(2000, 0)
+	return nil
+}
+
+// set changes a job's state the way slurmctld would.
+func (f *fakeBackend) set(id int64, state string, raw int64, start, end int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j := f.m[id]
+	j.State, j.ExitCode, j.Nodes = state, raw, "gpu1"
+	if start > 0 {
+		j.Start = time.Unix(start, 0)
+	}
+	if end > 0 {
+		j.End = time.Unix(end, 0)
+	}
+}
+
+func (f *fakeBackend) forget(id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, id)
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// newFakeConnector builds a connector on a fake backend; its poll loop is
+// idle (1 h) so tests drive refresh themselves.
+func newFakeConnector(t *testing.T, fb *fakeBackend, clk *fakeClock) *Connector {
+	t.Helper()
+	c := &Connector{
+		cfg: Config{Partition: "gpu", Workdir: "/tmp", PollInterval: time.Hour, RetainFinished: time.Hour, RequestTimeout: 5 * time.Second, Now: clk.Now},
+		log: slog.New(slog.DiscardHandler), now: clk.Now, primary: fb,
+		recs: map[string]*record{}, rejected: map[string]string{},
+		wake: make(chan struct{}, 1), events: make(chan agent.WorkEvent, 64),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	c.start()
+	t.Cleanup(c.Close)
+	return c
+}
+
+func drain(c *Connector) []agent.WorkEvent {
+	var out []agent.WorkEvent
+	for {
+		select {
+		case ev := <-c.Events():
+			out = append(out, ev)
+		case <-time.After(100 * time.Millisecond):
+			return out
+		}
+	}
+}
+
+func states(evs []agent.WorkEvent) string {
+	var s []string
+	for _, e := range evs {
+		s = append(s, e.DispatchID+":"+e.State.String())
+	}
+	return strings.Join(s, " ")
+}
+
+func TestConnectorLifecycleAndMinJobAge(t *testing.T) {
+	fb := newFakeBackend()
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	c := newFakeConnector(t, fb, clk)
+	ctx := context.Background()
+	d := newDispatch("life").Replicas(1).Milli(2000).Obj()
+	if err := c.Launch(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Launch(ctx, d); err != nil || fb.submits != 1 {
+		t.Fatalf("second Launch: %v, %d submits", err, fb.submits)
+	}
+	id := fb.nextID
+	steps := []struct {
+		state      string
+		raw        int64
+		start, end int64
+		want       string
+	}{
+		{"PENDING", 0, 0, 0, ""},
+		{"RUNNING", 0, 1010, 0, "life:Running"},
+		{"RUNNING", 0, 1010, 0, ""},
+		{"COMPLETED", 0, 1010, 1070, "life:Succeeded"},
+		{"COMPLETED", 0, 1010, 1070, ""},
+	}
+	for i, st := range steps {
+		fb.set(id, st.state, st.raw, st.start, st.end)
+		if err := c.refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := states(drain(c)); got != st.want {
+			t.Fatalf("step %d (%s): events %q, want %q", i, st.state, got, st.want)
+		}
+	}
+	// Slurm forgets the job (MinJobAge): the connector still knows the end.
+	fb.forget(id)
+	clk.Add(10 * time.Minute)
+	list, err := c.List(ctx)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("List: %v %v", list, err)
+	}
+	w := list[0]
+	if w.State != agent.StateSucceeded || w.ExitCode == nil || *w.ExitCode != 0 || w.GPUMilliSeconds != 2000*60 || !w.FinishedAt.Equal(time.Unix(1070, 0)) {
+		t.Fatalf("after Slurm forgot the job: %+v", w)
+	}
+	if got := states(drain(c)); got != "" {
+		t.Fatalf("forgetting a finished job emitted %q", got)
+	}
+	// After RetainFinished the record goes too.
+	clk.Add(2 * time.Hour)
+	if list, _ := c.List(ctx); len(list) != 0 {
+		t.Fatalf("finished record kept past RetainFinished: %+v", list)
+	}
+}
+
+func TestConnectorFastJobAndVanishedJob(t *testing.T) {
+	fb := newFakeBackend()
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	c := newFakeConnector(t, fb, clk)
+	ctx := context.Background()
+	fast, lost := newDispatch("fast").Obj(), newDispatch("lost").Obj()
+	if err := c.Launch(ctx, fast); err != nil {
+		t.Fatal(err)
+	}
+	fastID := fb.nextID
+	if err := c.Launch(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	lostID := fb.nextID
+	// fast ran and failed between two polls: Running is still sent first.
+	fb.set(fastID, "FAILED", 768, 1001, 1002)
+	fb.set(lostID, "RUNNING", 0, 1001, 0)
+	if err := c.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := drain(c)
+	if got := states(evs); got != "fast:Running fast:Failed lost:Running" && got != "lost:Running fast:Running fast:Failed" {
+		t.Fatalf("events %q", got)
+	}
+	for _, e := range evs {
+		if e.DispatchID == "fast" && e.State == agent.StateFailed && (e.ExitCode == nil || *e.ExitCode != 3 || e.WallTime != time.Second) {
+			t.Fatalf("fast failure %+v", e)
+		}
+	}
+	// lost vanishes while running (agent was away past MinJobAge):
+	// reported Failed after three polls, not at the first miss.
+	fb.forget(lostID)
+	clk.Add(time.Minute)
+	for i := 0; i < 2; i++ {
+		_ = c.refresh(ctx)
+	}
+	if got := states(drain(c)); got != "" {
+		t.Fatalf("vanished job reported too early: %q", got)
+	}
+	_ = c.refresh(ctx)
+	evs = drain(c)
+	if len(evs) != 1 || evs[0].State != agent.StateFailed || !strings.Contains(evs[0].Reason, "vanished") {
+		t.Fatalf("vanished job: %+v", evs)
+	}
+}
+
+func TestConnectorRestartAdoptsJobs(t *testing.T) {
+	fb := newFakeBackend()
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	c1 := newFakeConnector(t, fb, clk)
+	ctx := context.Background()
+	if err := c1.Launch(ctx, newDispatch("keep").Milli(8000).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	fb.set(fb.nextID, "RUNNING", 0, 1000, 0)
+	// A job the hub did not start, and one of another cluster.
+	fb.m[1] = &JobInfo{ID: 1, Comment: "hand-made", State: "RUNNING"}
+	fb.m[2] = &JobInfo{ID: 2, Comment: Comment("other", "x", "y"), State: "RUNNING"}
+	c1.cfg.ClusterID = ""
+	c1.Close()
+
+	c2 := newFakeConnector(t, fb, clk)
+	c2.cfg.ClusterID = "mine"
+	fb.m[3] = &JobInfo{ID: 3, Comment: Comment("mine", "m", "w"), State: "RUNNING", Nodes: "gpu2", Start: time.Unix(1000, 0), TresPerNode: "gres:gpu:h100:8", NodeCount: 1}
+	clk.Add(10 * time.Second)
+	list, err := c2.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].DispatchID != "m" || list[0].State != agent.StateRunning || list[0].GPUMilliSeconds != 8000*10 {
+		t.Fatalf("restarted List = %+v; want only this cluster's job", list)
+	}
+	// Cancel of the other cluster's dispatch is a no-op and leaves its job.
+	if err := c2.Cancel(ctx, "x", false); err != nil || fb.m[2].State != "RUNNING" || fb.m[1].State != "RUNNING" {
+		t.Fatalf("Cancel touched a foreign job: %v %+v %+v", err, fb.m[1], fb.m[2])
+	}
+	if err := c2.Cancel(ctx, "m", true); err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.refresh(ctx)
+	var got []string
+	for _, e := range drain(c2) {
+		got = append(got, e.State.String())
+	}
+	if strings.Join(got, ",") != "Running,Preempted" {
+		t.Fatalf("events %v, want Running then Preempted", got)
+	}
+}
+
+func TestConnectorListErrorsAreRetryable(t *testing.T) {
+	fb := newFakeBackend()
+	fb.listErr = &Error{Op: "list jobs", Backend: "fake", Err: errors.New("connection refused")}
+	c := newFakeConnector(t, fb, &fakeClock{t: time.Unix(1000, 0)})
+	err := c.Launch(context.Background(), newDispatch("a").Obj())
+	if err == nil || agent.IsRejected(err) || fb.submits != 0 {
+		t.Fatalf("Launch while Slurm cannot be listed = %v (%d submits), want a retryable error and no submit", err, fb.submits)
+	}
+	if _, err := c.List(context.Background()); err == nil {
+		t.Fatal("List hid the error")
+	}
+}
