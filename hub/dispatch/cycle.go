@@ -196,6 +196,7 @@ func (l *Loop) cycle(t *term) (err error) {
 	b := l.buildSnapshot(s, ledger, now)
 	l.reconcileReports(t, b, now)
 	markTerminating(t, b)
+	markNominated(t, b, now)
 
 	plan, perr := safeDecide(b.snap, l.cfg.Scheduler)
 	if perr != nil {
@@ -203,6 +204,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		l.log.Error("scheduler panic recovered; cycle skipped", "err", perr, "pending", pendingIDs(b.snap))
 		return nil
 	}
+	rememberNominations(t, plan, now)
 
 	// Commit dispatches.
 	type committed struct {
@@ -457,6 +459,52 @@ func markTerminating(t *term, b *built) {
 	for i := range b.snap.Running {
 		if stopping[b.snap.Running[i].Workload.ID] {
 			b.snap.Running[i].Terminating = true
+		}
+	}
+}
+
+// nominationTTL bounds how long a workload keeps first pick after it
+// preempted: long enough for its victims to stop.
+const nominationTTL = 5 * time.Minute
+
+// markNominated gives the core the workloads that preempted in an earlier
+// cycle, so they take the room their victims free before anyone else.
+func markNominated(t *term, b *built, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.nominated) == 0 {
+		return
+	}
+	for i, w := range b.snap.Pending {
+		if at, ok := t.nominated[w.ID]; ok && now.Sub(at) < nominationTTL {
+			cp := *w
+			cp.Nominated = true
+			b.snap.Pending[i] = &cp
+		}
+	}
+}
+
+// rememberNominations records which workloads preempted in this plan and
+// forgets those that were dispatched or have waited too long.
+func rememberNominations(t *term, plan *scheduler.Plan, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.nominated == nil {
+		t.nominated = map[string]time.Time{}
+	}
+	for _, pe := range plan.Pending {
+		if pe.Code == scheduler.ReasonPreempting {
+			if _, ok := t.nominated[pe.WorkloadID]; !ok {
+				t.nominated[pe.WorkloadID] = now
+			}
+		}
+	}
+	for _, d := range plan.Dispatches {
+		delete(t.nominated, d.WorkloadID)
+	}
+	for id, at := range t.nominated {
+		if now.Sub(at) >= nominationTTL {
+			delete(t.nominated, id)
 		}
 	}
 }

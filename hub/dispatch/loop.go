@@ -245,6 +245,7 @@ type term struct {
 	published     map[string]time.Time // dispatch id -> last publish
 	cancelled     map[string]time.Time // dispatch ids a cancel was sent for, and when
 	finished      map[string]time.Time // dispatch ids the agent reported stopped, and when
+	nominated     map[string]time.Time // workload ids that preempted work, and when
 	started       time.Time            // when the term began (hub clock)
 }
 
@@ -299,7 +300,10 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 
 	idle := time.NewTimer(0)
 	defer idle.Stop()
-	var lastCycle time.Time
+	var (
+		lastCycle time.Time
+		lastTook  time.Duration
+	)
 	for {
 		select {
 		case <-tctx.Done():
@@ -312,7 +316,10 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		case <-l.fleet.Changed():
 		case <-l.kick:
 		}
-		if wait := l.cfg.MinPeriod - time.Since(lastCycle); wait > 0 {
+		// At least MinPeriod between cycles, and at least as long as the
+		// last cycle took, so the loop never takes more than half a core
+		// while the state is large and changes constantly.
+		if wait := max(l.cfg.MinPeriod, lastTook) - time.Since(lastCycle); wait > 0 {
 			if !sleepCtx(tctx, wait) {
 				return
 			}
@@ -320,6 +327,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		drain(events)
 		lastCycle = time.Now()
 		err := l.cycle(t)
+		lastTook = time.Since(lastCycle)
 		if leader.IsNotLeader(err) {
 			l.log.Warn("fence lost; stopping writes", "err", err)
 			return
