@@ -29,7 +29,7 @@ CTLD_PORT=${MERIDIAN_SLURM_CTLD_PORT:-6817}
 NODE_PORT=${MERIDIAN_SLURM_NODE_PORT:-17001}
 REST_PORT=${MERIDIAN_SLURM_REST_PORT:-6820}
 NODES=(gpu1 gpu2 gpu3 gpu4)
-PACKAGES=(munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin)
+PACKAGES=(munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin curl)
 T0=$(date +%s.%N)
 
 log() { printf 'slurm-up: %s\n' "$*" >&2; }
@@ -74,10 +74,10 @@ if ((${#missing[@]})); then
 	cleanup_policy() { if ((created_policy)); then rm -f /usr/sbin/policy-rc.d; fi; }
 	trap cleanup_policy EXIT
 	export DEBIAN_FRONTEND=noninteractive
-	if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >"${TMPDIR:-/tmp}/meridian-slurm-apt.log" 2>&1; then
+	if ! apt-get install -y -q -o DPkg::Lock::Timeout=180 --no-install-recommends "${missing[@]}" >"${TMPDIR:-/tmp}/meridian-slurm-apt.log" 2>&1; then
 		log "apt-get install failed; running apt-get update and retrying"
-		apt-get update -q >>"${TMPDIR:-/tmp}/meridian-slurm-apt.log" 2>&1 || true
-		apt-get install -y -q --no-install-recommends "${missing[@]}" >>"${TMPDIR:-/tmp}/meridian-slurm-apt.log" 2>&1 ||
+		apt-get update -q -o DPkg::Lock::Timeout=180 >>"${TMPDIR:-/tmp}/meridian-slurm-apt.log" 2>&1 || true
+		apt-get install -y -q -o DPkg::Lock::Timeout=180 --no-install-recommends "${missing[@]}" >>"${TMPDIR:-/tmp}/meridian-slurm-apt.log" 2>&1 ||
 			die "apt-get install ${missing[*]} failed; see ${TMPDIR:-/tmp}/meridian-slurm-apt.log"
 	fi
 	cleanup_policy
