@@ -70,24 +70,30 @@ func runScenarioFile(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 type outputFlags struct {
-	json   *bool
-	out    *string
-	policy *string
+	json    *bool
+	out     *string
+	policy  *string
+	nominal *bool
 }
 
 func common(fs *flag.FlagSet) outputFlags {
 	return outputFlags{
-		json:   fs.Bool("json", false, "print the result as one JSON object on the last line of stdout"),
-		out:    fs.String("out", "", "also write the result to this file (.json or .csv)"),
-		policy: fs.String("policy", "bestfit", "node scorer: bestfit (the core's default)"),
+		json:    fs.Bool("json", false, "print the result as one JSON object on the last line of stdout"),
+		out:     fs.String("out", "", "also write the result to this file (.json or .csv)"),
+		policy:  fs.String("policy", "meridian", "node scorer: meridian (the core's default) or bestfit"),
+		nominal: fs.Bool("nominal-first", false, "admit work within nominal quota before borrowing work (Kueue's order)"),
 	}
 }
 
 func simulate(ctx context.Context, sc *sim.Scenario, o outputFlags, stdout, stderr io.Writer) error {
 	cfg := scheduler.DefaultConfig()
-	if *o.policy != "bestfit" {
-		return fmt.Errorf("--policy: %q is not available for scenarios yet (use bestfit)", *o.policy)
+	switch *o.policy {
+	case scheduler.PolicyMeridian, scheduler.PolicyBestFit:
+		cfg.Policy = *o.policy
+	default:
+		return fmt.Errorf("--policy: want meridian or bestfit, got %q", *o.policy)
 	}
+	cfg.NominalFirst = *o.nominal
 	eng, err := sim.New(sc, cfg)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -23,6 +24,7 @@ var filters = []clusterFilter{
 	{"selector", filterSelector},
 	{"class", filterClass},
 	{"fractional", filterFractional},
+	{"node size", filterNodeSize},
 }
 
 func filterState(_ *planner, cs *clusterState, _ *Workload) (bool, string) {
@@ -79,6 +81,29 @@ func filterFractional(_ *planner, cs *clusterState, w *Workload) (bool, string) 
 		}
 		if ps.Req.GPUs > 0 && !cs.src.Modes.Has(ps.Mode) {
 			return false, "without fractional mode " + ps.Mode.String()
+		}
+	}
+	return true, ""
+}
+
+// filterNodeSize rules out a cluster none of whose nodes has as many GPUs
+// (of an allowed class) as one replica asks for: it could never host it,
+// however empty.
+func filterNodeSize(_ *planner, cs *clusterState, w *Workload) (bool, string) {
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		if ps.Req.GPUs == 0 {
+			continue
+		}
+		ok := false
+		for _, ci := range classesFor(cs, ps) {
+			if ci.maxGPUs >= ps.Req.GPUs {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false, fmt.Sprintf("without a node of %d GPUs", ps.Req.GPUs)
 		}
 	}
 	return true, ""
@@ -168,6 +193,8 @@ func filterKey(w *Workload) string {
 		ps := &w.PodSets[i]
 		if ps.Req.GPUs > 0 {
 			b.WriteString(ps.Class)
+			b.WriteByte('#')
+			b.WriteString(strconv.Itoa(int(ps.Req.GPUs)))
 			if ps.Req.Shared() || ps.Req.GPUMemMiB > 0 {
 				b.WriteByte('~')
 				b.WriteByte(byte('0' + ps.Mode))

@@ -56,6 +56,8 @@ type placer struct {
 // placeGang tries to place every pod set of w on cs inside t. On failure it
 // rolls t back to where it started and says how far it got.
 func (p *placer) placeGang(t *txn, w *Workload, out []PodSetPlacement) ([]PodSetPlacement, fitResult) {
+	t.cs.placing = w.ID
+	defer func() { t.cs.placing = "" }()
 	start := t.mark()
 	out = out[:0]
 	for si := range w.PodSets {
@@ -130,7 +132,7 @@ func (p *placer) pickNode(cs *clusterState, ps *PodSet, allowed []int32) (int32,
 			if len(p.cands) >= k {
 				break
 			}
-			if classOK(cs, i, ps) && gpufit.Fits(&cs.nodes[i], r) {
+			if classOK(cs, i, ps) && !cs.isReserved(i) && gpufit.Fits(&cs.nodes[i], r) {
 				p.cands = append(p.cands, i)
 			}
 		}
@@ -146,7 +148,7 @@ func (p *placer) pickNode(cs *clusterState, ps *PodSet, allowed []int32) (int32,
 					if len(p.cands) >= k {
 						break
 					}
-					if gpufit.Fits(&cs.nodes[i], r) {
+					if !cs.isReserved(i) && gpufit.Fits(&cs.nodes[i], r) {
 						p.cands = append(p.cands, i)
 					}
 				}
@@ -156,6 +158,9 @@ func (p *placer) pickNode(cs *clusterState, ps *PodSet, allowed []int32) (int32,
 			}
 			for b := fb; b < len(ci.buckets) && len(p.cands) < k; b++ {
 				for _, i := range ci.buckets[b] {
+					if cs.isReserved(i) {
+						continue
+					}
 					if b == fb && !r.Shared() && r.GPUs > 0 && cs.meta[i].ppos < 0 && gpufit.Fits(&cs.nodes[i], r) {
 						// An exact fit: the node's whole free GPUs are all
 						// taken and nothing is left to fragment. No scorer
@@ -213,6 +218,9 @@ func (p *placer) placeSameNode(t *txn, ps *PodSet) int32 {
 			// copy: placing replicas moves nodes between buckets
 			nodes := append([]int32(nil), ci.buckets[b]...)
 			for _, i := range nodes {
+				if t.cs.isReserved(i) {
+					continue
+				}
 				m := t.mark()
 				var placed int32
 				for placed < ps.Replicas && gpufit.Fits(&t.cs.nodes[i], &ps.Req) {

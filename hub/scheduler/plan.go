@@ -22,7 +22,7 @@ type planner struct {
 	plan     *Plan
 	// failed memoises placement failures by gang shape: capacity only shrinks
 	// during the main pass, so a shape that did not fit will not fit later.
-	failed map[string]Pending
+	failed map[string]memoFail
 	// victims marks running workloads already chosen for preemption.
 	victims map[string]bool
 	// pendingIdx finds a workload's Pending entry to rewrite it after preemption.
@@ -31,6 +31,8 @@ type planner struct {
 	running    map[string]*Running
 	filtered   map[string]filterResult
 	scoredBuf  []scoredCluster
+	// reservedQueues have made their one reservation this cycle.
+	reservedQueues map[string]bool
 }
 
 // Decide decides what to do with the pending workloads of a snapshot. It is
@@ -49,7 +51,7 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 		snap:       s,
 		cfg:        cfg,
 		plan:       &Plan{},
-		failed:     map[string]Pending{},
+		failed:     map[string]memoFail{},
 		victims:    map[string]bool{},
 		pendingIdx: map[string]int{},
 		running:    map[string]*Running{},
@@ -85,23 +87,59 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 		}
 		known = append(known, w)
 	}
-	fo := newFairOrder(known, p.tree, s.Ledger, s.Now, alloc, usageHorizon(s.Ledger))
-	for {
-		w, leaf := fo.next()
-		if w == nil {
-			break
+	horizon := usageHorizon(s.Ledger)
+	// Nominated workloads first: they preempted work in an earlier cycle and
+	// the room they made is theirs (as Kubernetes' nominated node).
+	var nominated, rest []*Workload
+	for _, w := range known {
+		if w.Nominated {
+			nominated = append(nominated, w)
+		} else {
+			rest = append(rest, w)
 		}
-		if p.cfg.MaxConsidered > 0 && p.plan.Stats.Considered >= p.cfg.MaxConsidered {
-			p.pend(w, ReasonDeferred, "not considered yet: this scheduling cycle reached its budget; it will be tried in the next cycle")
+	}
+	sortQueue(nominated)
+	for _, w := range nominated {
+		p.plan.Stats.Considered++
+		if d, out := p.schedule(w, true); out == admitted {
+			alloc[w.Queue] += usageMilli(d.Usage)
+		}
+	}
+	// Then fair order. With NominalFirst, two passes: first the work that
+	// fits in its queue's own nominal quota, then the work that must borrow
+	// (Kueue's guarantee); otherwise one pass where fairshare alone orders
+	// owed and borrowing work, and reclaim preemption returns lent quota.
+	var deferred []*Workload
+	for pass := 0; pass < 2; pass++ {
+		if pass == 0 && !p.cfg.NominalFirst {
 			continue
 		}
-		p.plan.Stats.Considered++
-		if d, ok := p.schedule(w); ok {
-			var m int64
-			for _, u := range d.Usage {
-				m += u.Milli
+		input := rest
+		if pass == 1 && p.cfg.NominalFirst {
+			input = deferred
+		}
+		fo := newFairOrder(input, p.tree, s.Ledger, s.Now, alloc, horizon)
+		for {
+			w, leaf := fo.next()
+			if w == nil {
+				break
 			}
-			fo.addUsage(leaf, m, usageHorizon(s.Ledger))
+			if p.cfg.MaxConsidered > 0 && p.plan.Stats.Considered >= p.cfg.MaxConsidered {
+				p.pend(w, ReasonDeferred, "not considered yet: this scheduling cycle reached its budget; it will be tried in the next cycle")
+				continue
+			}
+			if pass == 0 || !p.cfg.NominalFirst {
+				p.plan.Stats.Considered++
+			}
+			d, out := p.schedule(w, pass == 1)
+			switch out {
+			case admitted:
+				m := usageMilli(d.Usage)
+				alloc[w.Queue] += m
+				fo.addUsage(leaf, m, horizon)
+			case mustBorrow:
+				deferred = append(deferred, w)
+			}
 		}
 	}
 	p.preemptPass()
@@ -154,16 +192,24 @@ func (p *planner) pend(w *Workload, code ReasonCode, reason string) {
 
 // schedule tries to admit one workload: quota, then cluster filters, then a
 // whole-gang placement on the best clusters, then the final quota charge.
-func (p *planner) schedule(w *Workload) (Dispatch, bool) {
-	if v, ok := p.quotaPrecheck(w); !ok {
+func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
+	v, borrows, ok := p.quotaPrecheck(w)
+	if !ok {
 		p.pend(w, ReasonQuota, v)
-		return Dispatch{}, false
+		return Dispatch{}, pending
+	}
+	if borrows && !allowBorrow {
+		return Dispatch{}, mustBorrow
 	}
 	w = p.capElastic(w)
 	key := shapeKey(w)
 	if f, ok := p.failed[key]; ok {
-		p.pend(w, f.Code, f.Reason)
-		return Dispatch{}, false
+		reason := f.Reason
+		if f.Code == ReasonNoFit {
+			reason = p.reserveFor(w, f.best, allowBorrow, reason)
+		}
+		p.pend(w, f.Code, reason)
+		return Dispatch{}, pending
 	}
 	cands, tooFull, why := p.eligible(w)
 	if len(cands) == 0 && len(tooFull) > 0 {
@@ -177,23 +223,24 @@ func (p *planner) schedule(w *Workload) (Dispatch, bool) {
 			t := &txn{cs: cs}
 			_, res := p.placer.placeGang(t, w, nil)
 			t.rollbackTo(0)
-			if a := (fitAttempt{cluster: cs.src.ID, res: res}); a.better(best) {
+			if a := (fitAttempt{cluster: cs.src.ID, cs: cs, res: res}); a.better(best) {
 				best = a
 			}
 		}
 		f := Pending{Code: ReasonNoFit, Reason: noFitReason(w, best, 0, 0)}
-		p.failed[key] = f
-		p.pend(w, f.Code, f.Reason)
-		return Dispatch{}, false
+		p.failed[key] = memoFail{f, best}
+		p.pend(w, f.Code, p.reserveFor(w, best, allowBorrow, f.Reason))
+		return Dispatch{}, pending
 	}
 	if len(cands) == 0 {
 		f := Pending{Code: ReasonNoCluster, Reason: why}
-		p.failed[key] = f
+		p.failed[key] = memoFail{Pending: f}
 		p.pend(w, f.Code, f.Reason)
-		return Dispatch{}, false
+		return Dispatch{}, pending
 	}
 	var best fitAttempt
 	tried := 0
+	sawBorrow := false
 	for _, cs := range cands {
 		if tried >= p.cfg.ClusterCandidates {
 			break
@@ -202,33 +249,67 @@ func (p *planner) schedule(w *Workload) (Dispatch, bool) {
 		t := &txn{cs: cs}
 		placement, res := p.placer.placeGang(t, w, nil)
 		if !res.ok {
-			if a := (fitAttempt{cluster: cs.src.ID, res: res}); a.better(best) {
+			if a := (fitAttempt{cluster: cs.src.ID, cs: cs, res: res}); a.better(best) {
 				best = a
 			}
 			continue
 		}
 		usage := usageOf(t)
-		if reason, borrowed, ok := p.checkAndCharge(w.Queue, usage); !ok {
+		reason, borrowed, ok := p.checkAndCharge(w.Queue, usage, allowBorrow)
+		switch {
+		case !ok && borrowed:
+			// Here it would borrow; another cluster (another class) may
+			// still have room within the queue's own quota.
+			t.rollbackTo(0)
+			sawBorrow = true
+			tried--
+			continue
+		case !ok:
 			t.rollbackTo(0)
 			p.pend(w, ReasonQuota, reason)
-			return Dispatch{}, false
-		} else {
-			d := Dispatch{WorkloadID: w.ID, Cluster: cs.src.ID, Placement: placement, Usage: usage, Borrowed: borrowed}
-			p.plan.Dispatches = append(p.plan.Dispatches, d)
-			p.plan.Stats.Dispatched++
-			p.plan.Stats.Placements += len(t.log)
-			return d, true
+			return Dispatch{}, pending
 		}
+		d := Dispatch{WorkloadID: w.ID, Cluster: cs.src.ID, Placement: placement, Usage: usage, Borrowed: borrowed}
+		p.plan.Dispatches = append(p.plan.Dispatches, d)
+		p.plan.Stats.Dispatched++
+		p.plan.Stats.Placements += len(t.log)
+		return d, admitted
+	}
+	if sawBorrow {
+		return Dispatch{}, mustBorrow
 	}
 	f := Pending{Code: ReasonNoFit, Reason: noFitReason(w, best, len(cands), tried)}
-	p.failed[key] = f
-	p.pend(w, f.Code, f.Reason)
-	return Dispatch{}, false
+	p.failed[key] = memoFail{f, best}
+	p.pend(w, f.Code, p.reserveFor(w, best, allowBorrow, f.Reason))
+	return Dispatch{}, pending
+}
+
+// memoFail is a remembered placement failure of one gang shape.
+type memoFail struct {
+	Pending
+	best fitAttempt
+}
+
+// outcome is what schedule did with a workload.
+type outcome uint8
+
+const (
+	pending    outcome = iota // given a pending reason
+	admitted                  // dispatched
+	mustBorrow                // needs borrowed quota; retried in the borrowing pass
+)
+
+func usageMilli(u []ClassMilli) int64 {
+	var m int64
+	for _, x := range u {
+		m += x.Milli
+	}
+	return m
 }
 
 // quotaPrecheck checks the quota a workload needs at its minimum size, for
 // the pod sets whose class is known before placement.
-func (p *planner) quotaPrecheck(w *Workload) (string, bool) {
+func (p *planner) quotaPrecheck(w *Workload) (reason string, borrows, ok bool) {
 	need := map[string]int64{}
 	for i := range w.PodSets {
 		ps := &w.PodSets[i]
@@ -242,11 +323,15 @@ func (p *planner) quotaPrecheck(w *Workload) (string, bool) {
 		need[ps.Class] += int64(n) * ps.Req.TotalMilli()
 	}
 	for _, c := range sortedKeys(need) {
-		if v := p.tree.Check(w.Queue, c, need[c]); !v.OK {
-			return v.Reason, false
+		v := p.tree.Check(w.Queue, c, need[c])
+		if !v.OK {
+			return v.Reason, false, false
+		}
+		if v.Borrowed > 0 {
+			borrows = true
 		}
 	}
-	return "", true
+	return "", borrows, true
 }
 
 // capElastic lowers the replica count of elastic pod sets of a known class
@@ -298,9 +383,10 @@ func (p *planner) capElastic(w *Workload) *Workload {
 	return out
 }
 
-// checkAndCharge checks the placed gang's usage against quota and charges it.
-func (p *planner) checkAndCharge(queue string, usage []ClassMilli) (string, bool, bool) {
-	borrowed := false
+// checkAndCharge checks the placed gang's usage against quota and charges
+// it. Without allowBorrow, usage that needs borrowed quota is refused with
+// borrowed set and no reason.
+func (p *planner) checkAndCharge(queue string, usage []ClassMilli, allowBorrow bool) (reason string, borrowed, ok bool) {
 	for _, u := range usage {
 		v := p.tree.Check(queue, u.Class, u.Milli)
 		if !v.OK {
@@ -309,6 +395,9 @@ func (p *planner) checkAndCharge(queue string, usage []ClassMilli) (string, bool
 		if v.Borrowed > 0 {
 			borrowed = true
 		}
+	}
+	if borrowed && !allowBorrow {
+		return "", true, false
 	}
 	for _, u := range usage {
 		p.tree.Charge(queue, u.Class, u.Milli)
@@ -344,6 +433,7 @@ func usageOf(t *txn) []ClassMilli {
 // fitAttempt records the closest a gang came to fitting, for the reason text.
 type fitAttempt struct {
 	cluster string
+	cs      *clusterState
 	res     fitResult
 }
 

@@ -311,9 +311,11 @@ func TestQuotaReclaimPreemptsBorrower(t *testing.T) {
 
 func TestFairshareSplitsByWeight(t *testing.T) {
 	tree, err := quota.NewTree([]quota.QueueSpec{
-		{Path: "t", Weight: 1},
-		{Path: "t/small", Weight: 1, Limits: map[string]quota.Limits{h100: {Nominal: 16000, BorrowLimit: -1, LendLimit: -1}}},
-		{Path: "t/large", Weight: 3, Limits: map[string]quota.Limits{h100: {Nominal: 16000, BorrowLimit: -1, LendLimit: -1}}},
+		// The team pool is the tenant's; neither project owns any of it, so
+		// weights alone split it.
+		{Path: "t", Weight: 1, Limits: map[string]quota.Limits{h100: {Nominal: 32000, BorrowLimit: 0, LendLimit: -1}}},
+		{Path: "t/small", Weight: 1, Limits: map[string]quota.Limits{h100: {Nominal: 0, BorrowLimit: -1, LendLimit: -1}}},
+		{Path: "t/large", Weight: 3, Limits: map[string]quota.Limits{h100: {Nominal: 0, BorrowLimit: -1, LendLimit: -1}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -370,6 +372,42 @@ func deepCopyClusters(cs []Cluster) []Cluster {
 		}
 	}
 	return out
+}
+
+// With NominalFirst, work a queue is owed (within its nominal quota) is
+// admitted before work that borrows, whatever the fairshare order says.
+func TestNominalWorkBeforeBorrowing(t *testing.T) {
+	tree, err := quota.NewTree([]quota.QueueSpec{
+		{Path: "t", Weight: 1},
+		{Path: "t/owner", Weight: 1, Limits: map[string]quota.Limits{h100: {Nominal: 8000, BorrowLimit: -1, LendLimit: -1}}},
+		{Path: "t/guest", Weight: 100, Limits: map[string]quota.Limits{h100: {Nominal: 8000, BorrowLimit: -1, LendLimit: -1}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj()
+	s := snapshot(tree, []Cluster{c},
+		makeWorkload("guest-1", "t/guest").PodSet("main", 1, 8, 1000, h100).Obj(),
+		makeWorkload("guest-2", "t/guest").PodSet("main", 1, 8, 1000, h100).Created(t0.Add(time.Second)).Obj(),
+		makeWorkload("owner-1", "t/owner").PodSet("main", 1, 8, 1000, h100).Created(t0.Add(time.Hour)).Obj())
+	cfg := DefaultConfig()
+	cfg.NominalFirst = true
+	p := Decide(s, cfg)
+	if dispatchOf(p, "owner-1") == nil || dispatchOf(p, "guest-1") == nil || dispatchOf(p, "guest-2") != nil {
+		t.Fatalf("dispatches %+v; want owner-1 and guest-1 within their nominal, guest-2 (borrowing) waiting", p.Dispatches)
+	}
+}
+
+func TestNominatedWorkloadGoesFirst(t *testing.T) {
+	c := makeCluster("east").Nodes(1, 8, h100, 0, 0).Obj()
+	first := makeWorkload("early", "t/a").PodSet("main", 1, 8, 1000, h100).Priority(50).Obj()
+	nominated := makeWorkload("nominee", "t/b").PodSet("main", 1, 8, 1000, h100).Created(t0.Add(time.Hour)).Obj()
+	nominated.Nominated = true
+	s := snapshot(queues(h100, map[string]int64{"a": 8, "b": 8}), []Cluster{c}, first, nominated)
+	p := Decide(s, DefaultConfig())
+	if d := dispatchOf(p, "nominee"); d == nil {
+		t.Fatalf("the nominated workload did not get the room it preempted for: %+v", p)
+	}
 }
 
 func TestWorkAlreadyStoppingIsWaitedForNotPreemptedAgain(t *testing.T) {

@@ -26,6 +26,12 @@ type clusterState struct {
 	classes []*classIndex // sorted by class name
 	byName  map[string]int32
 	doms    [2][]domain // racks, NVLink domains; built on first use
+	// reserved marks nodes held for a large gang in this cycle (see reserve.go).
+	reservedBy    []string // workload id per node, "" when free
+	reservedCount int
+	// placing is the workload being placed now: its own reservation is no
+	// obstacle to it.
+	placing string
 }
 
 type nodeMeta struct {

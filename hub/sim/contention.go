@@ -21,7 +21,7 @@ func Contention(seed int64, hours float64) *Scenario {
 		Clusters: []ClusterSpec{
 			{ID: "us-east", NodeGroups: []NodeGroup{{Count: 8, Class: "nvidia-h100-80gb", GPUs: 8, NodesPerNVLink: 4, NodesPerRack: 8}}},
 			{ID: "us-west", NodeGroups: []NodeGroup{{Count: 8, Class: "nvidia-a100-80gb", GPUs: 8, NodesPerRack: 4}}},
-			{ID: "eu-central", FractionalModes: []string{"mps", "time-slice"}, NodeGroups: []NodeGroup{{Count: 16, Class: "nvidia-l4", GPUs: 4, GPUMemoryMiB: 24576}}},
+			{ID: "eu-central", FractionalModes: []string{"mps", "time-slice"}, NodeGroups: []NodeGroup{{Count: 8, Class: "nvidia-l4", GPUs: 8, GPUMemoryMiB: 24576, NodesPerRack: 4}}},
 		},
 	}
 	caps := map[string]float64{"nvidia-h100-80gb": 64, "nvidia-a100-80gb": 64, "nvidia-l4": 64}

@@ -86,6 +86,7 @@ type Engine struct {
 
 	// measurements
 	usedGPUSec   map[string]float64 // queue -> GPU-seconds after warmup
+	nominated    map[string]bool    // workloads that preempted in the last cycle
 	preemptions  int
 	cycles       int
 	dispatches   int
@@ -219,7 +220,13 @@ func (e *Engine) tick() {
 		Clusters: e.clusters,
 	}
 	for _, js := range e.pending {
-		snap.Pending = append(snap.Pending, js.w)
+		w := js.w
+		if e.nominated[w.ID] {
+			cp := *w
+			cp.Nominated = true
+			w = &cp
+		}
+		snap.Pending = append(snap.Pending, w)
 	}
 	for _, id := range sortedRunning(e.running) {
 		snap.Running = append(snap.Running, *e.running[id].run)
@@ -228,6 +235,13 @@ func (e *Engine) tick() {
 		snap.Clusters[i].LastSeen = snap.Now
 	}
 	plan := scheduler.Decide(snap, e.cfg)
+	// As the hub does: a workload that preempted is nominated next cycle.
+	e.nominated = map[string]bool{}
+	for _, pe := range plan.Pending {
+		if pe.Code == scheduler.ReasonPreempting {
+			e.nominated[pe.WorkloadID] = true
+		}
+	}
 	dispatched := map[string]bool{}
 	for _, d := range plan.Dispatches {
 		js := e.byID[d.WorkloadID]
