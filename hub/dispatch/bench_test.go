@@ -65,8 +65,8 @@ func BenchmarkDispatchToAccepted(b *testing.B) {
 		_ = h.loop.m.cycle.Write(&hm)
 		b.Logf("cycles %d, mean %.1fms; publishes %v, duplicates %v, republished at takeover %v", hm.GetHistogram().GetSampleCount(),
 			1000*hm.GetHistogram().GetSampleSum()/float64(max(1, hm.GetHistogram().GetSampleCount())), metricValue(b, h.loop.m.published), metricValue(b, h.loop.m.duplicates), metricValue(b, h.loop.m.republished))
-		b.Logf("events: accepted %v, rejected %v, running %v; dispatches %v", metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_ACCEPTED")),
-			metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_REJECTED")), metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_RUNNING")),
+		b.Logf("events: accepted %v, rejected %v, running %v, stale %v; dispatches %v", metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_ACCEPTED")),
+			metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_REJECTED")), metricValue(b, h.loop.m.events.WithLabelValues("DISPATCH_EVENT_TYPE_RUNNING")), metricValue(b, h.loop.m.staleEvents),
 			metricValue(b, h.loop.m.dispatches))
 		for _, hh := range e.hubs {
 			hh.kill()

@@ -40,6 +40,7 @@ type txItem struct {
 	r       *Record
 	dirty   bool
 	deleted bool
+	cached  bool // read from the watch cache, not etcd
 }
 
 // evTx gathers the reads and writes of one or more events so they commit in
@@ -68,9 +69,10 @@ func (x *evTx) load(key string, decode func(*txItem, []byte) error) (*txItem, er
 		rev int64
 		err error
 	)
+	cached := false
 	if x.fromCache {
 		if ci, ok := x.l.cache.Get(key); ok {
-			b, rev = ci.Value, ci.ModRev
+			b, rev, cached = ci.Value, ci.ModRev, true
 		}
 	}
 	if b == nil {
@@ -83,7 +85,7 @@ func (x *evTx) load(key string, decode func(*txItem, []byte) error) (*txItem, er
 			return nil, err
 		}
 	}
-	it := &txItem{key: key, origRev: rev}
+	it := &txItem{key: key, origRev: rev, cached: cached}
 	if err := decode(it, b); err != nil {
 		return nil, err
 	}
@@ -140,8 +142,26 @@ func (x *evTx) ops(now time.Time) ([]store.Op, error) {
 
 // applyEvent applies one event to the working set. Unknown and stale
 // dispatch ids are ignored (logged); a stale dispatch the agent says it
-// still runs gets a DispatchCancel.
+// still runs gets a DispatchCancel. An event that looks stale on cached
+// reads is decided again on fresh reads from etcd: the cache may lag a
+// dispatch this loop committed a moment ago.
 func (l *Loop) applyEvent(t *term, x *evTx, subjectCluster string, ev *agentv1.DispatchEvent) error {
+	err := l.applyEventOnce(t, x, subjectCluster, ev)
+	if !errors.Is(err, errCheckEtcd) {
+		return err
+	}
+	for k, it := range x.items {
+		if it.cached && !it.dirty {
+			delete(x.items, k)
+		}
+	}
+	saved := x.fromCache
+	x.fromCache = false
+	defer func() { x.fromCache = saved }()
+	return l.applyEventOnce(t, x, subjectCluster, ev)
+}
+
+func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agentv1.DispatchEvent) error {
 	now := l.clock()
 	id := ev.GetDispatchId()
 	cluster := ev.GetClusterId()
@@ -150,6 +170,11 @@ func (l *Loop) applyEvent(t *term, x *evTx, subjectCluster string, ev *agentv1.D
 	}
 	stillRuns := ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED || ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING
 	stale := func(why string) error {
+		if x.fromCache {
+			// The cache may lag a commit this very loop just made (the
+			// agent can answer within milliseconds): decide from etcd.
+			return errCheckEtcd
+		}
 		l.m.staleEvents.Inc()
 		l.log.Info("ignored event for a dispatch that is not current", "dispatch", id, "type", ev.GetType().String(), "cluster", cluster, "why", why)
 		if stillRuns {
@@ -278,6 +303,10 @@ func (l *Loop) applyBatch(t *term, evs []batchEvent, fromCache bool) error {
 }
 
 var errBatchTooLarge = errors.New("event batch too large for one transaction")
+
+// errCheckEtcd means an event looked stale on cached data; it is applied
+// again on fresh reads before it is ignored.
+var errCheckEtcd = errors.New("event looks stale in the cache; re-reading etcd")
 
 type batchEvent struct {
 	msg     jetstream.Msg
