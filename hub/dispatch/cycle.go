@@ -63,6 +63,9 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 		switch {
 		case err == nil:
 			rev = max(rev, r)
+			t.mu.Lock()
+			t.lastCommitRev = max(t.lastCommitRev, r)
+			t.mu.Unlock()
 			for _, f := range a {
 				if f != nil {
 					f()
@@ -194,7 +197,14 @@ func (l *Loop) cycle(t *term) (err error) {
 	ledger := t.ledger.Clone()
 	t.mu.Unlock()
 	b := l.buildSnapshot(s, ledger, now)
-	l.reconcileReports(t, b, now)
+	t.mu.Lock()
+	caughtUp := s.rev >= t.lastCommitRev
+	t.mu.Unlock()
+	if caughtUp {
+		// Only a snapshot that includes every dispatch this term committed
+		// may call an agent's dispatch "not current".
+		l.reconcileReports(t, b, now)
+	}
 	markTerminating(t, b)
 	markNominated(t, b, now)
 

@@ -247,6 +247,7 @@ type term struct {
 	finished      map[string]time.Time // dispatch ids the agent reported stopped, and when
 	nominated     map[string]time.Time // workload ids that preempted work, and when
 	started       time.Time            // when the term began (hub clock)
+	lastCommitRev int64                // highest revision the cycle committed
 }
 
 func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
