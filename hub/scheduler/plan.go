@@ -33,6 +33,9 @@ type planner struct {
 	scoredBuf  []scoredCluster
 	// reservedQueues have made their one reservation this cycle.
 	reservedQueues map[string]bool
+	// owed lists, per class, queues with pending work that fits their own
+	// nominal quota but not the cohort's room: borrowers must not take it.
+	owed map[string]map[string]bool
 }
 
 // Decide decides what to do with the pending workloads of a snapshot. It is
@@ -99,6 +102,7 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 		}
 	}
 	sortQueue(nominated)
+	p.owed = owedClasses(known, p.tree)
 	for _, w := range nominated {
 		p.plan.Stats.Considered++
 		if d, out := p.schedule(w, true); out == admitted {
@@ -399,10 +403,58 @@ func (p *planner) checkAndCharge(queue string, usage []ClassMilli, allowBorrow b
 	if borrowed && !allowBorrow {
 		return "", true, false
 	}
+	if borrowed {
+		for _, u := range usage {
+			for q := range p.owed[u.Class] {
+				if q != queue {
+					return fmt.Sprintf("would borrow %s quota that queue %s is owed and waits for", u.Class, firstKey(p.owed[u.Class], queue)), false, false
+				}
+			}
+		}
+	}
 	for _, u := range usage {
 		p.tree.Charge(queue, u.Class, u.Milli)
 	}
 	return "", borrowed, true
+}
+
+// owedClasses finds, before anything is admitted, the classes in which some
+// queue has pending work within its own nominal quota that the cohort cannot
+// take now because others borrow. Admitting more borrowed work in those
+// classes would only be reclaimed again at once.
+func owedClasses(pending []*Workload, tree *quota.Tree) map[string]map[string]bool {
+	owed := map[string]map[string]bool{}
+	for _, w := range pending {
+		for i := range w.PodSets {
+			ps := &w.PodSets[i]
+			if ps.Class == "" || ps.Req.GPUs == 0 {
+				continue
+			}
+			n := ps.MinReplicas
+			if n <= 0 || n > ps.Replicas {
+				n = ps.Replicas
+			}
+			m := int64(n) * ps.Req.TotalMilli()
+			if tree.Usage(w.Queue, ps.Class)+m <= tree.Nominal(w.Queue, ps.Class) && !tree.Check(w.Queue, ps.Class, m).OK {
+				if owed[ps.Class] == nil {
+					owed[ps.Class] = map[string]bool{}
+				}
+				owed[ps.Class][w.Queue] = true
+			}
+		}
+	}
+	return owed
+}
+
+// firstKey is the smallest key of m other than not (for a stable message).
+func firstKey(m map[string]bool, not string) string {
+	best := ""
+	for k := range m {
+		if k != not && (best == "" || k < best) {
+			best = k
+		}
+	}
+	return best
 }
 
 // usageOf sums a transaction's GPU milli per accelerator class, sorted by class.

@@ -237,15 +237,21 @@ func (p *planner) capacityVictims(cs *clusterState, w *Workload, given []*Runnin
 	if p.fitsNow(cs, w) {
 		return nil, true
 	}
-	// Lower-priority work may always be preempted. Work of queues that borrow
-	// may be preempted too when w's queue stays within its own nominal quota:
-	// that is reclaim of lent capacity, at the level of one cluster's nodes.
+	// Whom w may preempt (Kueue's defaults): lower-priority work of its own
+	// queue, always; when w stays within its queue's nominal quota, also
+	// lower-priority work of other queues and work of queues that borrow
+	// (reclaim of lent capacity, at node level). A workload that needs
+	// borrowed quota never preempts other queues: it would only be
+	// reclaimed in turn.
 	entitled := p.withinNominal(cs, w)
 	cands := p.runningIn(func(r *Running) bool {
-		if r.Cluster != cs.src.ID || r.Workload.Queue == w.Queue && r.Workload.Priority >= w.Priority {
+		if r.Cluster != cs.src.ID {
 			return false
 		}
-		return r.Workload.Priority < w.Priority || entitled && p.borrowing(r)
+		if r.Workload.Queue == w.Queue {
+			return r.Workload.Priority < w.Priority
+		}
+		return entitled && (r.Workload.Priority < w.Priority || p.borrowing(r))
 	})
 	var extra []*Running
 	fits := false

@@ -51,8 +51,8 @@ func (e *Engine) result() *Result {
 	}
 	measured := (time.Duration(e.sc.Duration) - time.Duration(e.sc.Warmup)).Seconds()
 	var total float64
-	for _, v := range e.usedGPUSec {
-		total += v
+	for _, q := range sortedKeysF(e.usedGPUSec) { // fixed order: float sums must not depend on map order
+		total += e.usedGPUSec[q]
 	}
 	if e.capacityMill > 0 && measured > 0 {
 		r.Utilization = 100 * total / (float64(e.capacityMill) / 1000 * measured)
@@ -150,4 +150,13 @@ func f(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 
 func secs(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}
+
+func sortedKeysF(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
