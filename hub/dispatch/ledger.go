@@ -69,17 +69,41 @@ func (l *Loop) finalAccrual(t *term, w *meridianv1.Workload, r *Record, end time
 }
 
 // accrue charges every running workload's GPU usage since its last accrual
-// and persists the ledger (fenced) every LedgerPersistEvery.
+// up to the last heartbeat that showed it running (never past what the hub
+// knows: the rest is accrued from the agent's end time when the workload
+// stops), and persists the ledger (fenced) every LedgerPersistEvery.
 func (l *Loop) accrue(t *term, b *built, now time.Time) error {
+	type seen struct {
+		ids map[string]bool
+		at  time.Time
+	}
+	hb := map[string]seen{}
+	for _, c := range l.fleet.IDs() {
+		ids, at, ok := l.fleet.Reported(c)
+		if !ok {
+			continue
+		}
+		set := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			set[id] = true
+		}
+		hb[c] = seen{ids: set, at: at}
+	}
 	t.mu.Lock()
 	live := map[string]bool{}
-	for _, r := range b.current {
+	for id, r := range b.current {
 		w := b.byID[r.r.WorkloadID]
 		if w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
 			continue
 		}
 		live[w.w.GetId()] = true
-		accrueOneLocked(t, w.w, r.r, now)
+		if h, ok := hb[r.r.Cluster]; ok && h.ids[id] {
+			to := h.at
+			if now.Before(to) {
+				to = now
+			}
+			accrueOneLocked(t, w.w, r.r, to)
+		}
 	}
 	for id := range t.accruedTo {
 		if !live[id] {

@@ -65,6 +65,18 @@ func TestSubmitToSucceeded(t *testing.T) {
 		qs := h.loop.QueueStatus("acme/ml/train")
 		return qs != nil && qs.RunningWorkloads == 0 && qs.Classes[0].UsageMilli == 0
 	})
+	// The ledger holds the GPU-seconds the workloads ran (a 7-day half-life
+	// makes decay over a few seconds negligible).
+	var ran float64
+	for id, w := range e.workloads() {
+		if id != "orphan" {
+			ran += 2 * w.GetStatus().GetEndTime().AsTime().Sub(w.GetStatus().GetStartTime().AsTime()).Seconds()
+		}
+	}
+	got := h.loop.QueueStatus("acme/ml/train").Classes[0].GetDecayedGpuSeconds()
+	if ran <= 0 || got < 0.9*ran || got > 1.1*ran {
+		t.Fatalf("ledger has %.3f GPU-seconds for the queue, the workloads ran %.3f", got, ran)
+	}
 	if qs := h.loop.QueueStatus("acme/ml/nope"); qs != nil {
 		t.Fatalf("unknown queue has a status: %v", qs)
 	}
