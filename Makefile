@@ -16,6 +16,14 @@ build: ## Build every command into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+.PHONY: demo
+demo: ## Run Meridian end to end: hub on embedded etcd+NATS, 3 simulated clusters, 300 workloads (< 2 min)
+	$(GO) run ./cmd/meridian-demo
+
+.PHONY: demo-forever
+demo-forever: ## The demo, kept running afterwards so you can explore it with meridianctl and curl
+	$(GO) run ./cmd/meridian-demo --forever
+
 .PHONY: test
 test: ## Run all tests (real embedded etcd and NATS; trace slices from ../shared/data)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)

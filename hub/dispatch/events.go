@@ -270,6 +270,12 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 			l.finalAccrual(t, w, r, when)
 		}
 		l.requeueStatus(w, now, why, rejected)
+		if !rejected && w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+			n := preemptions(w) + 1
+			until := now.Add(backoffFor(n, l.cfg.PreemptBackoff, l.cfg.PreemptBackoffMax))
+			setPreemptHold(w, n, until)
+			w.Status.PendingReason = clip(fmt.Sprintf("requeued: %s; held until %s (preemption %d), then scheduled again", why, until.UTC().Format(time.RFC3339), n), 512)
+		}
 		wi.dirty = true
 		ri.dirty, ri.deleted = true, true
 		l.markFinished(t, id)

@@ -38,6 +38,11 @@ type Config struct {
 	// RejectBackoff and RejectBackoffMax bound the exponential exclusion of
 	// a cluster that rejected a workload (10s, 10m).
 	RejectBackoff, RejectBackoffMax time.Duration
+	// PreemptBackoff and PreemptBackoffMax bound how long a preempted
+	// workload is held before it is scheduled again, doubling with each
+	// preemption (5s, 2m): without it, borrowed work that is reclaimed
+	// comes straight back and is reclaimed again.
+	PreemptBackoff, PreemptBackoffMax time.Duration
 	// LedgerHalfLife is the fairshare decay half-life for a new ledger (7 days).
 	LedgerHalfLife time.Duration
 	// LedgerPersistEvery is how often the leader writes the ledger (10s).
@@ -66,6 +71,8 @@ func (c *Config) defaults() {
 	def(&c.RepublishAfter, 10*time.Second)
 	def(&c.RejectBackoff, 10*time.Second)
 	def(&c.RejectBackoffMax, 10*time.Minute)
+	def(&c.PreemptBackoff, 5*time.Second)
+	def(&c.PreemptBackoffMax, 2*time.Minute)
 	def(&c.LedgerHalfLife, 7*24*time.Hour)
 	def(&c.LedgerPersistEvery, 10*time.Second)
 	if c.PublishParallelism <= 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
@@ -151,4 +152,48 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// ConditionPreemptionHold holds a preempted workload back from scheduling
+// until its LastTransitionTime; its message counts the preemptions.
+const ConditionPreemptionHold = "PreemptionHold"
+
+// preemptions counts the preemptions recorded on w.
+func preemptions(w *meridianv1.Workload) int {
+	for _, c := range w.GetStatus().GetConditions() {
+		if c.GetType() == ConditionPreemptionHold {
+			var n int
+			if _, err := fmt.Sscanf(c.GetMessage(), "preemptions=%d", &n); err == nil {
+				return n
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// setPreemptHold records or refreshes the preemption hold on w.
+func setPreemptHold(w *meridianv1.Workload, n int, until time.Time) {
+	c := &meridianv1.Condition{
+		Type: ConditionPreemptionHold, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE, Reason: "Preempted",
+		Message:            fmt.Sprintf("preemptions=%d; held until %s", n, until.UTC().Format(time.RFC3339)),
+		LastTransitionTime: timestamppb.New(until),
+	}
+	for i, old := range w.Status.Conditions {
+		if old.GetType() == ConditionPreemptionHold {
+			w.Status.Conditions[i] = c
+			return
+		}
+	}
+	w.Status.Conditions = append(w.Status.Conditions, c)
+}
+
+// held reports whether w is held back after a preemption at now.
+func held(w *meridianv1.Workload, now time.Time) bool {
+	for _, c := range w.GetStatus().GetConditions() {
+		if c.GetType() == ConditionPreemptionHold && c.GetLastTransitionTime() != nil {
+			return c.GetLastTransitionTime().AsTime().After(now)
+		}
+	}
+	return false
 }

@@ -227,6 +227,9 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 		if w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || hasCondition(w.w, ConditionCancelRequested) {
 			continue
 		}
+		if held(w.w, now) {
+			continue // preempted recently; its reason says until when
+		}
 		if w.swErr != nil {
 			// The API validates on submit; a record that still does not
 			// convert waits with a reason naming the field.

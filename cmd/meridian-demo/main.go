@@ -1,0 +1,54 @@
+// Command meridian-demo runs the whole of Meridian in one process: a hub on
+// embedded etcd and NATS, three simulated GPU clusters behind real spoke
+// agents, and a mixed workload. `make demo` runs it; `make demo-forever`
+// keeps it running for exploring with meridianctl.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/meridian-gpu/meridian/internal/demo"
+)
+
+func main() {
+	o := demo.DefaultOptions()
+	fs := flag.NewFlagSet("meridian-demo", flag.ContinueOnError)
+	fs.IntVar(&o.Workloads, "workloads", o.Workloads, "how many workloads to submit")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the workload mix")
+	fs.Float64Var(&o.TimeScale, "time-scale", o.TimeScale, "simulated seconds per real second in the clusters")
+	fs.DurationVar(&o.Deadline, "deadline", o.Deadline, "print the summary after this long even if work remains")
+	fs.BoolVar(&o.Forever, "forever", false, "keep running after the summary until Ctrl-C")
+	fs.StringVar(&o.GRPCAddr, "grpc-addr", o.GRPCAddr, "hub gRPC address to try first (a free port is used if taken)")
+	fs.StringVar(&o.HTTPAddr, "http-addr", o.HTTPAddr, "hub REST address to try first (a free port is used if taken)")
+	fs.StringVar(&o.DataDir, "data-dir", "", "keep etcd, NATS and the log here (default: a temporary directory)")
+	live := fs.String("live", "auto", "redraw a live table: auto (when stdout is a terminal), always or never")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	switch *live {
+	case "always":
+		o.Live = true
+	case "never":
+	case "auto":
+		if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			o.Live = true
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "meridian-demo: --live: want auto, always or never, got %q\n", *live)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := demo.Run(ctx, o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "meridian-demo: %v\n", err)
+		os.Exit(1)
+	}
+}

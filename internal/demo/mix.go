@@ -1,0 +1,178 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meridian-gpu/meridian/connectors/simcluster"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// team is one leaf queue of the demo's tree.
+type team struct {
+	path   string
+	weight int32
+}
+
+var teams = []team{{"acme/research", 3}, {"acme/product", 2}, {"acme/platform", 1}}
+
+// classGPUs is the demo federation's capacity per accelerator class.
+var classGPUs = map[string]int64{
+	"nvidia-h100-80gb":   64,
+	"nvidia-a100-40gb":   24,
+	"nvidia-l40s-48gb":   24,
+	"nvidia-gb200-192gb": 8,
+}
+
+func teamList() string {
+	var parts []string
+	for _, t := range teams {
+		parts = append(parts, fmt.Sprintf("%s (weight %d)", t.path, t.weight))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// createQueues makes the tree acme/{research,product,platform}: each team's
+// nominal quota is its weight share of every class, and borrowing is
+// unlimited, so idle quota is lent and reclaimed when its owner returns.
+func createQueues(ctx context.Context, c client) error {
+	var total int32
+	for _, t := range teams {
+		total += t.weight
+	}
+	queues := []*meridianv1.Queue{{Path: "acme", Weight: 1, Description: "the demo tenant"}}
+	classes := make([]string, 0, len(classGPUs))
+	for class := range classGPUs {
+		classes = append(classes, class)
+	}
+	sort.Strings(classes)
+	for ti, t := range teams {
+		q := &meridianv1.Queue{Path: t.path, Weight: t.weight, Description: "demo team"}
+		for _, class := range classes {
+			// Shares by weight; the first team takes the rounding remainder so
+			// the nominals add up to the whole class exactly.
+			milli := classGPUs[class] * 1000
+			nominal := milli * int64(t.weight) / int64(total)
+			if ti == 0 {
+				var others int64
+				for _, o := range teams[1:] {
+					others += milli * int64(o.weight) / int64(total)
+				}
+				nominal = milli - others
+			}
+			q.Quotas = append(q.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: nominal})
+		}
+		queues = append(queues, q)
+	}
+	for _, q := range queues {
+		_, err := c.q.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q})
+		if err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create queue %s: %w", q.Path, err)
+		}
+	}
+	return nil
+}
+
+// item is one workload of the mix, with its kind for the summary.
+type item struct {
+	kind string
+	w    *meridianv1.Workload
+	id   string
+}
+
+// generate draws the demo's mixed workload: gangs on NVLink and racks,
+// fractional and elastic jobs, single-node jobs of any class, three
+// priorities (the urgent ones come last, to show preemption), and a few
+// that fail with exit code 3.
+func generate(n int, rng *rand.Rand) []*item {
+	var out []*item
+	for i := 0; i < n; i++ {
+		t := teams[i%len(teams)]
+		w := &meridianv1.Workload{
+			Name:        fmt.Sprintf("demo-%03d", i),
+			Queue:       t.path,
+			Preemptible: true,
+			Labels:      map[string]string{},
+		}
+		// Simulated run time, 1 to 4 minutes, log-uniform.
+		dur := time.Duration(60*math.Pow(4, rng.Float64())) * time.Second
+		w.Labels[simcluster.LabelDuration] = dur.Round(time.Second).String()
+		kind := ""
+		ps := func(name string, replicas, min, milli int32, class string, topo meridianv1.Topology) *meridianv1.PodSet {
+			return &meridianv1.PodSet{Name: name, Replicas: replicas, MinReplicas: min, Topology: topo,
+				Resources: &meridianv1.Resources{GpuMilli: milli, CpuMilli: 4000, MemoryMib: 16384, AcceleratorClass: class}}
+		}
+		switch x := rng.Intn(100); {
+		case x < 12:
+			kind = "gang 2x8 H100, one NVLink domain"
+			w.PodSets = append(w.PodSets, ps("worker", 2, 0, 8000, "nvidia-h100-80gb", meridianv1.Topology_TOPOLOGY_NVLINK_DOMAIN))
+		case x < 15:
+			kind = "gang 4x8 H100"
+			w.PodSets = append(w.PodSets, ps("worker", 4, 0, 8000, "nvidia-h100-80gb", meridianv1.Topology_TOPOLOGY_CLUSTER))
+		case x < 35:
+			kind = "fractional A100 (MPS)"
+			p := ps("infer", int32(1+rng.Intn(3)), 0, int32(250*(1+rng.Intn(2))), "nvidia-a100-40gb", meridianv1.Topology_TOPOLOGY_CLUSTER)
+			p.Resources.FractionalMode = meridianv1.FractionalMode_FRACTIONAL_MODE_MPS
+			w.PodSets = append(w.PodSets, p)
+		case x < 45:
+			kind = "elastic 1-4 x A100"
+			w.PodSets = append(w.PodSets, ps("trainer", 4, 1, 1000, "nvidia-a100-40gb", meridianv1.Topology_TOPOLOGY_CLUSTER))
+		case x < 57:
+			kind = "gang 2x4 L40S, one rack"
+			w.PodSets = append(w.PodSets, ps("worker", 2, 0, 4000, "nvidia-l40s-48gb", meridianv1.Topology_TOPOLOGY_RACK))
+		case x < 62:
+			kind = "gang 2x4 GB200"
+			w.PodSets = append(w.PodSets, ps("worker", 2, 0, 4000, "nvidia-gb200-192gb", meridianv1.Topology_TOPOLOGY_CLUSTER))
+		default:
+			g := []int32{1, 2, 4}[rng.Intn(3)]
+			kind = fmt.Sprintf("%d GPU(s), any class", g)
+			w.PodSets = append(w.PodSets, ps("main", 1, 0, g*1000, "", meridianv1.Topology_TOPOLOGY_CLUSTER))
+		}
+		switch x := rng.Intn(100); {
+		case x < 10:
+			w.Priority = 100
+		case x < 25:
+			w.Priority = 10
+		}
+		if rng.Intn(50) == 0 {
+			w.Labels[simcluster.LabelExitCode] = "3"
+			kind += " (fails)"
+		}
+		w.Labels["demo-kind"] = strings.NewReplacer(" ", "-", ",", "", "(", "", ")", "").Replace(kind)
+		w.IdempotencyKey = fmt.Sprintf("demo-%d", i)
+		out = append(out, &item{kind: kind, w: w})
+	}
+	// Urgent work arrives last, into a busy federation.
+	sort.SliceStable(out, func(a, b int) bool { return out[a].w.Priority < 100 && out[b].w.Priority == 100 })
+	return out
+}
+
+// submit sends the mix over gRPC: two thirds at once, the rest over a few
+// seconds, as a burst and then a trickle would arrive.
+func submit(ctx context.Context, c client, mix []*item, mon *monitor) error {
+	burst := len(mix) * 2 / 3
+	for i, it := range mix {
+		if i >= burst {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(30 * time.Millisecond):
+			}
+		}
+		resp, err := c.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: it.w})
+		if err != nil {
+			return fmt.Errorf("submit %s: %w", it.w.Name, err)
+		}
+		it.id = resp.GetWorkload().GetId()
+		mon.submitted.Add(1)
+	}
+	return nil
+}
