@@ -29,9 +29,9 @@ type monitor struct {
 	gpuSeconds map[string]float64 // team -> GPU-seconds while contended, from queue usage
 	// contendedSeconds is how long every team had work waiting.
 	contendedSeconds float64
-	lastPoll   time.Time
-	reasons    []string // distinct pending reasons, in the order first seen
-	seen       map[string]bool
+	lastPoll         time.Time
+	reasons          []string // distinct pending reasons, in the order first seen
+	seen             map[string]bool
 }
 
 func newMonitor(c client, httpAddr string, o Options, out, err io.Writer, start time.Time) *monitor {
