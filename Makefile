@@ -43,6 +43,14 @@ sim: build ## Run the multi-team contention scenario and replay the Alibaba Open
 	./$(BIN)/meridian-sim contention --hours 48
 	./$(BIN)/meridian-sim openb --seeds 42-51 --policy bestfit,fgd,meridian
 
+.PHONY: slurm-up
+slurm-up: ## Start the local Slurm cluster (root: 4 nodes x 8 fake H100, slurmrestd on 127.0.0.1:6820)
+	scripts/slurm-up.sh
+
+.PHONY: slurm-down
+slurm-down: ## Stop the local Slurm cluster (ARGS=--purge also deletes its state)
+	scripts/slurm-down.sh $(ARGS)
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target briefly (FUZZTIME=30s per target)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}
