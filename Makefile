@@ -37,6 +37,7 @@ bench: ## Run the benchmarks: throughput, p50/p99 and memory, each beside its in
 	$(GO) test -run '^$$' -bench 'BenchmarkPlan' -benchtime 1x ./hub/scheduler/
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./hub/scheduler/gpufit/ ./hub/quota/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./hub/store ./transport/natsbus
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/bench/
 
 .PHONY: sim
 sim: build ## Run the multi-team contention scenario and replay the Alibaba OpenB trace (seeds 42-51)

@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meridian-gpu/meridian/connectors/simcluster"
+	"github.com/meridian-gpu/meridian/hub/server"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+)
+
+const (
+	benchClusters = 10
+	benchNodes    = 32 // per cluster, 8 GPUs each
+)
+
+// BenchmarkSubmitToAccepted measures the whole dispatch path: workloads
+// submitted over gRPC by concurrent clients, stored in etcd, scheduled by
+// the leader's loop, committed with a fenced transaction, published on
+// JetStream, launched by real spoke agents on 10 simulated clusters, and
+// reported ACCEPTED back through JetStream and etcd. It reports the
+// sustained rate (workloads/s from the first submit to the last ACCEPTED)
+// and the p50/p99 latency from each submit call to its ACCEPTED, seen on
+// the public Watch stream. The in-process baseline is the submit path alone
+// (gRPC + validation + etcd), which bounds what the dispatch path can reach.
+func BenchmarkSubmitToAccepted(b *testing.B) {
+	for _, n := range []int{2000} {
+		b.Run(fmt.Sprintf("workloads=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				runSubmitToAccepted(b, n, true)
+			}
+		})
+		b.Run(fmt.Sprintf("baseline-submit-only/workloads=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				runSubmitToAccepted(b, n, false)
+			}
+		})
+	}
+}
+
+func runSubmitToAccepted(b *testing.B, n int, withAgents bool) {
+	b.StopTimer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hub, err := server.New(server.Config{
+		DataDir: b.TempDir(), HubID: "bench-hub", Version: "bench",
+		SchedulePeriod: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		_ = hub.Close()
+	}()
+	conn, err := grpc.NewClient(hub.Addrs().GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	wl := meridianv1.NewWorkloadServiceClient(conn)
+	cl := meridianv1.NewClusterServiceClient(conn)
+	qs := meridianv1.NewQueueServiceClient(conn)
+	waitFor(b, 30*time.Second, "hub ready", func() bool {
+		_, err := cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
+		return err == nil
+	})
+	if withAgents {
+		for c := 0; c < benchClusters; c++ {
+			startAgent(b, ctx, hub.NATSURL(), fmt.Sprintf("bench-%02d", c))
+		}
+		waitFor(b, 60*time.Second, "clusters ready", func() bool {
+			resp, err := cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
+			return err == nil && len(resp.GetClusters()) == benchClusters
+		})
+	}
+	gpus := int64(benchClusters * benchNodes * 8)
+	for _, q := range []*meridianv1.Queue{{Path: "bench", Weight: 1}, {Path: "bench/load", Weight: 1,
+		Quotas: []*meridianv1.QueueQuota{{AcceleratorClass: "nvidia-h100-80gb", NominalMilliGpus: gpus * 1000}}}} {
+		if _, err := qs.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	// Watch for ACCEPTED (or anything after it) before submitting.
+	var mu sync.Mutex
+	submitted := make(map[string]time.Time, n)
+	accepted := make(map[string]time.Time, n)
+	allAccepted := make(chan struct{})
+	stream, err := wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: "bench/load"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			switch ev.GetWorkload().GetStatus().GetPhase() {
+			case meridianv1.WorkloadPhase_WORKLOAD_PHASE_ACCEPTED, meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING, meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED:
+				now := time.Now()
+				mu.Lock()
+				id := ev.GetWorkload().GetId()
+				if _, seen := accepted[id]; !seen {
+					accepted[id] = now
+					if len(accepted) == n {
+						close(allAccepted)
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+
+	const clients = 32
+	start := time.Now()
+	b.StartTimer()
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for j := c; j < n; j += clients {
+				w := &meridianv1.Workload{
+					Name: fmt.Sprintf("b-%05d", j), Queue: "bench/load", Preemptible: true,
+					Labels: map[string]string{simcluster.LabelDuration: "1h"},
+					PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: 1, Resources: &meridianv1.Resources{
+						GpuMilli: 1000, CpuMilli: 1000, MemoryMib: 1024, AcceleratorClass: "nvidia-h100-80gb"}}},
+				}
+				t0 := time.Now()
+				resp, err := wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				submitted[resp.GetWorkload().GetId()] = t0
+				mu.Unlock()
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	submitDone := time.Since(start)
+	if !withAgents {
+		b.StopTimer()
+		b.ReportMetric(float64(n)/submitDone.Seconds(), "workloads/s")
+		return
+	}
+	select {
+	case <-allAccepted:
+	case <-time.After(3 * time.Minute):
+		mu.Lock()
+		got := len(accepted)
+		mu.Unlock()
+		b.Fatalf("only %d of %d workloads accepted within 3 minutes", got, n)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	mu.Lock()
+	defer mu.Unlock()
+	var lat []float64
+	for id, t0 := range submitted {
+		if t1, ok := accepted[id]; ok {
+			lat = append(lat, t1.Sub(t0).Seconds()*1000)
+		}
+	}
+	sort.Float64s(lat)
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "workloads/s")
+	b.ReportMetric(lat[len(lat)/2], "p50-ms")
+	b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
+	b.ReportMetric(float64(n)/submitDone.Seconds(), "submits/s")
+}
+
+func startAgent(b *testing.B, ctx context.Context, natsURL, id string) {
+	cfg, err := simcluster.ParseConfig([]byte(fmt.Sprintf(`labels: {bench: "yes"}
+defaultDuration: 1h
+nodes:
+  - name: %s-h100
+    count: %d
+    gpus: 8
+    acceleratorClass: nvidia-h100-80gb
+    gpuMemoryMiB: 81920
+    cpuMilli: 192000
+    memoryMiB: 2097152
+`, id, benchNodes)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sim, err := simcluster.New(cfg, simcluster.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	bus, err := natsbus.Connect(cctx, natsURL, natsbus.WithName("bench-"+id))
+	ccancel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{ClusterID: id, Bus: bus, Connector: sim,
+		HeartbeatInterval: 500 * time.Millisecond, AdvertiseInterval: 2 * time.Second, ChangeDelay: 50 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	actx, acancel := context.WithCancel(ctx)
+	adone := make(chan error, 1)
+	go func() { adone <- a.Run(actx) }()
+	b.Cleanup(func() {
+		acancel()
+		<-adone
+		sim.Close()
+		bus.Close()
+	})
+}
+
+func waitFor(b *testing.B, limit time.Duration, what string, ok func() bool) {
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
