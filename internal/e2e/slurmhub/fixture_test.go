@@ -1,0 +1,507 @@
+package slurmhub
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meridian-gpu/meridian/connectors/simcluster"
+	"github.com/meridian-gpu/meridian/connectors/slurm"
+	"github.com/meridian-gpu/meridian/hub/server"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+)
+
+// The fixture is one hub (embedded etcd and NATS, the scheduling loop, gRPC
+// and REST) with two spokes: the local Slurm cluster behind a real agent
+// and the Slurm connector, and a simulated 64 x H100 cluster. All tests of
+// the package share it; TestMain stops it.
+
+const (
+	h100      = "nvidia-h100-80gb"
+	testQueue = "e2e/slurm"
+	simID     = "sim-east"
+	// slurmSel selects the Slurm spoke (its label; the simulated one
+	// lacks it).
+	slurmSelKey, slurmSelVal = "scheduler", "slurm"
+)
+
+type fixture struct {
+	local   *Local
+	hub     *server.Server
+	hubStop func()
+	rest    string // http://host:port
+	grpcAdr string
+	conn    *grpc.ClientConn
+	wl      meridianv1.WorkloadServiceClient
+	cl      meridianv1.ClusterServiceClient
+	slurmID string
+	log     *slog.Logger
+	logBuf  *syncBuffer
+
+	mu        sync.Mutex
+	slurmConn *slurm.Connector
+	stopSlurm func()
+	stopSim   func()
+}
+
+var (
+	fixOnce sync.Once
+	fix     *fixture
+	fixErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fix != nil {
+		fix.close()
+	}
+	os.Exit(code)
+}
+
+func skipOrFail(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("MERIDIAN_REQUIRE_SLURM") == "1" {
+		t.Fatalf("MERIDIAN_REQUIRE_SLURM=1 and %s", msg)
+	}
+	t.Skipf("SKIPPING end-to-end Slurm test: %s (set MERIDIAN_REQUIRE_SLURM=1 to make this a failure)", msg)
+}
+
+// need returns the shared fixture, starting it on first use; it skips (or
+// fails under MERIDIAN_REQUIRE_SLURM=1) when Slurm cannot run here.
+func need(t testing.TB) *fixture {
+	t.Helper()
+	if testing.Short() {
+		skipOrFail(t, "-short: not starting Slurm daemons and a hub")
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "not root: "+ErrNotRoot.Error())
+	}
+	fixOnce.Do(func() { fix, fixErr = start() })
+	if fixErr != nil {
+		if fix == nil {
+			skipOrFail(t, "Slurm is not available: "+fixErr.Error())
+		}
+		t.Fatalf("fixture: %v", fixErr)
+	}
+	return fix
+}
+
+// syncBuffer keeps the fixture's logs, printed when a test fails.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() > 4<<20 {
+		s.b.Reset()
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) tail(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.b.Bytes()
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func start() (*fixture, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	local, err := Up(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := &fixture{local: local, slurmID: fmt.Sprintf("slurm-e2e-%d", os.Getpid()), logBuf: &syncBuffer{}}
+	f.log = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	dir, err := os.MkdirTemp("", "meridian-slurm-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	hub, err := server.New(server.Config{
+		DataDir: dir, HubID: "hub-slurm-e2e", Version: "e2e", UnsafeNoFsync: true,
+		LeaderTTL: time.Second, SchedulePeriod: 100 * time.Millisecond, Logger: f.log.With("part", "hub"),
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start the hub: %w", err)
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(hctx) }()
+	f.hub = hub
+	f.hubStop = func() {
+		hcancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+		}
+		_ = hub.Close()
+		os.RemoveAll(dir)
+	}
+	f.rest = "http://" + hub.Addrs().HTTP
+	f.grpcAdr = hub.Addrs().GRPC
+	// From here on a failure is the fixture's fault, not a missing Slurm:
+	// return f with the error so the test fails.
+	fail := func(err error) (*fixture, error) { return f, err }
+	if err := waitHTTP(ctx, f.rest+"/readyz", 30*time.Second); err != nil {
+		return fail(err)
+	}
+	if f.conn, err = grpc.NewClient(f.grpcAdr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		return fail(err)
+	}
+	f.wl = meridianv1.NewWorkloadServiceClient(f.conn)
+	f.cl = meridianv1.NewClusterServiceClient(f.conn)
+	qc := meridianv1.NewQueueServiceClient(f.conn)
+	for _, p := range []string{"e2e", testQueue} {
+		q := &meridianv1.Queue{Path: p, Weight: 1, Quotas: []*meridianv1.QueueQuota{{AcceleratorClass: h100, NominalMilliGpus: 512000}}}
+		if _, err := qc.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q}); err != nil {
+			return fail(fmt.Errorf("create queue %s: %w", p, err))
+		}
+	}
+	if err := f.startSlurmAgent(ctx); err != nil {
+		return fail(err)
+	}
+	cfg, err := simcluster.Example("h100-nvlink")
+	if err != nil {
+		return fail(err)
+	}
+	sim, err := simcluster.New(cfg, simcluster.Options{DefaultDuration: time.Second, Logger: f.log.With("cluster", simID)})
+	if err != nil {
+		return fail(err)
+	}
+	stop, err := f.startAgent(ctx, simID, sim)
+	if err != nil {
+		sim.Close()
+		return fail(err)
+	}
+	f.stopSim = func() { stop(); sim.Close() }
+	if err := f.waitClusters(ctx, 30*time.Second, f.slurmID, simID); err != nil {
+		return fail(err)
+	}
+	return f, nil
+}
+
+// startSlurmAgent starts a fresh Slurm connector and agent (a restarted
+// agent has no memory of earlier dispatches).
+func (f *fixture) startSlurmAgent(ctx context.Context) error {
+	cfg := f.local.Config(f.slurmID)
+	cfg.Labels = map[string]string{slurmSelKey: slurmSelVal}
+	cfg.PollInterval = 200 * time.Millisecond
+	cfg.Logger = f.log.With("connector", "slurm")
+	c, err := slurm.New(cfg)
+	if err != nil {
+		return fmt.Errorf("slurm connector: %w", err)
+	}
+	stop, err := f.startAgent(ctx, f.slurmID, c)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	f.mu.Lock()
+	f.slurmConn = c
+	f.stopSlurm = func() { stop(); c.Close() }
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fixture) restartSlurmAgent(t *testing.T) *slurm.Connector {
+	t.Helper()
+	f.mu.Lock()
+	stop := f.stopSlurm
+	f.mu.Unlock()
+	stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.startSlurmAgent(ctx); err != nil {
+		t.Fatalf("restart the Slurm agent: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.slurmConn
+}
+
+func (f *fixture) startAgent(ctx context.Context, id string, conn agent.Connector) (func(), error) {
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	bus, err := natsbus.Connect(cctx, f.hub.NATSURL(), natsbus.WithName("e2e-agent-"+id))
+	ccancel()
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: connect to NATS: %w", id, err)
+	}
+	a, err := agent.New(agent.Config{
+		ClusterID: id, Bus: bus, Connector: conn, Logger: f.log.With("agent", id), Version: "e2e",
+		HeartbeatInterval: 300 * time.Millisecond, AdvertiseInterval: time.Second, ChangeDelay: 20 * time.Millisecond,
+	})
+	if err != nil {
+		bus.Close()
+		return nil, fmt.Errorf("agent %s: %w", id, err)
+	}
+	actx, acancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(actx) }()
+	return func() {
+		acancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+		bus.Close()
+	}, nil
+}
+
+func (f *fixture) close() {
+	f.mu.Lock()
+	stops := []func(){f.stopSlurm, f.stopSim}
+	f.mu.Unlock()
+	for _, s := range stops {
+		if s != nil {
+			s()
+		}
+	}
+	if f.conn != nil {
+		f.conn.Close()
+	}
+	if f.hubStop != nil {
+		f.hubStop()
+	}
+}
+
+func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s: %v", url, limit, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (f *fixture) waitClusters(ctx context.Context, limit time.Duration, ids ...string) error {
+	deadline := time.Now().Add(limit)
+	for {
+		resp, err := f.cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
+		ready := map[string]bool{}
+		if err == nil {
+			for _, c := range resp.GetClusters() {
+				if c.GetState() == meridianv1.ClusterState_CLUSTER_STATE_READY && len(c.GetCapacity()) > 0 {
+					ready[c.GetId()] = true
+				}
+			}
+		}
+		all := true
+		for _, id := range ids {
+			all = all && ready[id]
+		}
+		if all {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("clusters %v not all READY within %s (ready %v, err %v)", ids, limit, ready, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ---- workloads ---------------------------------------------------------------
+
+type wlOpt func(*meridianv1.Workload)
+
+func onSlurm(w *meridianv1.Workload) {
+	w.ClusterSelector = map[string]string{slurmSelKey: slurmSelVal}
+}
+
+func fractional(mode meridianv1.FractionalMode) wlOpt {
+	return func(w *meridianv1.Workload) { w.PodSets[0].Resources.FractionalMode = mode }
+}
+
+// simFor sets how long the workload runs on the simulated cluster.
+func simFor(d time.Duration) wlOpt {
+	return func(w *meridianv1.Workload) { w.Labels[simcluster.LabelDuration] = d.String() }
+}
+
+// workload is one pod set of replicas x milli H100 running script under
+// Slurm, in dir.
+func workload(name string, replicas, milli int32, script, dir string, opts ...wlOpt) *meridianv1.Workload {
+	w := &meridianv1.Workload{
+		Name: name, Queue: testQueue, Labels: map[string]string{},
+		PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: replicas,
+			Resources: &meridianv1.Resources{GpuMilli: milli, AcceleratorClass: h100}}},
+		Runtime: &meridianv1.RuntimeTemplate{Kind: &meridianv1.RuntimeTemplate_Slurm{Slurm: &meridianv1.SlurmTemplate{
+			Script: "#!/bin/bash\n" + script + "\n", Workdir: dir, TimeLimit: durationpb.New(5 * time.Minute)}}},
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
+}
+
+// submitREST submits w through the REST gateway and returns its id.
+func (f *fixture) submitREST(t *testing.T, w *meridianv1.Workload) string {
+	t.Helper()
+	body, err := protojson.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.rest+"/v1/workloads", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /v1/workloads: %v", err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/workloads: %d %s", resp.StatusCode, out)
+	}
+	var sub meridianv1.SubmitWorkloadResponse
+	if err := protojson.Unmarshal(out, &sub); err != nil {
+		t.Fatalf("decode submit response: %v\n%s", err, out)
+	}
+	if sub.GetWorkload().GetId() == "" {
+		t.Fatalf("submit returned no id: %s", out)
+	}
+	return sub.GetWorkload().GetId()
+}
+
+// submit submits w over gRPC and returns its id.
+func (f *fixture) submit(t *testing.T, w *meridianv1.Workload) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := f.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+	if err != nil {
+		t.Fatalf("submit %s: %v", w.GetName(), err)
+	}
+	return resp.GetWorkload().GetId()
+}
+
+func (f *fixture) get(t *testing.T, id string) *meridianv1.Workload {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := f.wl.GetWorkload(ctx, &meridianv1.GetWorkloadRequest{Id: id})
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return w
+}
+
+func terminalPhase(p meridianv1.WorkloadPhase) bool {
+	switch p {
+	case meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED, meridianv1.WorkloadPhase_WORKLOAD_PHASE_FAILED,
+		meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED:
+		return true
+	}
+	return false
+}
+
+// waitPhase polls the workload until it reaches want; a different
+// terminal phase, or the limit, fails the test with the fixture's log.
+func (f *fixture) waitPhase(t *testing.T, id string, want meridianv1.WorkloadPhase, limit time.Duration) *meridianv1.Workload {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		w := f.get(t, id)
+		p := w.GetStatus().GetPhase()
+		if p == want {
+			return w
+		}
+		if terminalPhase(p) && !terminalPhase(want) || terminalPhase(p) && p != want {
+			f.failf(t, "workload %s (%s) is %s (exit %v, %q), want %s", id, w.GetName(), p, exitOf(w), w.GetStatus().GetMessage(), want)
+		}
+		if time.Now().After(deadline) {
+			f.failf(t, "workload %s (%s) still %s after %s (reason %q), want %s", id, w.GetName(), p, limit, w.GetStatus().GetPendingReason(), want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func exitOf(w *meridianv1.Workload) string {
+	if w.GetStatus().ExitCode == nil {
+		return "none"
+	}
+	return fmt.Sprint(w.GetStatus().GetExitCode())
+}
+
+func (f *fixture) failf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.tail(6000))...)
+}
+
+// jobOf returns the one Slurm job of dispatch id (failing when there is
+// none or more than one).
+func (f *fixture) jobsOf(t *testing.T, dispatchID string) []slurm.JobInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jobs, err := f.local.Jobs(ctx, f.slurmID)
+	if err != nil {
+		t.Fatalf("list Slurm jobs: %v", err)
+	}
+	var out []slurm.JobInfo
+	for _, j := range jobs {
+		if tag, _ := slurm.ParseComment(j.Comment); tag.DispatchID == dispatchID {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func (f *fixture) oneJob(t *testing.T, dispatchID string) slurm.JobInfo {
+	t.Helper()
+	jobs := f.jobsOf(t, dispatchID)
+	if len(jobs) != 1 {
+		t.Fatalf("dispatch %s has %d Slurm jobs, want exactly 1: %+v", dispatchID, len(jobs), jobs)
+	}
+	return jobs[0]
+}
+
+// slurmCapacity is the H100 capacity the hub lists for the Slurm spoke.
+func (f *fixture) capacity(t *testing.T, id string) (total int64, freeWhole int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := f.cl.GetCluster(ctx, &meridianv1.GetClusterRequest{Id: id})
+	if err != nil {
+		t.Fatalf("get cluster %s: %v", id, err)
+	}
+	for _, cc := range c.GetCapacity() {
+		if cc.GetAcceleratorClass() == h100 {
+			return cc.GetTotalMilli(), cc.GetFreeWholeGpus()
+		}
+	}
+	return 0, 0
+}
+
+func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
