@@ -279,9 +279,9 @@ func noFitReason(w *Workload, best fitAttempt, eligible, tried int) string {
 	var what string
 	switch {
 	case ps.Req.GPUs == 0:
-		what = fmt.Sprintf("%d replicas of %s CPU / %d MiB", best.res.need, milliCPU(ps.Req.CPUMilli), ps.Req.MemMiB)
+		what = fmt.Sprintf("room for %s of %s CPU and %d MiB each", replicaCount(best.res.need), milliCPU(ps.Req.CPUMilli), ps.Req.MemMiB)
 	case ps.Req.Shared():
-		what = fmt.Sprintf("%d replicas of %.3g of a %s GPU", best.res.need, float64(ps.Req.Milli)/1000, class)
+		what = fmt.Sprintf("room for %s of %.3g of a %s GPU each", replicaCount(best.res.need), float64(ps.Req.Milli)/1000, class)
 	default:
 		what = fmt.Sprintf("%d nodes with %d free %s GPUs", best.res.need, ps.Req.GPUs, class)
 		if best.res.need == 1 {
@@ -305,6 +305,13 @@ func noFitReason(w *Workload, best fitAttempt, eligible, tried int) string {
 		s += fmt.Sprintf("; tried the %d best of %d eligible clusters", tried, eligible)
 	}
 	return s
+}
+
+func replicaCount(n int32) string {
+	if n == 1 {
+		return "1 replica"
+	}
+	return fmt.Sprintf("%d replicas", n)
 }
 
 func milliCPU(m int64) string {

@@ -52,7 +52,7 @@ type Options struct {
 // DefaultOptions is what `make demo` runs.
 func DefaultOptions() Options {
 	return Options{
-		Workloads: 300, Seed: 42, TimeScale: 60, Deadline: 100 * time.Second,
+		Workloads: 300, Seed: 42, TimeScale: 60, Deadline: 90 * time.Second,
 		GRPCAddr: "127.0.0.1:7070", HTTPAddr: "127.0.0.1:8080", Refresh: 500 * time.Millisecond,
 	}
 }
@@ -176,16 +176,22 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 		sum.Launches += s.Launches()
 	}
 	sum.Write(stdout)
-	fmt.Fprintf(stdout, "\nTry it while it runs (make demo-forever keeps it up):\n")
-	fmt.Fprintf(stdout, "  REST     curl -s http://%s/v1/workloads?page_size=5\n", addrs.HTTP)
+	if o.Forever {
+		fmt.Fprintf(stdout, "\nThe hub and clusters keep running. Try:\n")
+	} else {
+		fmt.Fprintf(stdout, "\nRun `make demo-forever` to keep the hub up after the summary, then try:\n")
+	}
+	fmt.Fprintf(stdout, "  REST     curl -s 'http://%s/v1/workloads?page_size=5'\n", addrs.HTTP)
 	fmt.Fprintf(stdout, "           curl -s http://%s/v1/clusters\n", addrs.HTTP)
-	fmt.Fprintf(stdout, "  metrics  curl -s http://%s/metrics | grep meridian_\n", addrs.HTTP)
+	fmt.Fprintf(stdout, "  metrics  curl -s http://%s/metrics | grep '^meridian_'\n", addrs.HTTP)
 	fmt.Fprintf(stdout, "  CLI      go run ./cmd/meridianctl --hub %s list --phase QUEUED\n", addrs.GRPC)
 	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s queues\n", addrs.GRPC)
 	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s clusters\n", addrs.GRPC)
 	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s submit -f examples/workloads/gang.yaml\n", addrs.GRPC)
 	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s explain <workload id>\n", addrs.GRPC)
-	fmt.Fprintf(stdout, "  log      %s\n", logPath)
+	if o.DataDir != "" || o.Forever {
+		fmt.Fprintf(stdout, "  log      %s\n", logPath)
+	}
 	if o.Forever {
 		fmt.Fprintf(stderr, "\nmeridian demo: running until Ctrl-C\n")
 		<-ctx.Done()

@@ -40,35 +40,27 @@ func teamList() string {
 	return strings.Join(parts, ", ")
 }
 
-// createQueues makes the tree acme/{research,product,platform}: each team's
-// nominal quota is its weight share of every class, and borrowing is
-// unlimited, so idle quota is lent and reclaimed when its owner returns.
+// createQueues makes the tree acme/{research,product,platform}. The tenant
+// acme owns every GPU of the federation as its nominal quota; the teams own
+// none and borrow from it, so fairshare alone (weights 3:2:1, Fair Tree over
+// decayed usage) splits the contended GPUs, and priority preemption is the
+// only preemption. (Give teams nominal quota to see borrowing and reclaim;
+// docs/design/quota-and-fairshare.md explains both.)
 func createQueues(ctx context.Context, c client) error {
-	var total int32
-	for _, t := range teams {
-		total += t.weight
-	}
-	queues := []*meridianv1.Queue{{Path: "acme", Weight: 1, Description: "the demo tenant"}}
 	classes := make([]string, 0, len(classGPUs))
 	for class := range classGPUs {
 		classes = append(classes, class)
 	}
 	sort.Strings(classes)
-	for ti, t := range teams {
+	tenant := &meridianv1.Queue{Path: "acme", Weight: 1, Description: "the demo tenant: owns the whole federation"}
+	for _, class := range classes {
+		tenant.Quotas = append(tenant.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: classGPUs[class] * 1000})
+	}
+	queues := []*meridianv1.Queue{tenant}
+	for _, t := range teams {
 		q := &meridianv1.Queue{Path: t.path, Weight: t.weight, Description: "demo team"}
 		for _, class := range classes {
-			// Shares by weight; the first team takes the rounding remainder so
-			// the nominals add up to the whole class exactly.
-			milli := classGPUs[class] * 1000
-			nominal := milli * int64(t.weight) / int64(total)
-			if ti == 0 {
-				var others int64
-				for _, o := range teams[1:] {
-					others += milli * int64(o.weight) / int64(total)
-				}
-				nominal = milli - others
-			}
-			q.Quotas = append(q.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: nominal})
+			q.Quotas = append(q.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: 0})
 		}
 		queues = append(queues, q)
 	}

@@ -26,17 +26,14 @@ type monitor struct {
 	start     time.Time
 	submitted atomic.Int64
 
-	gpuSeconds map[string]float64 // team -> GPU-seconds while contended, from queue usage
-	// contendedSeconds is how long every team had work waiting.
-	contendedSeconds float64
-	lastPoll         time.Time
-	reasons          []string // distinct pending reasons, in the order first seen
-	seen             map[string]bool
+	lastPoll time.Time
+	reasons  []string // distinct pending reasons, in the order first seen
+	seen     map[string]bool
 }
 
 func newMonitor(c client, httpAddr string, o Options, out, err io.Writer, start time.Time) *monitor {
 	return &monitor{c: c, httpAddr: httpAddr, o: o, out: out, err: err, start: start,
-		gpuSeconds: map[string]float64{}, seen: map[string]bool{}}
+		seen: map[string]bool{}}
 }
 
 // view is one poll of the hub.
@@ -74,28 +71,8 @@ func (m *monitor) poll(ctx context.Context) (*view, error) {
 	return v, nil
 }
 
-// integrate adds each team's current GPU usage over the time since the
-// last poll: the hub's own accounting, as `meridianctl queues` shows it.
+// integrate records the poll time and collects distinct pending reasons.
 func (m *monitor) integrate(v *view, now time.Time) {
-	// Shares are measured only while every team has work waiting: weights
-	// split contended capacity, and an idle team's quota is lent, not lost.
-	waiting := map[string]bool{}
-	for _, w := range v.workloads {
-		if w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
-			waiting[w.GetQueue()] = true
-		}
-	}
-	contended := true
-	for _, t := range teams {
-		contended = contended && waiting[t.path]
-	}
-	if !m.lastPoll.IsZero() && contended {
-		dt := now.Sub(m.lastPoll).Seconds()
-		m.contendedSeconds += dt
-		for _, t := range teams {
-			m.gpuSeconds[t.path] += float64(usageMilli(v.queues[t.path])) / 1000 * dt
-		}
-	}
 	m.lastPoll = now
 	for _, w := range v.workloads {
 		r := w.GetStatus().GetPendingReason()
@@ -221,27 +198,69 @@ func modes(c *meridianv1.Cluster) string {
 
 func (m *monitor) teamTable(w io.Writer, v *view) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "team shares while all teams had work waiting (%.0fs so far):\n", m.contendedSeconds)
-	fmt.Fprintln(tw, "TEAM\tWEIGHT\tGPUS NOW\tGPU-SECONDS\tSHARE\tWEIGHT SHARE")
-	var total float64
-	var wsum int32
+	fmt.Fprintln(tw, "TEAM\tWEIGHT\tGPUS NOW\tQUEUED\tFINISHED\tWAIT P50\tWAIT P90\tALL DONE AT")
 	for _, t := range teams {
-		total += m.gpuSeconds[t.path]
-		wsum += t.weight
-	}
-	for _, t := range teams {
-		share := 0.0
-		if total > 0 {
-			share = 100 * m.gpuSeconds[t.path] / total
-		}
+		st := teamStats(v, t.path, m.start)
 		var q *meridianv1.Queue
 		if v != nil {
 			q = v.queues[t.path]
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.1f%%\t%.1f%%\n", t.path, t.weight, float64(usageMilli(q))/1000,
-			m.gpuSeconds[t.path], share, 100*float64(t.weight)/float64(wsum))
+		done := "-"
+		if st.queued == 0 && st.active == 0 && st.finished > 0 {
+			done = fmt.Sprintf("%.1fs", st.lastEnd.Seconds())
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%d\t%d\t%s\t%s\t%s\n", t.path, t.weight, float64(usageMilli(q))/1000,
+			st.queued, st.finished, secs(st.waitP50), secs(st.waitP90), done)
 	}
 	tw.Flush()
+}
+
+// teamStat summarises one team's workloads: how long they waited from
+// submission to their (last) dispatch, and when the team's last one ended.
+type teamStat struct {
+	queued, active, finished int
+	waitP50, waitP90         time.Duration
+	lastEnd                  time.Duration
+}
+
+func teamStats(v *view, team string, start time.Time) teamStat {
+	var st teamStat
+	if v == nil {
+		return st
+	}
+	var waits []time.Duration
+	for _, w := range v.workloads {
+		if w.GetQueue() != team {
+			continue
+		}
+		s := w.GetStatus()
+		switch {
+		case s.GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED:
+			st.queued++
+		case isDone(s.GetPhase()):
+			st.finished++
+			if e := s.GetEndTime(); e != nil && e.AsTime().Sub(start) > st.lastEnd {
+				st.lastEnd = e.AsTime().Sub(start)
+			}
+		default:
+			st.active++
+		}
+		if d := s.GetDispatchTime(); d != nil && w.GetCreateTime() != nil {
+			waits = append(waits, d.AsTime().Sub(w.GetCreateTime().AsTime()))
+		}
+	}
+	sort.Slice(waits, func(a, b int) bool { return waits[a] < waits[b] })
+	if n := len(waits); n > 0 {
+		st.waitP50, st.waitP90 = waits[n/2], waits[n*9/10]
+	}
+	return st
+}
+
+func secs(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
 }
 
 // preemptions reads the hub's own counter from /metrics.
@@ -275,20 +294,10 @@ type Summary struct {
 	Launches    int            // launches counted by the simulated clusters
 	Preemptions int
 	TimedOut    bool
-	Teams       []TeamShare
 	Reasons     []string
 	Kinds       map[string]int
 	m           *monitor
 	v           *view
-}
-
-// TeamShare is one team's measured GPU time against its weight.
-type TeamShare struct {
-	Queue       string
-	Weight      int32
-	GPUSeconds  float64
-	Share       float64
-	WeightShare float64
 }
 
 func (m *monitor) summarize(ctx context.Context, v *view, mix []*item, now time.Time, timedOut bool) *Summary {
@@ -307,19 +316,6 @@ func (m *monitor) summarize(ctx context.Context, v *view, mix []*item, now time.
 		s.Kinds[it.kind]++
 	}
 	s.Preemptions = m.preemptions(ctx)
-	var total float64
-	var wsum int32
-	for _, t := range teams {
-		total += m.gpuSeconds[t.path]
-		wsum += t.weight
-	}
-	for _, t := range teams {
-		ts := TeamShare{Queue: t.path, Weight: t.weight, GPUSeconds: m.gpuSeconds[t.path], WeightShare: 100 * float64(t.weight) / float64(wsum)}
-		if total > 0 {
-			ts.Share = 100 * ts.GPUSeconds / total
-		}
-		s.Teams = append(s.Teams, ts)
-	}
 	return s
 }
 
@@ -348,8 +344,8 @@ func (s *Summary) Write(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	s.m.teamTable(w, nil)
-	fmt.Fprintln(w, "(each team's nominal quota is its weight share of every GPU class; idle quota is lent and reclaimed by preemption)")
+	s.m.teamTable(w, s.v)
+	fmt.Fprintln(w, "(the teams share the tenant's GPUs by fairshare weight: a heavier team waits less and finishes sooner)")
 
 	fmt.Fprintln(w, "\nworkload mix:")
 	kinds := make([]string, 0, len(s.Kinds))
@@ -360,13 +356,46 @@ func (s *Summary) Write(w io.Writer) {
 	for _, k := range kinds {
 		fmt.Fprintf(w, "  %4d  %s\n", s.Kinds[k], k)
 	}
-	if len(s.Reasons) > 0 {
-		fmt.Fprintln(w, "\nexample pending reasons (meridianctl explain shows them per workload):")
-		for i, r := range s.Reasons {
-			if i == 6 {
-				break
-			}
+	if ex := examples(s.Reasons, 6); len(ex) > 0 {
+		fmt.Fprintln(w, "\nexample pending reasons seen during the run (meridianctl explain shows them per workload):")
+		for _, r := range ex {
 			fmt.Fprintf(w, "  - %s\n", r)
 		}
 	}
+}
+
+// examples picks up to n pending reasons of different kinds (by their first
+// words), requeue notices last.
+func examples(reasons []string, n int) []string {
+	kind := func(r string) string {
+		f := strings.Fields(strings.Map(func(c rune) rune {
+			if c >= '0' && c <= '9' || c == '.' {
+				return -1
+			}
+			return c
+		}, r))
+		if len(f) > 6 {
+			f = f[:6]
+		}
+		return strings.Join(f, " ")
+	}
+	var out, later []string
+	seen := map[string]bool{}
+	for _, r := range reasons {
+		k := kind(r)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if strings.HasPrefix(r, "requeued:") {
+			later = append(later, r)
+		} else {
+			out = append(out, r)
+		}
+	}
+	out = append(out, later...)
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
 }
