@@ -219,10 +219,7 @@ func minNeed(w *Workload) map[string]int64 {
 	need := map[string]int64{}
 	for i := range w.PodSets {
 		ps := &w.PodSets[i]
-		n := ps.MinReplicas
-		if n <= 0 || n > ps.Replicas {
-			n = ps.Replicas
-		}
+		n := ps.MinSize()
 		if m := int64(n) * ps.Req.TotalMilli(); m > 0 {
 			need[ps.Class] += m
 		}

@@ -64,10 +64,7 @@ func (p *placer) placeGang(t *txn, w *Workload, out []PodSetPlacement) ([]PodSet
 		ps := &w.PodSets[si]
 		m := t.mark()
 		placed := p.placePodSet(t, ps)
-		need := ps.MinReplicas
-		if need <= 0 || need > ps.Replicas {
-			need = ps.Replicas
-		}
+		need := ps.MinSize()
 		if placed < need {
 			t.rollbackTo(m)
 			t.rollbackTo(start)
@@ -203,10 +200,7 @@ func classOK(cs *clusterState, i int32, ps *PodSet) bool {
 
 // placeSameNode puts every replica on one node, trying the tightest nodes first.
 func (p *placer) placeSameNode(t *txn, ps *PodSet) int32 {
-	need := ps.MinReplicas
-	if need <= 0 || need > ps.Replicas {
-		need = ps.Replicas
-	}
+	need := ps.MinSize()
 	var best int32
 	whole := ps.Req.GPUs * need
 	for _, ci := range classesFor(t.cs, ps) {
@@ -246,10 +240,7 @@ func (p *placer) placeSameNode(t *txn, ps *PodSet) int32 {
 // tries the domains with the least free capacity that could still hold the
 // pod set first (best fit), so big domains stay whole for big gangs.
 func (p *placer) placeInDomain(t *txn, ps *PodSet) int32 {
-	need := ps.MinReplicas
-	if need <= 0 || need > ps.Replicas {
-		need = ps.Replicas
-	}
+	need := ps.MinSize()
 	doms := t.cs.domains(ps.Topology)
 	type cand struct {
 		d    int

@@ -314,18 +314,8 @@ func usageMilli(u []ClassMilli) int64 {
 // quotaPrecheck checks the quota a workload needs at its minimum size, for
 // the pod sets whose class is known before placement.
 func (p *planner) quotaPrecheck(w *Workload) (reason string, borrows, ok bool) {
-	need := map[string]int64{}
-	for i := range w.PodSets {
-		ps := &w.PodSets[i]
-		if ps.Class == "" || ps.Req.GPUs == 0 {
-			continue
-		}
-		n := ps.MinReplicas
-		if n <= 0 || n > ps.Replicas {
-			n = ps.Replicas
-		}
-		need[ps.Class] += int64(n) * ps.Req.TotalMilli()
-	}
+	need := minNeed(w)
+	delete(need, "") // any-class pod sets are charged once placed
 	for _, c := range sortedKeys(need) {
 		v := p.tree.Check(w.Queue, c, need[c])
 		if !v.OK {
@@ -356,10 +346,7 @@ func (p *planner) capElastic(w *Workload) *Workload {
 			if j == i || o.Class != ps.Class {
 				continue
 			}
-			n := o.MinReplicas
-			if n <= 0 || n > o.Replicas {
-				n = o.Replicas
-			}
+			n := o.MinSize()
 			others += int64(n) * o.Req.TotalMilli()
 		}
 		per := ps.Req.TotalMilli()
@@ -430,10 +417,7 @@ func owedClasses(pending []*Workload, tree *quota.Tree) map[string]map[string]bo
 			if ps.Class == "" || ps.Req.GPUs == 0 {
 				continue
 			}
-			n := ps.MinReplicas
-			if n <= 0 || n > ps.Replicas {
-				n = ps.Replicas
-			}
+			n := ps.MinSize()
 			m := int64(n) * ps.Req.TotalMilli()
 			if tree.Usage(w.Queue, ps.Class)+m <= tree.Nominal(w.Queue, ps.Class) && !tree.Check(w.Queue, ps.Class, m).OK {
 				if owed[ps.Class] == nil {

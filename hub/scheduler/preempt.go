@@ -119,10 +119,7 @@ func (p *planner) quotaVictims(w *Workload) ([]*Running, bool) {
 		if ps.Class == "" {
 			return nil, false // the class is unknown until placement
 		}
-		n := ps.MinReplicas
-		if n <= 0 || n > ps.Replicas {
-			n = ps.Replicas
-		}
+		n := ps.MinSize()
 		need[ps.Class] += int64(n) * ps.Req.TotalMilli()
 	}
 	var chosen []*Running
@@ -309,10 +306,7 @@ func (p *planner) withinNominal(cs *clusterState, w *Workload) bool {
 			}
 			class = cs.classes[0].class
 		}
-		n := ps.MinReplicas
-		if n <= 0 || n > ps.Replicas {
-			n = ps.Replicas
-		}
+		n := ps.MinSize()
 		need[class] += int64(n) * ps.Req.TotalMilli()
 	}
 	for class, m := range need {

@@ -166,6 +166,15 @@ type PodSet struct {
 	Topology Topology
 }
 
+// MinSize is the fewest replicas the pod set can run with: MinReplicas for
+// an elastic pod set, else all of them.
+func (ps *PodSet) MinSize() int32 {
+	if ps.MinReplicas <= 0 || ps.MinReplicas > ps.Replicas {
+		return ps.Replicas
+	}
+	return ps.MinReplicas
+}
+
 // Running is an admitted workload and where it runs.
 type Running struct {
 	Workload  *Workload
