@@ -366,7 +366,10 @@ func (l *Loop) consumeEvents(t *term) error {
 	size := max(1, min(l.cfg.EventBatch, l.st.MaxTxnOps()/2))
 	go func() {
 		for t.ctx.Err() == nil {
-			batch, err := cons.Fetch(size, jetstream.FetchMaxWait(200*time.Millisecond))
+			// Wait for the first event only, then take whatever else is
+			// already there: a batch never waits to fill up, so an event is
+			// applied as soon as the previous batch is done.
+			first, err := cons.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond))
 			if err != nil {
 				if t.ctx.Err() == nil {
 					l.log.Warn("fetch agent events", "err", err)
@@ -375,15 +378,23 @@ func (l *Loop) consumeEvents(t *term) error {
 				continue
 			}
 			var evs []batchEvent
-			for msg := range batch.Messages() {
-				ev, err := decodeEvent(msg.Data())
-				if err != nil {
-					l.log.Error("undecodable agent event dropped", "subject", msg.Subject(), "err", err)
-					_ = msg.TermWithReason(err.Error())
-					continue
+			take := func(batch jetstream.MessageBatch) {
+				for msg := range batch.Messages() {
+					ev, err := decodeEvent(msg.Data())
+					if err != nil {
+						l.log.Error("undecodable agent event dropped", "subject", msg.Subject(), "err", err)
+						_ = msg.TermWithReason(err.Error())
+						continue
+					}
+					l.m.events.WithLabelValues(ev.GetType().String()).Inc()
+					evs = append(evs, batchEvent{msg: msg, cluster: clusterOfSubject(msg.Subject()), ev: ev})
 				}
-				l.m.events.WithLabelValues(ev.GetType().String()).Inc()
-				evs = append(evs, batchEvent{msg: msg, cluster: clusterOfSubject(msg.Subject()), ev: ev})
+			}
+			take(first)
+			if len(evs) > 0 && size > 1 {
+				if rest, err := cons.FetchNoWait(size - 1); err == nil {
+					take(rest)
+				}
 			}
 			if len(evs) == 0 || t.ctx.Err() != nil {
 				continue

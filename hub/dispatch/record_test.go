@@ -58,7 +58,7 @@ func TestChargeClampsAndSkipsUnknown(t *testing.T) {
 	c := scheduler.Cluster{ID: "east", Nodes: []scheduler.Node{{Name: "n1", Res: gpufit.Node{CPUMilliFree: 1000, MemMiBFree: 100,
 		GPUs: []gpufit.GPU{{FreeMilli: 1000, FreeMemMiB: 100}, {FreeMilli: 300, FreeMemMiB: 100}}}}}}
 	w := &scheduler.Workload{PodSets: []scheduler.PodSet{{Name: "p", Req: gpufit.Request{GPUs: 1, Milli: 500, GPUMemMiB: 50, CPUMilli: 600, MemMiB: 10}}}}
-	charge(&c, w, []scheduler.PodSetPlacement{{PodSet: "p", Replicas: []scheduler.ReplicaPlacement{
+	charge(&c, nodeIndex(&c), w, []scheduler.PodSetPlacement{{PodSet: "p", Replicas: []scheduler.ReplicaPlacement{
 		{Node: "n1", GPUs: []int{0}}, {Node: "n1", GPUs: []int{1}}, {Node: "ghost", GPUs: []int{0}}, {Node: "n1", GPUs: []int{7}},
 	}}})
 	n := c.Nodes[0].Res

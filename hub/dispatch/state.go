@@ -192,6 +192,7 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 			views[i].Cluster.State = scheduler.ClusterDraining
 		}
 	}
+	idx := make([]map[string]int, len(views)) // node indexes, built on first use
 	for _, id := range sortedKeys(b.current) {
 		r := b.current[id]
 		w := s.workloads[r.r.WorkloadID]
@@ -215,7 +216,10 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 				continue
 			}
 			if !r.r.Acked || !r.r.AckedAt.Before(v.AdvertAt) {
-				charge(&v.Cluster, sw, r.r.Placement)
+				if idx[vi] == nil {
+					idx[vi] = nodeIndex(&v.Cluster)
+				}
+				charge(&v.Cluster, idx[vi], sw, r.r.Placement)
 			}
 		}
 	}
@@ -247,19 +251,28 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	return b
 }
 
-// charge subtracts a placement from a cluster's free capacity, clamping at
-// zero; unknown nodes and GPU indices are skipped.
-func charge(c *scheduler.Cluster, w *scheduler.Workload, pl []scheduler.PodSetPlacement) {
-	req := map[string]gpufit.Request{}
-	for _, ps := range w.PodSets {
-		req[ps.Name] = ps.Req
-	}
-	nodes := map[string]int{}
+// nodeIndex maps a cluster's node names to their index.
+func nodeIndex(c *scheduler.Cluster) map[string]int {
+	nodes := make(map[string]int, len(c.Nodes))
 	for i := range c.Nodes {
 		nodes[c.Nodes[i].Name] = i
 	}
+	return nodes
+}
+
+// charge subtracts a placement from a cluster's free capacity, clamping at
+// zero; unknown nodes and GPU indices are skipped.
+// nodes indexes c's nodes by name (build it once per cluster and snapshot
+// with nodeIndex).
+func charge(c *scheduler.Cluster, nodes map[string]int, w *scheduler.Workload, pl []scheduler.PodSetPlacement) {
 	for _, p := range pl {
-		r := req[p.PodSet]
+		var r gpufit.Request
+		for k := range w.PodSets {
+			if w.PodSets[k].Name == p.PodSet {
+				r = w.PodSets[k].Req
+				break
+			}
+		}
 		for _, rp := range p.Replicas {
 			i, ok := nodes[rp.Node]
 			if !ok {
