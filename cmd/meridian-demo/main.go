@@ -1,7 +1,3 @@
-// Command meridian-demo runs the whole of Meridian in one process: a hub on
-// embedded etcd and NATS, three simulated GPU clusters behind real spoke
-// agents, and a mixed workload. `make demo` runs it; `make demo-forever`
-// keeps it running for exploring with meridianctl.
 package main
 
 import (
