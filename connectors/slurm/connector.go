@@ -92,8 +92,14 @@ type Connector struct {
 	mu       sync.Mutex
 	recs     map[string]*record
 	rejected map[string]string // dispatch id -> Slurm's reason
-	shape    *clusterShape
-	closed   bool
+	// synced is set by the first complete job poll: from then on every job
+	// of ours that Slurm holds is in recs, so Launch needs no job listing
+	// except for dispatches in uncertain (a submit that failed with a
+	// fault may still have created the job).
+	synced    bool
+	uncertain map[string]bool
+	shape     *clusterShape
+	closed    bool
 
 	queue  []agent.WorkEvent
 	wake   chan struct{}
@@ -170,7 +176,7 @@ func New(cfg Config) (*Connector, error) {
 	}
 	c := &Connector{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
-		recs: map[string]*record{}, rejected: map[string]string{},
+		recs: map[string]*record{}, rejected: map[string]string{}, uncertain: map[string]bool{},
 		wake: make(chan struct{}, 1), events: make(chan agent.WorkEvent, 64),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -352,6 +358,7 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 	_, known := c.recs[id]
 	rejected, wasRejected := c.rejected[id]
 	sh := c.shape
+	lookup := !c.synced || c.uncertain[id]
 	c.mu.Unlock()
 	if known {
 		return nil
@@ -361,19 +368,25 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 		// another job id.
 		return agent.Reject("slurm refused the job: %s", rejected)
 	}
-	// A redelivered dispatch after an agent restart: look in Slurm.
-	jobs, err := c.listJobs(ctx)
-	if err != nil {
-		return fmt.Errorf("slurm: look for an existing job of dispatch %s: %w", id, err)
-	}
-	for _, j := range jobs {
-		if t, ok := c.ours(j); ok && t.DispatchID == id {
-			c.mu.Lock()
-			r := c.adopt(t, j)
-			c.observe(r, j)
-			c.mu.Unlock()
-			c.log.Info("slurm dispatch already has a job; not submitting again", "dispatch_id", id, "job_id", j.ID)
-			return nil
+	// A redelivered dispatch after an agent restart, or after a submit
+	// whose answer was lost: look in Slurm. Once a poll has adopted every
+	// job of ours, memory is complete and the listing (which grows with
+	// Slurm's queue) is skipped.
+	if lookup {
+		jobs, err := c.listJobs(ctx)
+		if err != nil {
+			return fmt.Errorf("slurm: look for an existing job of dispatch %s: %w", id, err)
+		}
+		for _, j := range jobs {
+			if t, ok := c.ours(j); ok && t.DispatchID == id {
+				c.mu.Lock()
+				r := c.adopt(t, j)
+				c.observe(r, j)
+				delete(c.uncertain, id)
+				c.mu.Unlock()
+				c.log.Info("slurm dispatch already has a job; not submitting again", "dispatch_id", id, "job_id", j.ID)
+				return nil
+			}
 		}
 	}
 	if sh == nil {
@@ -413,6 +426,9 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 			return agent.Reject("slurm refused the job: %s", reason)
 		}
 		c.stats.SubmitErrors.Add(1)
+		c.mu.Lock()
+		c.uncertain[id] = true
+		c.mu.Unlock()
 		c.log.Warn("slurm submit failed; the agent will retry", "dispatch_id", id, "err", err)
 		return fmt.Errorf("slurm: submit dispatch %s: %w", id, err)
 	}
@@ -422,6 +438,7 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 		wid = d.GetWorkload().GetId()
 	}
 	c.mu.Lock()
+	delete(c.uncertain, id)
 	if _, dup := c.recs[id]; !dup { // a poll may have seen it already
 		c.recs[id] = &record{dispatchID: id, workloadID: wid, jobID: jobID, state: agent.StatePending, submitted: c.now(), gpuMilli: p.gpuMilli}
 	}
@@ -614,8 +631,10 @@ func (c *Connector) refresh(ctx context.Context) error {
 			continue
 		}
 		seen[t.DispatchID] = true
+		delete(c.uncertain, t.DispatchID)
 		c.observe(r, j)
 	}
+	c.synced = true
 	for id, r := range c.recs {
 		if r.state.Terminal() {
 			if !r.finished.IsZero() && now.Sub(r.finished) > c.cfg.RetainFinished {

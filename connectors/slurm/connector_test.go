@@ -19,7 +19,11 @@ type fakeBackend struct {
 	m       map[int64]*JobInfo
 	nextID  int64
 	submits int
+	lists   int
 	listErr error
+	// lostAnswer makes submit create the job and then fail, as when
+	// slurmrestd's answer is lost.
+	lostAnswer error
 }
 
 func newFakeBackend() *fakeBackend { return &fakeBackend{m: map[int64]*JobInfo{}, nextID: 100} }
@@ -35,6 +39,7 @@ func (f *fakeBackend) nodes(context.Context) ([]NodeInfo, error) {
 func (f *fakeBackend) jobs(context.Context) ([]JobInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
@@ -50,6 +55,9 @@ func (f *fakeBackend) submit(_ context.Context, req SubmitRequest) (int64, error
 	f.submits++
 	f.nextID++
 	f.m[f.nextID] = &JobInfo{ID: f.nextID, Name: req.Name, Comment: req.Comment, State: "PENDING", TresPerNode: "gres:" + req.Gres, NodeCount: int64(req.Nodes)}
+	if f.lostAnswer != nil {
+		return 0, f.lostAnswer
+	}
 	return f.nextID, nil
 }
 func (f *fakeBackend) cancel(_ context.Context, id int64) error {
@@ -103,7 +111,7 @@ func newFakeConnector(t *testing.T, fb *fakeBackend, clk *fakeClock) *Connector 
 	c := &Connector{
 		cfg: Config{Partition: "gpu", Workdir: "/tmp", PollInterval: time.Hour, RetainFinished: time.Hour, RequestTimeout: 5 * time.Second, Now: clk.Now},
 		log: slog.New(slog.DiscardHandler), now: clk.Now, primary: fb,
-		recs: map[string]*record{}, rejected: map[string]string{},
+		recs: map[string]*record{}, rejected: map[string]string{}, uncertain: map[string]bool{},
 		wake: make(chan struct{}, 1), events: make(chan agent.WorkEvent, 64),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -286,5 +294,62 @@ func TestConnectorListErrorsAreRetryable(t *testing.T) {
 	}
 	if _, err := c.List(context.Background()); err == nil {
 		t.Fatal("List hid the error")
+	}
+}
+
+// TestLaunchListsJobsOnlyUntilSynced: before the first poll Launch must look
+// in Slurm for an existing job (an agent restart); after it, memory is
+// complete and Launch submits without listing Slurm's whole queue, except
+// for a dispatch whose earlier submit failed with a fault (the job may
+// exist although the answer was lost).
+func TestLaunchListsJobsOnlyUntilSynced(t *testing.T) {
+	fb := newFakeBackend()
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	c := newFakeConnector(t, fb, clk)
+	ctx := context.Background()
+	launch := func(name string) error { return c.Launch(ctx, newDispatch(name).Obj()) }
+	steps := []struct {
+		name           string
+		do             func() error
+		wantErr        bool
+		lists, submits int
+	}{
+		// The first Launch also reads the cluster's shape (an inventory,
+		// which lists jobs too): two listings.
+		{"before the first poll Launch looks", func() error { return launch("a") }, false, 2, 1},
+		{"the first poll", func() error { return c.refresh(ctx) }, false, 3, 1},
+		{"after it Launch does not look", func() error { return launch("b") }, false, 3, 2},
+		{"a submit whose answer is lost", func() error {
+			fb.mu.Lock()
+			fb.lostAnswer = &Error{Op: "submit", Backend: "fake", Err: errors.New("connection reset")}
+			fb.mu.Unlock()
+			defer func() { fb.mu.Lock(); fb.lostAnswer = nil; fb.mu.Unlock() }()
+			return launch("c")
+		}, true, 3, 3},
+		{"its retry looks and adopts the job", func() error { return launch("c") }, false, 4, 3},
+		{"a known dispatch neither looks nor submits", func() error { return launch("c") }, false, 4, 3},
+	}
+	for _, st := range steps {
+		err := st.do()
+		if (err != nil) != st.wantErr {
+			t.Fatalf("%s: err %v, want error %v", st.name, err, st.wantErr)
+		}
+		fb.mu.Lock()
+		lists, submits := fb.lists, fb.submits
+		fb.mu.Unlock()
+		if lists != st.lists || submits != st.submits {
+			t.Fatalf("%s: %d listings and %d submits, want %d and %d", st.name, lists, submits, st.lists, st.submits)
+		}
+	}
+	jobs, _ := fb.jobs(ctx)
+	per := map[string]int{}
+	for _, j := range jobs {
+		tag, _ := ParseComment(j.Comment)
+		per[tag.DispatchID]++
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if per[id] != 1 {
+			t.Errorf("dispatch %s has %d jobs, want 1 (all: %v)", id, per[id], per)
+		}
 	}
 }

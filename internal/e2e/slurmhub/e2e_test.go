@@ -138,7 +138,8 @@ func TestRedeliveredDispatchIsOneSlurmJob(t *testing.T) {
 			t.Fatalf("never saw the dispatch %s on %s", did, subj)
 		}
 	}
-	submitsBefore := f.slurmConn.Counters().Submits.Load()
+	c1 := f.slurmConn
+	submitsBefore := c1.Counters().Submits.Load()
 
 	redeliver := func(msgID string) {
 		t.Helper()
@@ -164,6 +165,9 @@ func TestRedeliveredDispatchIsOneSlurmJob(t *testing.T) {
 	if n := len(f.jobsOf(t, did)); n != 1 {
 		t.Fatalf("after a redelivery to the same agent dispatch %s has %d Slurm jobs, want 1", did, n)
 	}
+	if got := c1.Counters().Submits.Load(); got != submitsBefore {
+		t.Errorf("the redelivery made the connector submit %d more jobs, want 0", got-submitsBefore)
+	}
 	c2 := f.restartSlurmAgent(t)
 	redeliver(did + "-after-restart")
 	if n := len(f.jobsOf(t, did)); n != 1 {
@@ -179,7 +183,6 @@ func TestRedeliveredDispatchIsOneSlurmJob(t *testing.T) {
 	if j := f.oneJob(t, did); j.State != "COMPLETED" {
 		t.Errorf("Slurm job %d is %s, want COMPLETED", j.ID, j.State)
 	}
-	_ = submitsBefore
 }
 
 // TestCancelFromMeridianctl cancels a running Slurm job through the CLI's

@@ -65,10 +65,15 @@ var (
 	fixErr  error
 )
 
+// TestMain stops the shared fixture; with MERIDIAN_E2E_LOG=<file> it also
+// writes the hub's and agents' logs there.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if fix != nil {
 		fix.close()
+		if p := os.Getenv("MERIDIAN_E2E_LOG"); p != "" {
+			_ = os.WriteFile(p, []byte(fix.logBuf.tail(4<<20)), 0o644)
+		}
 	}
 	os.Exit(code)
 }

@@ -1,0 +1,184 @@
+package slurmhub
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meridian-gpu/meridian/connectors/slurm"
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// BenchmarkDispatchVsSbatch measures, in one run against the same
+// slurmctld, two submission rates for b.N jobs of one shape (one task on
+// one node with a 1 % MPS share of an H100, script "true"):
+//
+//   - meridian: b.N workloads submitted over gRPC to the hub, scheduled,
+//     published on JetStream, taken by the spoke agent and submitted by the
+//     Slurm connector over slurmrestd; the clock stops when Slurm has
+//     accepted (given a job id to) all of them.
+//   - connector: the Slurm connector alone, Launch called b.N times in a
+//     loop (no hub, no NATS): what the agent's side costs.
+//   - sbatch: b.N "sbatch --parsable" commands run one after the other
+//     with the same options, as a user's submit script would.
+//
+// The jobs are fractional so the hub's capacity check does not hold them
+// back (b.N x 10 milli fits the cluster); Slurm runs them as it can. Use
+// -benchtime Nx (e.g. 200x): every iteration is a real Slurm job.
+func BenchmarkDispatchVsSbatch(b *testing.B) {
+	f := need(b)
+	n := b.N
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	f.waitNoActiveJobs(b, ctx, f.slurmID)
+	benchID := fmt.Sprintf("bench-sbatch-%d", os.Getpid())
+
+	b.ResetTimer()
+	// ---- Meridian: gRPC submit -> hub -> JetStream -> agent -> slurmrestd.
+	c := f.slurmConn
+	before := c.Counters().Submits.Load()
+	dir := b.TempDir()
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var subErr atomic.Value
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				w := workload(fmt.Sprintf("bench-%d", i), 1, 10, "true", dir, onSlurm,
+					fractional(meridianv1.FractionalMode_FRACTIONAL_MODE_MPS))
+				if _, err := f.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w}); err != nil {
+					subErr.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := subErr.Load(); err != nil {
+		b.Fatalf("submit: %v", err)
+	}
+	submitted := time.Since(start)
+	for c.Counters().Submits.Load()-before < int64(n) {
+		if ctx.Err() != nil {
+			f.failfTB(b, "Slurm accepted %d of %d Meridian jobs before the time ran out", c.Counters().Submits.Load()-before, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	meridian := time.Since(start)
+	b.StopTimer()
+	f.waitNoActiveJobs(b, ctx, f.slurmID)
+
+	// ---- The connector alone: Launch called in a loop, no hub, no NATS.
+	connID := fmt.Sprintf("bench-conn-%d", os.Getpid())
+	cfg := f.local.Config(connID)
+	bc, err := slurm.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bc.Close()
+	if _, err := bc.Inventory(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bc.List(ctx); err != nil { // the first poll: memory is complete
+		b.Fatal(err)
+	}
+	w := workload("bench-conn", 1, 10, "true", dir, fractional(meridianv1.FractionalMode_FRACTIONAL_MODE_MPS))
+	b.StartTimer()
+	start = time.Now()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("bench-conn-%d-%d", os.Getpid(), i)
+		if err := bc.Launch(ctx, &agentv1.Dispatch{DispatchId: id, WorkloadId: id, ClusterId: connID, Workload: w}); err != nil {
+			b.Fatalf("Launch: %v", err)
+		}
+	}
+	connector := time.Since(start)
+	b.StopTimer()
+	f.waitNoActiveJobs(b, ctx, connID)
+
+	// ---- sbatch, one command after the other, same job shape.
+	req := slurm.SubmitRequest{
+		Script: "#!/bin/bash\ntrue\n", Partition: f.local.Vars[slurm.EnvPartition], Nodes: 1, TasksPerNode: 1,
+		Gres: "mps:1", Workdir: dir, TimeLimit: 5 * time.Minute,
+	}
+	lat := make([]time.Duration, 0, n)
+	b.StartTimer()
+	start = time.Now()
+	for i := 0; i < n; i++ {
+		req.Name = fmt.Sprintf("%s-%d", benchID, i)
+		req.Comment = fmt.Sprintf("%s dispatch=%s workload=%s cluster=%s", slurm.CommentPrefix, req.Name, req.Name, benchID)
+		t0 := time.Now()
+		cmd := f.local.Command(ctx, "sbatch", slurm.SbatchArgs(req)...)
+		cmd.Stdin = strings.NewReader(req.Script)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("sbatch: %v\n%s", err, out)
+		}
+		if _, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err != nil {
+			b.Fatalf("sbatch printed %q, not a job id", out)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	sbatch := time.Since(start)
+	b.StopTimer()
+	f.waitNoActiveJobs(b, ctx, benchID)
+
+	mRate := float64(n) / meridian.Seconds()
+	cRate := float64(n) / connector.Seconds()
+	sRate := float64(n) / sbatch.Seconds()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(mRate, "meridian-jobs/s")
+	b.ReportMetric(cRate, "connector-jobs/s")
+	b.ReportMetric(sRate, "sbatch-jobs/s")
+	b.ReportMetric(mRate/sRate, "meridian/sbatch")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%d jobs: Meridian (gRPC submit -> hub -> agent -> slurmrestd accepted) %.1f jobs/s in %s (gRPC submits done after %s); "+
+		"connector alone (Launch over slurmrestd) %.1f jobs/s in %s; sbatch %.1f jobs/s in %s (p50 %s, p99 %s); Meridian/sbatch %.2f",
+		n, mRate, meridian.Round(time.Millisecond), submitted.Round(time.Millisecond), cRate, connector.Round(time.Millisecond),
+		sRate, sbatch.Round(time.Millisecond), lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond), mRate/sRate)
+}
+
+// waitNoActiveJobs waits until none of clusterID's jobs is pending or
+// running, so each measurement starts from an idle controller.
+func (f *fixture) waitNoActiveJobs(tb testing.TB, ctx context.Context, clusterID string) {
+	tb.Helper()
+	for {
+		jobs, err := f.local.Jobs(ctx, clusterID)
+		if err != nil {
+			tb.Fatalf("list jobs: %v", err)
+		}
+		active := 0
+		for _, j := range jobs {
+			if j.State == "PENDING" || j.State == "RUNNING" || j.State == "COMPLETING" || j.State == "CONFIGURING" {
+				active++
+			}
+		}
+		if active == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("%d jobs of %s still active when the time ran out", active, clusterID)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fixture) failfTB(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.tail(6000))...)
+}
