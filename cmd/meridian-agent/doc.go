@@ -1,7 +1,6 @@
 // Command meridian-agent is the spoke agent binary: it connects one cluster
 // to the Meridian hub over NATS through a connector: the in-memory
-// simcluster or slurm (kubernetes is refused with a clear message until it
-// is built).
+// simcluster, slurm or kubernetes.
 //
 //	meridian-agent --cluster-id sim-a --nats-url nats://127.0.0.1:4222 \
 //	    --connector simcluster --sim-example h100-nvlink \
@@ -10,6 +9,10 @@
 //	meridian-agent --cluster-id slurm-west --nats-url nats://hub:4222 \
 //	    --connector slurm --slurm-rest-url http://127.0.0.1:6820 \
 //	    --slurm-jwt-key-file /etc/slurm/jwt.key --slurm-class h100=nvidia-h100-80gb
+//
+//	meridian-agent --cluster-id k8s-east --nats-url nats://hub:4222 \
+//	    --connector kubernetes --kubeconfig ~/.kube/config --k8s-namespace ml \
+//	    --k8s-fractional-modes mig,hami --k8s-gang coscheduling
 //
 // It must never hold logic of its own: flags are checked and turned into
 // agent.Config; everything else lives in package agent. Stopping it stops

@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meridian-gpu/meridian/connectors/kubernetes"
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/connectors/slurm"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
@@ -64,6 +67,18 @@ type options struct {
 	slurmClasses   kvFlag
 	slurmGPUMem    kvFlag
 	labels         kvFlag
+
+	kubeconfig     string
+	k8sNamespace   string
+	k8sRackLabel   string
+	k8sModes       string
+	k8sShared      int
+	k8sGang        string
+	k8sKueueQueue  string
+	k8sKAIQueue    string
+	k8sTolerations string
+	k8sClasses     kvFlag
+	k8sNodeSel     kvFlag
 }
 
 // kvFlag is a repeatable key=value flag.
@@ -109,7 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	fs.StringVar(&o.clusterID, "cluster-id", "", "cluster id (letters, digits, '-', '_'; at most 64); required")
 	fs.StringVar(&o.natsURL, "nats-url", os.Getenv("MERIDIAN_NATS_URL"), "NATS server URL, e.g. nats://127.0.0.1:4222 (env MERIDIAN_NATS_URL); required")
-	fs.StringVar(&o.connector, "connector", "simcluster", "cluster backend: simcluster, slurm or kubernetes (kubernetes is not built yet)")
+	fs.StringVar(&o.connector, "connector", "simcluster", "cluster backend: simcluster, slurm or kubernetes")
 	fs.StringVar(&o.simConfig, "sim-config", "", "simcluster: cluster description YAML (see connectors/simcluster/examples)")
 	fs.StringVar(&o.simExample, "sim-example", "", "simcluster: a built-in example cluster instead of --sim-config: "+strings.Join(simcluster.ExampleNames(), ", "))
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "simcluster: simulated seconds per real second (60 = one simulated minute per second)")
@@ -120,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "how long to wait for the first NATS connection")
-	fs.Var(&o.labels, "label", "cluster label key=value, matched by workloads' cluster selectors (repeatable; slurm only, simcluster labels come from its file)")
+	fs.Var(&o.labels, "label", "cluster label key=value, matched by workloads' cluster selectors (repeatable; slurm and kubernetes, simcluster labels come from its file)")
 	fs.StringVar(&o.slurmRESTURL, "slurm-rest-url", os.Getenv("MERIDIAN_SLURM_REST_URL"), "slurm: slurmrestd base URL, e.g. http://127.0.0.1:6820 (env MERIDIAN_SLURM_REST_URL); empty = Slurm commands only. A fixed token is read from env MERIDIAN_SLURM_TOKEN")
 	fs.StringVar(&o.slurmUser, "slurm-user", "", "slurm: user jobs run as and the JWT user (default root when root, else $USER)")
 	fs.StringVar(&o.slurmJWTKey, "slurm-jwt-key-file", "", "slurm: slurmctld's jwt_key file, to mint slurmrestd tokens")
@@ -131,6 +146,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.slurmPoll, "slurm-poll-interval", 2*time.Second, "slurm: time between job state polls")
 	fs.Var(&o.slurmClasses, "slurm-class", "slurm: GRES type to accelerator class, e.g. h100=nvidia-h100-80gb (repeatable)")
 	fs.Var(&o.slurmGPUMem, "slurm-gpu-memory", "slurm: GRES type to GPU memory in MiB, e.g. h100=81920 (repeatable)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubernetes: kubeconfig file (env KUBECONFIG); empty = in-cluster service account")
+	fs.StringVar(&o.k8sNamespace, "k8s-namespace", "default", "kubernetes: namespace the Jobs are created in")
+	fs.StringVar(&o.k8sRackLabel, "k8s-rack-label", kubernetes.DefaultRackLabel, "kubernetes: node label naming the rack")
+	fs.StringVar(&o.k8sModes, "k8s-fractional-modes", "", "kubernetes: comma-separated fractional modes the cluster's plugins support, in order of preference: hami, kai, mig, time-slicing")
+	fs.IntVar(&o.k8sShared, "k8s-shared-replicas", 1, "kubernetes: nvidia.com/gpu units per physical GPU (time-slicing replicas or HAMi deviceSplitCount)")
+	fs.StringVar(&o.k8sGang, "k8s-gang", kubernetes.GangNone, "kubernetes: gang mechanism: none, coscheduling (scheduler-plugins PodGroup) or kueue")
+	fs.StringVar(&o.k8sKueueQueue, "k8s-kueue-queue", "", "kubernetes: Kueue LocalQueue name (with --k8s-gang kueue)")
+	fs.StringVar(&o.k8sKAIQueue, "k8s-kai-queue", "", "kubernetes: KAI queue label of fractional pods in kai mode")
+	fs.StringVar(&o.k8sTolerations, "k8s-tolerate", "", "kubernetes: comma-separated taint keys every pod tolerates (NoSchedule, operator Exists)")
+	fs.Var(&o.k8sClasses, "k8s-class", "kubernetes: GFD product to accelerator class, e.g. NVIDIA-H100-80GB-HBM3=nvidia-h100-80gb (repeatable)")
+	fs.Var(&o.k8sNodeSel, "k8s-node-selector", "kubernetes: only advertise nodes with this label key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -175,7 +201,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			}
 		}
 	case "kubernetes":
-		return nil, errors.New("--connector kubernetes: this connector is not built yet; use simcluster or slurm")
+		if o.simConfig != "" || o.simExample != "" {
+			return nil, errors.New("--sim-config and --sim-example only apply to --connector simcluster")
+		}
+		if err := k8sConfig(o, nil).Validate(); err != nil {
+			return nil, fmt.Errorf("--connector kubernetes: %w", err)
+		}
 	default:
 		return nil, fmt.Errorf("--connector %q: want simcluster, slurm or kubernetes", o.connector)
 	}
@@ -269,6 +300,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 // buildConnector turns the checked flags into a connector and its closer.
 func buildConnector(o *options, log *slog.Logger) (agent.Connector, func(), error) {
 	switch o.connector {
+	case "kubernetes":
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := kubernetes.New(ctx, k8sConfig(o, log))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--connector kubernetes: %w", err)
+		}
+		return c, c.Close, nil
 	case "slurm":
 		cfg := slurm.Config{
 			RESTURL: o.slurmRESTURL, User: o.slurmUser, Token: os.Getenv("MERIDIAN_SLURM_TOKEN"), JWTKeyFile: o.slurmJWTKey,
@@ -313,4 +352,24 @@ func buildConnector(o *options, log *slog.Logger) (agent.Connector, func(), erro
 		log.Info("simulated cluster ready", "nodes", len(cfg.Nodes), "gpus", cfg.TotalGPUs(), "time_scale", o.timeScale)
 		return sim, sim.Close, nil
 	}
+}
+
+// k8sConfig turns the kubernetes flags into the connector's config.
+func k8sConfig(o *options, log *slog.Logger) kubernetes.Config {
+	cfg := kubernetes.Config{
+		Kubeconfig: o.kubeconfig, Namespace: o.k8sNamespace, ClusterID: o.clusterID, Labels: o.labels,
+		RackLabel: o.k8sRackLabel, NodeSelector: o.k8sNodeSel, SharedReplicas: o.k8sShared,
+		Gang: o.k8sGang, KueueQueue: o.k8sKueueQueue, KAIQueue: o.k8sKAIQueue, Classes: o.k8sClasses, Logger: log,
+	}
+	for _, m := range strings.Split(o.k8sModes, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.FractionalModes = append(cfg.FractionalModes, m)
+		}
+	}
+	for _, k := range strings.Split(o.k8sTolerations, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			cfg.Tolerations = append(cfg.Tolerations, corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+		}
+	}
+	return cfg
 }

@@ -106,6 +106,13 @@ type Config struct {
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 
+// Validate checks cfg as New would, without connecting. Errors name the
+// field.
+func (cfg Config) Validate() error {
+	_, err := cfg.withDefaults()
+	return err
+}
+
 // modeOf maps configured mode names to the hub's fractional modes.
 var modeOf = map[string]meridianv1.FractionalMode{
 	ModeHAMi:        meridianv1.FractionalMode_FRACTIONAL_MODE_MEMORY,

@@ -1,0 +1,602 @@
+package kubernetes
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+)
+
+// These tests run against a real kube-apiserver, controller-manager,
+// scheduler and KWOK started by scripts/k8s-up.sh (with
+// MERIDIAN_K8S_NO_BUILD=1: a test never starts the 15-20 minute cold
+// build). They skip, loudly, when not root or when the binaries are not
+// built, unless MERIDIAN_REQUIRE_K8S=1, in which case they fail.
+
+var (
+	k8sOnce sync.Once
+	k8sRest *rest.Config
+	k8sErr  error
+	nsSeq   atomic.Int64
+)
+
+// The nodes scripts/k8s-up.sh creates.
+const (
+	nodeH100a = "gpu-h100-0"
+	nodeH100b = "gpu-h100-1"
+	nodeMIG   = "gpu-a100-mig"
+)
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+func skipOrFail(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv("MERIDIAN_REQUIRE_K8S") == "1" {
+		t.Fatalf("MERIDIAN_REQUIRE_K8S=1 and %s", msg)
+	}
+	t.Skipf("SKIPPING real-Kubernetes test: %s (set MERIDIAN_REQUIRE_K8S=1 to make this a failure)", msg)
+}
+
+// envFile reads the KEY=value lines ("export " optional) of k8s-up's env file.
+func envFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out, sc.Err()
+}
+
+func needK8s(t *testing.T) *rest.Config {
+	t.Helper()
+	if testing.Short() {
+		skipOrFail(t, "-short: not starting the Kubernetes control plane")
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "not root: the local control plane (scripts/k8s-up.sh) needs root")
+	}
+	k8sOnce.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			k8sErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "k8s-up.sh"))
+		cmd.Env = append(os.Environ(), "MERIDIAN_K8S_NO_BUILD=1")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 5 {
+			k8sErr = fmt.Errorf("the kube binaries are not built: run scripts/k8s-up.sh once (cold build 15-20 min)")
+			return
+		}
+		if err != nil {
+			k8sErr = fmt.Errorf("scripts/k8s-up.sh: %w\n%s", err, out)
+			return
+		}
+		dir := os.Getenv("MERIDIAN_K8S_DIR")
+		if dir == "" {
+			home, _ := os.UserHomeDir()
+			dir = filepath.Join(home, ".cache", "meridian", "k8s")
+		}
+		vars, err := envFile(filepath.Join(dir, "env"))
+		if err != nil {
+			k8sErr = fmt.Errorf("k8s env file: %w", err)
+			return
+		}
+		k8sRest, k8sErr = clientcmd.BuildConfigFromFlags("", vars["MERIDIAN_KUBECONFIG"])
+	})
+	if k8sErr != nil {
+		if strings.Contains(k8sErr.Error(), "not built") {
+			skipOrFail(t, k8sErr.Error())
+		}
+		t.Fatalf("local Kubernetes: %v", k8sErr)
+	}
+	return k8sRest
+}
+
+// testEnv is one test's namespace and connector.
+type testEnv struct {
+	t    *testing.T
+	kube kubernetes.Interface
+	ns   string
+	cfg  Config
+	rc   *rest.Config
+}
+
+var kwokToleration = corev1.Toleration{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+
+func newEnv(t *testing.T, cfg Config) *testEnv {
+	rc := needK8s(t)
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("mrd-test-%d-%d", os.Getpid(), nsSeq.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+	cfg.REST, cfg.Namespace = rc, ns
+	cfg.Tolerations = append(cfg.Tolerations, kwokToleration)
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = "test-k8s"
+	}
+	return &testEnv{t: t, kube: kube, ns: ns, cfg: cfg, rc: rc}
+}
+
+func (e *testEnv) connector() *Connector {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := New(ctx, e.cfg)
+	if err != nil {
+		e.t.Fatalf("New: %v", err)
+	}
+	e.t.Cleanup(c.Close)
+	return c
+}
+
+// jobsOf lists the dispatch's Jobs through the API (not a cache).
+func (e *testEnv) jobsOf(dispatchID string) []batchv1.Job {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := e.kube.BatchV1().Jobs(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelDispatch + "=" + labelSafe(dispatchID)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []batchv1.Job
+	for _, j := range l.Items {
+		if j.DeletionTimestamp == nil {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// waitEvent reads events until one for id in state want arrives; events
+// of other dispatches are ignored. It fails on a different terminal state.
+func waitEvent(t *testing.T, c *Connector, id string, want agent.WorkState, within time.Duration) agent.WorkEvent {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case ev := <-c.Events():
+			if ev.DispatchID != id {
+				continue
+			}
+			if ev.State == want {
+				return ev
+			}
+			if ev.State.Terminal() {
+				t.Fatalf("dispatch %s: got %s (%s), want %s", id, ev.State, ev.Reason, want)
+			}
+		case <-deadline:
+			t.Fatalf("dispatch %s: no %s event within %s", id, want, within)
+		}
+	}
+}
+
+// eventually polls cond (a cache read, never the API) until it holds.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out after %s waiting for %s", within, what)
+}
+
+func kwokDelay(d string) map[string]any {
+	return map[string]any{ExtraPodAnnotations: map[string]any{
+		"pod-complete.stage.kwok.x-k8s.io/delay": d,
+	}}
+}
+
+func TestK8sInventoryOfKWOKNodes(t *testing.T) {
+	e := newEnv(t, Config{FractionalModes: []string{ModeMIG, ModeTimeSlicing}, Labels: map[string]string{"site": "test"}})
+	c := e.connector()
+	ctx := context.Background()
+	inv, err := c.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Labels["site"] != "test" || inv.Labels[LabelConnector] != Kind || len(inv.FractionalModes) != 2 {
+		t.Fatalf("labels %v modes %v", inv.Labels, inv.FractionalModes)
+	}
+	byName := map[string]int{}
+	for i, n := range inv.Nodes {
+		byName[n.Name] = i
+	}
+	type want struct {
+		class, rack, clique string
+		gpus, migGPUs       int
+		mem                 int64
+	}
+	wants := map[string]want{
+		nodeH100a: {"nvidia-h100-80gb", "rack-a", "clique-a.1", 8, 0, 81559},
+		nodeH100b: {"nvidia-h100-80gb", "rack-a", "clique-a.1", 8, 0, 81559},
+		nodeMIG:   {"nvidia-a100-80gb", "rack-b", "clique-b.1", 6, 2, 81920},
+	}
+	for name, w := range wants {
+		i, ok := byName[name]
+		if !ok {
+			t.Fatalf("node %s missing from the inventory (%d nodes)", name, len(inv.Nodes))
+		}
+		n := inv.Nodes[i]
+		if n.AcceleratorClass != w.class || n.Rack != w.rack || n.NvlinkDomain != w.clique || !n.Schedulable {
+			t.Fatalf("%s: class %q rack %q nvlink %q schedulable %v", name, n.AcceleratorClass, n.Rack, n.NvlinkDomain, n.Schedulable)
+		}
+		if len(n.Gpus) != w.gpus || n.Gpus[0].TotalMemoryMib != w.mem || n.CpuMilliTotal != 64000 {
+			t.Fatalf("%s: %d GPUs of %d MiB, cpu %d", name, len(n.Gpus), n.Gpus[0].TotalMemoryMib, n.CpuMilliTotal)
+		}
+		mig := 0
+		slices := int32(0)
+		for _, g := range n.Gpus {
+			if len(g.MigProfiles) > 0 {
+				mig++
+				for _, s := range g.MigProfiles {
+					if s.Profile != "1g.10gb" {
+						t.Fatalf("%s: profile %q", name, s.Profile)
+					}
+					slices += s.Total
+				}
+			}
+		}
+		if mig != w.migGPUs || (mig > 0 && slices != 14) {
+			t.Fatalf("%s: %d MIG GPUs with %d slices, want %d with 14", name, mig, slices, w.migGPUs)
+		}
+	}
+}
+
+func TestK8sCordonChangesInventory(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := e.connector()
+	ctx := context.Background()
+	setCordon := func(on bool) {
+		patch := fmt.Sprintf(`{"spec":{"unschedulable":%v}}`, on)
+		if _, err := e.kube.CoreV1().Nodes().Patch(ctx, nodeH100b, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() (bool, string) {
+		inv, err := c.Inventory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range inv.Nodes {
+			if n.Name == nodeH100b {
+				return n.Schedulable, n.Labels[LabelNodeReason]
+			}
+		}
+		t.Fatalf("%s not in inventory", nodeH100b)
+		return false, ""
+	}
+	if ok, _ := state(); !ok {
+		t.Fatalf("%s starts unschedulable", nodeH100b)
+	}
+	setCordon(true)
+	t.Cleanup(func() { setCordon(false) })
+	eventually(t, 10*time.Second, "the cordon to reach the inventory", func() bool { ok, why := state(); return !ok && why == "cordoned" })
+	setCordon(false)
+	eventually(t, 10*time.Second, "the uncordon to reach the inventory", func() bool { ok, _ := state(); return ok })
+}
+
+func TestK8sGangRunsAndSucceeds(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := e.connector()
+	ctx := context.Background()
+	id := fmt.Sprintf("d-gang%d", time.Now().UnixNano())
+	d := makeDispatch(id).PodSet("workers", 2, 4000).Class("nvidia-h100-80gb").Hint("workers", nodeH100a).
+		Extra(kwokDelay("4s")).Obj()
+	start := time.Now()
+	if err := c.Launch(ctx, d); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	jobs := e.jobsOf(id)
+	if len(jobs) != 1 || *jobs[0].Spec.Completions != 2 || *jobs[0].Spec.Parallelism != 2 {
+		t.Fatalf("jobs %d", len(jobs))
+	}
+	run := waitEvent(t, c, id, agent.StateRunning, 60*time.Second)
+	t.Logf("running after %s", time.Since(start).Round(time.Millisecond))
+	// Both replicas are bound to H100 nodes and their 8 GPUs are charged.
+	ls, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws *agent.WorkStatus
+	for i := range ls {
+		if ls[i].DispatchID == id {
+			ws = &ls[i]
+		}
+	}
+	if ws == nil || ws.WorkloadID != "wl-"+id || len(ws.Nodes) == 0 {
+		t.Fatalf("List: %+v", ws)
+	}
+	for _, n := range ws.Nodes {
+		if n != nodeH100a && n != nodeH100b {
+			t.Fatalf("replica on %s, not an H100 node", n)
+		}
+	}
+	inv, _ := c.Inventory(ctx)
+	used := 0
+	for _, n := range inv.Nodes {
+		for _, g := range n.Gpus {
+			if len(g.MigProfiles) == 0 && g.FreeMilli == 0 {
+				used++
+			}
+		}
+	}
+	if used < 8 {
+		t.Fatalf("inventory shows %d busy GPUs while the 2x4 gang runs, want at least 8", used)
+	}
+	done := waitEvent(t, c, id, agent.StateSucceeded, 60*time.Second)
+	t.Logf("succeeded after %s", time.Since(start).Round(time.Millisecond))
+	if done.ExitCode == nil || *done.ExitCode != 0 || done.Time.Before(run.Time) {
+		t.Fatalf("succeeded event %+v", done)
+	}
+}
+
+func TestK8sLaunchTwiceAndRestartCreateOneSet(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := e.connector()
+	ctx := context.Background()
+	id := fmt.Sprintf("d-twice%d", time.Now().UnixNano())
+	d := makeDispatch(id).PodSet("a", 1, 1000).PodSet("b", 2, 0).Extra(kwokDelay("300s")).Obj()
+	for i := range 2 {
+		if err := c.Launch(ctx, d); err != nil {
+			t.Fatalf("Launch %d: %v", i, err)
+		}
+	}
+	// A restarted agent (a fresh connector) adopts the work and does not
+	// create it again, even when the dispatch is delivered once more.
+	c2 := e.connector()
+	if err := c2.Launch(ctx, d); err != nil {
+		t.Fatalf("Launch after restart: %v", err)
+	}
+	if jobs := e.jobsOf(id); len(jobs) != 2 {
+		t.Fatalf("%d jobs after three launches, want 2 (one per pod set)", len(jobs))
+	}
+	eventually(t, 30*time.Second, "the restarted connector to list the dispatch as running", func() bool {
+		ls, _ := c2.List(ctx)
+		return len(ls) == 1 && ls[0].DispatchID == id && ls[0].State == agent.StateRunning
+	})
+	// Another cluster id never sees (nor touches) these Jobs.
+	other := *e
+	other.cfg.ClusterID = "someone-else"
+	c3 := other.connector()
+	if ls, _ := c3.List(ctx); len(ls) != 0 {
+		t.Fatalf("another agent lists %d of our dispatches", len(ls))
+	}
+	if err := c3.Cancel(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	if jobs := e.jobsOf(id); len(jobs) != 2 {
+		t.Fatalf("another agent's Cancel deleted our Jobs: %d left", len(jobs))
+	}
+}
+
+func TestK8sCancelDeletesJobs(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := e.connector()
+	ctx := context.Background()
+	id := fmt.Sprintf("d-cancel%d", time.Now().UnixNano())
+	d := makeDispatch(id).PodSet("w", 2, 1000).Extra(kwokDelay("300s")).Obj()
+	if err := c.Launch(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, id, agent.StateRunning, 60*time.Second)
+	if err := c.Cancel(ctx, id, true); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	ev := waitEvent(t, c, id, agent.StatePreempted, 10*time.Second)
+	if ev.Reason == "" {
+		t.Fatal("preempted event without a reason")
+	}
+	eventually(t, 30*time.Second, "the Jobs and pods to be gone", func() bool {
+		pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelDispatch + "=" + id})
+		return err == nil && len(e.jobsOf(id)) == 0 && len(pods.Items) == 0
+	})
+	if err := c.Cancel(ctx, id, false); err != nil {
+		t.Fatalf("second Cancel: %v", err)
+	}
+	if err := c.Cancel(ctx, "d-never-launched", false); err != nil {
+		t.Fatalf("Cancel of an unknown dispatch: %v", err)
+	}
+	ls, _ := c.List(ctx)
+	if len(ls) != 1 || ls[0].State != agent.StatePreempted {
+		t.Fatalf("List after cancel: %+v", ls)
+	}
+}
+
+func TestK8sFailedPodFailsTheGang(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := e.connector()
+	ctx := context.Background()
+	id := fmt.Sprintf("d-fail%d", time.Now().UnixNano())
+	d := makeDispatch(id).PodSet("a", 1, 1000).PodSet("b", 1, 1000).Extra(kwokDelay("300s")).Obj()
+	if err := c.Launch(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, id, agent.StateRunning, 60*time.Second)
+	pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelPodSet + "=a"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods of a: %v %v", len(pods.Items), err)
+	}
+	p := pods.Items[0]
+	p.Status.Phase = corev1.PodFailed
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: p.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error",
+			StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("fail the pod: %v", err)
+	}
+	ev := waitEvent(t, c, id, agent.StateFailed, 60*time.Second)
+	if ev.ExitCode == nil || *ev.ExitCode != 3 || ev.Reason == "" {
+		t.Fatalf("failed event: exit %v reason %q", ev.ExitCode, ev.Reason)
+	}
+	// All or nothing: the other pod set's Job is stopped too.
+	eventually(t, 30*time.Second, "the rest of the gang to be deleted", func() bool {
+		for _, j := range e.jobsOf(id) {
+			if j.Labels[LabelPodSet] == "b" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestK8sFractionalModes(t *testing.T) {
+	tests := map[string]struct {
+		mode   string
+		want   meridianv1.FractionalMode
+		milli  int32
+		mem    int32
+		runs   bool   // KWOK nodes carry the resource, so the pod runs
+		onNode string // node it must land on when it runs
+		check  func(t *testing.T, pod corev1.PodSpec, anns map[string]string)
+	}{
+		"mig": {mode: ModeMIG, want: meridianv1.FractionalMode_FRACTIONAL_MODE_MIG, milli: 100, mem: 8000, runs: true, onNode: nodeMIG,
+			check: func(t *testing.T, p corev1.PodSpec, _ map[string]string) {
+				if q := p.Containers[0].Resources.Limits["nvidia.com/mig-1g.10gb"]; q.Value() != 1 {
+					t.Fatalf("limits %v", p.Containers[0].Resources.Limits)
+				}
+			}},
+		"time-slicing": {mode: ModeTimeSlicing, want: meridianv1.FractionalMode_FRACTIONAL_MODE_TIME_SLICE, milli: 250, runs: true,
+			check: func(t *testing.T, p corev1.PodSpec, _ map[string]string) {
+				if q := p.Containers[0].Resources.Limits[ResourceGPU]; q.Value() != 1 {
+					t.Fatalf("limits %v", p.Containers[0].Resources.Limits)
+				}
+			}},
+		"hami": {mode: ModeHAMi, want: meridianv1.FractionalMode_FRACTIONAL_MODE_MEMORY, milli: 300, mem: 16384,
+			check: func(t *testing.T, p corev1.PodSpec, _ map[string]string) {
+				l := p.Containers[0].Resources.Limits
+				g, cores, mem := l[ResourceGPU], l[ResourceGPUCores], l[ResourceGPUMem]
+				if g.Value() != 1 || cores.Value() != 30 || mem.Value() != 16384 {
+					t.Fatalf("limits %v", l)
+				}
+			}},
+		"kai": {mode: ModeKAI, want: meridianv1.FractionalMode_FRACTIONAL_MODE_MEMORY, milli: 500,
+			check: func(t *testing.T, p corev1.PodSpec, anns map[string]string) {
+				if anns[AnnotationGPUFraction] != "0.5" || p.SchedulerName != "kai-scheduler" {
+					t.Fatalf("annotations %v scheduler %q", anns, p.SchedulerName)
+				}
+				if _, ok := p.Containers[0].Resources.Limits[ResourceGPU]; ok {
+					t.Fatal("kai pods must not request nvidia.com/gpu")
+				}
+			}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, Config{FractionalModes: []string{tc.mode}})
+			c := e.connector()
+			ctx := context.Background()
+			id := fmt.Sprintf("d-%s%d", name, time.Now().UnixNano())
+			d := makeDispatch(id).PodSet("w", 1, tc.milli).GPUMem(tc.mem).Mode(tc.want).Extra(kwokDelay("1s")).Obj()
+			if err := c.Launch(ctx, d); err != nil {
+				t.Fatalf("Launch: %v", err)
+			}
+			jobs := e.jobsOf(id)
+			if len(jobs) != 1 || jobs[0].Annotations[AnnFractionMode] != tc.mode {
+				t.Fatalf("jobs %d", len(jobs))
+			}
+			// The apiserver accepted the pod template; the created pod carries it.
+			var pod corev1.Pod
+			eventually(t, 30*time.Second, "the Job's pod", func() bool {
+				l, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelDispatch + "=" + id})
+				if err == nil && len(l.Items) == 1 {
+					pod = l.Items[0]
+					return true
+				}
+				return false
+			})
+			tc.check(t, pod.Spec, pod.Annotations)
+			if !tc.runs {
+				return
+			}
+			waitEvent(t, c, id, agent.StateSucceeded, 60*time.Second)
+			got, err := e.kube.CoreV1().Pods(e.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			if err == nil && tc.onNode != "" && got.Spec.NodeName != tc.onNode {
+				t.Fatalf("pod ran on %s, want %s", got.Spec.NodeName, tc.onNode)
+			}
+		})
+	}
+}
+
+func TestK8sGangCRDMissingIsAClearRejection(t *testing.T) {
+	for _, tc := range []struct {
+		cfg Config
+		crd string
+	}{
+		{Config{Gang: GangCoscheduling}, "podgroups.scheduling.x-k8s.io"},
+		{Config{Gang: GangKueue, KueueQueue: "q"}, "localqueues.kueue.x-k8s.io"},
+	} {
+		t.Run(tc.cfg.Gang, func(t *testing.T) {
+			e := newEnv(t, tc.cfg)
+			c := e.connector()
+			id := fmt.Sprintf("d-crd%d", time.Now().UnixNano())
+			err := c.Launch(context.Background(), makeDispatch(id).PodSet("w", 2, 1000).Obj())
+			if !agent.IsRejected(err) || !strings.Contains(err.Error(), tc.crd) {
+				t.Fatalf("err = %v, want a rejection naming %s", err, tc.crd)
+			}
+			if jobs := e.jobsOf(id); len(jobs) != 0 {
+				t.Fatalf("%d jobs created despite the missing CRD", len(jobs))
+			}
+		})
+	}
+}
