@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/meridian-gpu/meridian/internal/demo"
 )
@@ -23,6 +24,7 @@ func main() {
 	fs.StringVar(&o.HTTPAddr, "http-addr", o.HTTPAddr, "hub REST address to try first (a free port is used if taken)")
 	fs.StringVar(&o.DataDir, "data-dir", "", "keep etcd, NATS and the log here (default: a temporary directory)")
 	live := fs.String("live", "auto", "redraw a live table: auto (when stdout is a terminal), always or never")
+	withSlurm := fs.Bool("slurm", false, "replace the simulated us-east with the local real Slurm cluster (root; starts it with scripts/slurm-up.sh)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			os.Exit(0)
@@ -41,8 +43,30 @@ func main() {
 		fmt.Fprintf(os.Stderr, "meridian-demo: --live: want auto, always or never, got %q\n", *live)
 		os.Exit(2)
 	}
+	if *withSlurm && os.Geteuid() != 0 {
+		fmt.Fprintf(os.Stderr, "meridian-demo: --slurm (make demo-slurm) needs root: it starts real Slurm daemons on this machine "+
+			"(scripts/slurm-up.sh installs munge, slurmctld, slurmd and slurmrestd and runs them as root). "+
+			"Run it as root, e.g. sudo make demo-slurm, or run make demo for the all-simulated federation.\n")
+		os.Exit(exitNeedsRoot)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *withSlurm {
+		spoke, closeSpoke, err := slurmSpoke(ctx, os.Stderr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "meridian-demo: --slurm: %v\n", err)
+			os.Exit(1)
+		}
+		defer closeSpoke()
+		o.Real = spoke
+		// The real cluster has half of us-east's H100s and runs the work in
+		// real time, so the same mix needs longer unless told otherwise.
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "deadline" })
+		if !explicit {
+			o.Deadline += time.Minute
+		}
+	}
 	if _, err := demo.Run(ctx, o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "meridian-demo: %v\n", err)
 		os.Exit(1)

@@ -47,6 +47,29 @@ type Options struct {
 	// Live redraws the table in place (a terminal); otherwise progress
 	// lines are printed.
 	Live bool
+	// Real, when set, puts a real cluster in the place of one simulated
+	// cluster (make demo-slurm: the local Slurm cluster instead of us-east).
+	Real *Spoke
+}
+
+// Spoke is a real cluster the demo connects through a spoke agent in the
+// place of a simulated one.
+type Spoke struct {
+	// ID and What name the cluster in the output.
+	ID, What string
+	// Replaces is the id of the simulated cluster it stands in for.
+	Replaces string
+	// Connector drives the cluster. Run starts an agent on it but does not
+	// close it.
+	Connector agent.Connector
+	// GPUs is its capacity per accelerator class (the tenant's quota).
+	GPUs map[string]int64
+	// Runtime is the template a workload of the mix carries so that the
+	// cluster can run it: run is how long it should run in real time (the
+	// simulated duration divided by the time scale), exitCode how it ends.
+	Runtime func(run time.Duration, exitCode int) *meridianv1.RuntimeTemplate
+	// Launches, when set, counts the cluster's launches for the summary.
+	Launches func() int
 }
 
 // DefaultOptions is what `make demo` runs.
@@ -57,13 +80,65 @@ func DefaultOptions() Options {
 	}
 }
 
-// clusterSpec is one simulated spoke: a built-in example cluster file.
-type clusterSpec struct{ id, example, what string }
+// clusterSpec is one spoke: a built-in example cluster file, or a real
+// cluster's connector.
+type clusterSpec struct {
+	id, example, what string
+	conn              agent.Connector
+}
+
+// spokes is the demo's federation: the three simulated clusters, one of
+// them replaced by o.Real when set.
+func (o Options) spokes() ([]clusterSpec, error) {
+	if o.Real == nil {
+		return clusters, nil
+	}
+	if o.Real.Connector == nil || o.Real.Runtime == nil || o.Real.ID == "" {
+		return nil, errors.New("demo: Options.Real needs an ID, a Connector and a Runtime")
+	}
+	var out []clusterSpec
+	found := false
+	for _, c := range clusters {
+		if c.id == o.Real.Replaces {
+			c, found = clusterSpec{id: o.Real.ID, what: o.Real.What, conn: o.Real.Connector}, true
+		}
+		out = append(out, c)
+	}
+	if !found {
+		return nil, fmt.Errorf("demo: Options.Real.Replaces: no simulated cluster %q", o.Real.Replaces)
+	}
+	return out, nil
+}
+
+// capacity is the federation's GPUs per class for these spokes.
+func capacity(specs []clusterSpec, real *Spoke) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, s := range specs {
+		if s.conn != nil {
+			continue
+		}
+		cfg, err := simcluster.Example(s.example)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range cfg.Nodes {
+			if n.GPUs > 0 && n.AcceleratorClass != "" {
+				out[n.AcceleratorClass] += int64(max(n.Count, 1) * n.GPUs)
+			}
+		}
+	}
+	if real != nil {
+		for class, n := range real.GPUs {
+			out[class] += n
+		}
+	}
+	return out, nil
+}
 
 var clusters = []clusterSpec{
-	{"us-east", "h100-nvlink", "8 x 8 H100 in two NVLink domains"},
-	{"eu-west", "a100-fractional", "6 x 4 A100 with MPS, time-slice and memory fractions"},
-	{"us-west", "mixed-l40s-slurm", "6 x 4 L40S in two racks + 2 x 4 GB200, shard and MIG"},
+	{id: "us-east", example: "h100-nvlink", what: "8 x 8 H100 in two NVLink domains"},
+	{id: "eu-west", example: "a100-fractional", what: "6 x 4 A100 with MPS, time-slice and memory fractions"},
+	{id: "us-west", example: "mixed-l40s-slurm", what: "6 x 4 L40S in two racks + 2 x 4 GB200, shard and MIG"},
 }
 
 // Run starts a hub and three simulated clusters in-process, creates a queue
@@ -128,12 +203,22 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 		return nil, err
 	}
 
-	sims, stopAgents, err := startAgents(ctx, hub.NATSURL(), o.TimeScale, log)
+	specs, err := o.spokes()
+	if err != nil {
+		return nil, err
+	}
+	gpus := classGPUs
+	if o.Real != nil {
+		if gpus, err = capacity(specs, o.Real); err != nil {
+			return nil, err
+		}
+	}
+	sims, stopAgents, err := startAgents(ctx, hub.NATSURL(), o.TimeScale, log, specs)
 	if err != nil {
 		return nil, err
 	}
 	defer stopAgents()
-	for _, c := range clusters {
+	for _, c := range specs {
 		fmt.Fprintf(stderr, "meridian demo: cluster %-8s %s\n", c.id, c.what)
 	}
 
@@ -147,15 +232,20 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 		q:  meridianv1.NewQueueServiceClient(conn),
 		cl: meridianv1.NewClusterServiceClient(conn),
 	}
-	if err := waitClusters(ctx, c, len(clusters), 30*time.Second); err != nil {
+	if err := waitClusters(ctx, c, len(specs), 30*time.Second); err != nil {
 		return nil, err
 	}
-	if err := createQueues(ctx, c); err != nil {
+	if err := createQueues(ctx, c, gpus); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "meridian demo: queues %s; submitting %d workloads\n", teamList(), o.Workloads)
 
 	mix := generate(o.Workloads, rand.New(rand.NewSource(o.Seed)))
+	if o.Real != nil {
+		if err := addRuntimes(mix, o.Real, o.TimeScale); err != nil {
+			return nil, err
+		}
+	}
 	mon := newMonitor(c, addrs.HTTP, o, stdout, stderr, start)
 	var subErr error
 	var wg sync.WaitGroup
@@ -174,6 +264,12 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 	}
 	for _, s := range sims {
 		sum.Launches += s.Launches()
+	}
+	if o.Real != nil && o.Real.Launches != nil {
+		sum.Launches += o.Real.Launches()
+	}
+	for _, s := range specs {
+		sum.clusterIDs = append(sum.clusterIDs, s.id)
 	}
 	sum.Write(stdout)
 	if o.Forever {
@@ -242,9 +338,10 @@ func waitReady(ctx context.Context, url string, limit time.Duration) error {
 	}
 }
 
-// startAgents connects the three simulated clusters to the hub through
-// real spoke agents over NATS.
-func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.Logger) ([]*simcluster.Cluster, func(), error) {
+// startAgents connects the spokes to the hub through real spoke agents
+// over NATS, building a simulated cluster for each spec without a
+// connector.
+func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.Logger, specs []clusterSpec) ([]*simcluster.Cluster, func(), error) {
 	var sims []*simcluster.Cluster
 	var stops []func()
 	stopAll := func() {
@@ -252,7 +349,16 @@ func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.L
 			stops[i]()
 		}
 	}
-	for _, spec := range clusters {
+	for _, spec := range specs {
+		if spec.conn != nil {
+			stop, err := startAgent(ctx, natsURL, spec.id, spec.conn, log)
+			if err != nil {
+				stopAll()
+				return nil, nil, err
+			}
+			stops = append(stops, stop)
+			continue
+		}
 		cfg, err := simcluster.Example(spec.example)
 		if err != nil {
 			stopAll()
@@ -268,40 +374,50 @@ func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.L
 			stopAll()
 			return nil, nil, fmt.Errorf("cluster %s: %w", spec.id, err)
 		}
-		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-		bus, err := natsbus.Connect(cctx, natsURL, natsbus.WithName("demo-agent-"+spec.id))
-		ccancel()
+		stop, err := startAgent(ctx, natsURL, spec.id, sim, log)
 		if err != nil {
 			sim.Close()
 			stopAll()
-			return nil, nil, fmt.Errorf("agent %s: connect to NATS: %w", spec.id, err)
+			return nil, nil, err
 		}
-		a, err := agent.New(agent.Config{
-			ClusterID: spec.id, Bus: bus, Connector: sim, Logger: log.With("agent", spec.id),
-			HeartbeatInterval: 500 * time.Millisecond, AdvertiseInterval: 2 * time.Second, ChangeDelay: 20 * time.Millisecond,
-			Version: "demo",
-		})
-		if err != nil {
-			sim.Close()
-			bus.Close()
-			stopAll()
-			return nil, nil, fmt.Errorf("agent %s: %w", spec.id, err)
-		}
-		actx, acancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- a.Run(actx) }()
 		stops = append(stops, func() {
-			acancel()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-			}
+			stop()
 			sim.Close()
-			bus.Close()
 		})
 		sims = append(sims, sim)
 	}
 	return sims, stopAll, nil
+}
+
+// startAgent runs a spoke agent for conn over its own NATS connection; the
+// returned func stops it (the connector stays open).
+func startAgent(ctx context.Context, natsURL, id string, conn agent.Connector, log *slog.Logger) (func(), error) {
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	bus, err := natsbus.Connect(cctx, natsURL, natsbus.WithName("demo-agent-"+id))
+	ccancel()
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: connect to NATS: %w", id, err)
+	}
+	a, err := agent.New(agent.Config{
+		ClusterID: id, Bus: bus, Connector: conn, Logger: log.With("agent", id),
+		HeartbeatInterval: 500 * time.Millisecond, AdvertiseInterval: 2 * time.Second, ChangeDelay: 20 * time.Millisecond,
+		Version: "demo",
+	})
+	if err != nil {
+		bus.Close()
+		return nil, fmt.Errorf("agent %s: %w", id, err)
+	}
+	actx, acancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(actx) }()
+	return func() {
+		acancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+		bus.Close()
+	}, nil
 }
 
 func waitClusters(ctx context.Context, c client, n int, limit time.Duration) error {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,15 +47,15 @@ func teamList() string {
 // decayed usage) splits the contended GPUs, and priority preemption is the
 // only preemption. (Give teams nominal quota to see borrowing and reclaim;
 // docs/design/quota-and-fairshare.md explains both.)
-func createQueues(ctx context.Context, c client) error {
-	classes := make([]string, 0, len(classGPUs))
-	for class := range classGPUs {
+func createQueues(ctx context.Context, c client, gpus map[string]int64) error {
+	classes := make([]string, 0, len(gpus))
+	for class := range gpus {
 		classes = append(classes, class)
 	}
 	sort.Strings(classes)
 	tenant := &meridianv1.Queue{Path: "acme", Weight: 1, Description: "the demo tenant: owns the whole federation"}
 	for _, class := range classes {
-		tenant.Quotas = append(tenant.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: classGPUs[class] * 1000})
+		tenant.Quotas = append(tenant.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: gpus[class] * 1000})
 	}
 	queues := []*meridianv1.Queue{tenant}
 	for _, t := range teams {
@@ -69,6 +70,27 @@ func createQueues(ctx context.Context, c client) error {
 		if err != nil && status.Code(err) != codes.AlreadyExists {
 			return fmt.Errorf("create queue %s: %w", q.Path, err)
 		}
+	}
+	return nil
+}
+
+// addRuntimes gives every workload of the mix the template the real spoke
+// needs to run it for its simulated duration (in real time at this time
+// scale) and to end with its exit code; the simulated clusters keep using
+// the labels.
+func addRuntimes(mix []*item, real *Spoke, scale float64) error {
+	for _, it := range mix {
+		d, err := time.ParseDuration(it.w.Labels[simcluster.LabelDuration])
+		if err != nil {
+			return fmt.Errorf("workload %s: %s: %w", it.w.Name, simcluster.LabelDuration, err)
+		}
+		exit := 0
+		if v, ok := it.w.Labels[simcluster.LabelExitCode]; ok {
+			if exit, err = strconv.Atoi(v); err != nil {
+				return fmt.Errorf("workload %s: %s: %w", it.w.Name, simcluster.LabelExitCode, err)
+			}
+		}
+		it.w.Runtime = real.Runtime(time.Duration(float64(d)/scale), exit)
 	}
 	return nil
 }

@@ -298,6 +298,7 @@ type Summary struct {
 	Kinds       map[string]int
 	m           *monitor
 	v           *view
+	clusterIDs  []string // the run's spokes, in order
 }
 
 func (m *monitor) summarize(ctx context.Context, v *view, mix []*item, now time.Time, timedOut bool) *Summary {
@@ -339,8 +340,14 @@ func (s *Summary) Write(w io.Writer) {
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tWORKLOADS RUN THERE")
-	for _, c := range clusters {
-		fmt.Fprintf(tw, "%s\t%d\n", c.id, s.PerCluster[c.id])
+	ids := s.clusterIDs
+	if len(ids) == 0 {
+		for _, c := range clusters {
+			ids = append(ids, c.id)
+		}
+	}
+	for _, id := range ids {
+		fmt.Fprintf(tw, "%s\t%d\n", id, s.PerCluster[id])
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
