@@ -98,8 +98,17 @@ type Connector struct {
 	// fault may still have created the job).
 	synced    bool
 	uncertain map[string]bool
-	shape     *clusterShape
-	closed    bool
+	// lastJobs is the latest job list read (by a poll or an inventory) and
+	// when, by the wall clock: an inventory right after reuses it instead
+	// of asking slurmctld again (see jobListReuse).
+	lastJobs   []JobInfo
+	lastJobsAt time.Time
+	// topo is the leaf switch of each node and when it was read; the
+	// topology is read again after topologyTTL.
+	topo   map[string]string
+	topoAt time.Time
+	shape  *clusterShape
+	closed bool
 
 	queue  []agent.WorkEvent
 	wake   chan struct{}
@@ -281,8 +290,59 @@ func read[T any](c *Connector, ctx context.Context, what string, f func(backend,
 	return v2, nil
 }
 
+// jobListReuse is how old a job list an inventory may reuse, and
+// topologyTTL how long the switch topology is kept. Under a burst of
+// dispatches the agent asks for an inventory after every change; listing
+// every job (and forking scontrol) each time loads slurmctld and slows the
+// submits themselves.
+const (
+	jobListReuse = 500 * time.Millisecond
+	topologyTTL  = time.Minute
+)
+
 func (c *Connector) listJobs(ctx context.Context) ([]JobInfo, error) {
-	return read(c, ctx, "list jobs", func(b backend, ctx context.Context) ([]JobInfo, error) { return b.jobs(ctx) })
+	jobs, err := read(c, ctx, "list jobs", func(b backend, ctx context.Context) ([]JobInfo, error) { return b.jobs(ctx) })
+	if err == nil {
+		c.mu.Lock()
+		c.lastJobs, c.lastJobsAt = jobs, time.Now()
+		c.mu.Unlock()
+	}
+	return jobs, err
+}
+
+// recentJobs is the last job list when it is younger than jobListReuse.
+func (c *Connector) recentJobs() ([]JobInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastJobsAt.IsZero() || time.Since(c.lastJobsAt) > jobListReuse {
+		return nil, false
+	}
+	return c.lastJobs, true
+}
+
+// topology returns the nodes' leaf switches, read again after topologyTTL;
+// nil without the CLI or when it was never readable.
+func (c *Connector) topology(ctx context.Context) map[string]string {
+	if c.cli == nil {
+		return nil
+	}
+	c.mu.Lock()
+	topo, at := c.topo, c.topoAt
+	c.mu.Unlock()
+	if topo != nil && time.Since(at) < topologyTTL {
+		return topo
+	}
+	cctx, cancel := c.opCtx(ctx)
+	leaf, err := c.cli.topology(cctx)
+	cancel()
+	if err != nil {
+		c.log.Warn("slurm topology unavailable; nodes are advertised with the racks last read, if any", "err", err)
+		return topo
+	}
+	c.mu.Lock()
+	c.topo, c.topoAt = leaf, time.Now()
+	c.mu.Unlock()
+	return leaf
 }
 
 func (c *Connector) listNodes(ctx context.Context) ([]NodeInfo, error) {
@@ -292,25 +352,21 @@ func (c *Connector) listNodes(ctx context.Context) ([]NodeInfo, error) {
 // ---- Inventory --------------------------------------------------------------
 
 // Inventory reads nodes and jobs (slurmrestd, else sinfo/squeue --json) and
-// the switch topology (scontrol; without the CLI nodes have no rack).
+// the switch topology (scontrol; without the CLI nodes have no rack). Nodes
+// are always read afresh; a job list younger than jobListReuse and a
+// topology younger than topologyTTL are reused.
 func (c *Connector) Inventory(ctx context.Context) (*agent.Inventory, error) {
 	nodes, err := c.listNodes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurm inventory: %w", err)
 	}
-	jobs, err := c.listJobs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("slurm inventory: %w", err)
-	}
-	var leaf map[string]string
-	if c.cli != nil {
-		cctx, cancel := c.opCtx(ctx)
-		leaf, err = c.cli.topology(cctx)
-		cancel()
-		if err != nil {
-			c.log.Warn("slurm topology unavailable; nodes are advertised without racks", "err", err)
+	jobs, ok := c.recentJobs()
+	if !ok {
+		if jobs, err = c.listJobs(ctx); err != nil {
+			return nil, fmt.Errorf("slurm inventory: %w", err)
 		}
 	}
+	leaf := c.topology(ctx)
 	inv, sh, err := buildInventory(nodes, jobs, leaf, invOptions{partition: c.cfg.Partition, classOf: c.classOf, labels: c.cfg.Labels})
 	if err != nil {
 		return nil, fmt.Errorf("slurm inventory: %w", err)

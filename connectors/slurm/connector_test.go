@@ -315,19 +315,19 @@ func TestLaunchListsJobsOnlyUntilSynced(t *testing.T) {
 		lists, submits int
 	}{
 		// The first Launch also reads the cluster's shape (an inventory,
-		// which lists jobs too): two listings.
-		{"before the first poll Launch looks", func() error { return launch("a") }, false, 2, 1},
-		{"the first poll", func() error { return c.refresh(ctx) }, false, 3, 1},
-		{"after it Launch does not look", func() error { return launch("b") }, false, 3, 2},
+		// which reuses the listing it just made).
+		{"before the first poll Launch looks", func() error { return launch("a") }, false, 1, 1},
+		{"the first poll", func() error { return c.refresh(ctx) }, false, 2, 1},
+		{"after it Launch does not look", func() error { return launch("b") }, false, 2, 2},
 		{"a submit whose answer is lost", func() error {
 			fb.mu.Lock()
 			fb.lostAnswer = &Error{Op: "submit", Backend: "fake", Err: errors.New("connection reset")}
 			fb.mu.Unlock()
 			defer func() { fb.mu.Lock(); fb.lostAnswer = nil; fb.mu.Unlock() }()
 			return launch("c")
-		}, true, 3, 3},
-		{"its retry looks and adopts the job", func() error { return launch("c") }, false, 4, 3},
-		{"a known dispatch neither looks nor submits", func() error { return launch("c") }, false, 4, 3},
+		}, true, 2, 3},
+		{"its retry looks and adopts the job", func() error { return launch("c") }, false, 3, 3},
+		{"a known dispatch neither looks nor submits", func() error { return launch("c") }, false, 3, 3},
 	}
 	for _, st := range steps {
 		err := st.do()
@@ -350,6 +350,39 @@ func TestLaunchListsJobsOnlyUntilSynced(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		if per[id] != 1 {
 			t.Errorf("dispatch %s has %d jobs, want 1 (all: %v)", id, per[id], per)
+		}
+	}
+}
+
+// TestInventoryReusesAFreshJobList: an inventory right after a poll reuses
+// its job list (the agent asks for one after every change, and listing
+// every job each time loads slurmctld); an older list is read again.
+func TestInventoryReusesAFreshJobList(t *testing.T) {
+	fb := newFakeBackend()
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	c := newFakeConnector(t, fb, clk)
+	ctx := context.Background()
+	lists := func() int { fb.mu.Lock(); defer fb.mu.Unlock(); return fb.lists }
+	steps := []struct {
+		name  string
+		age   time.Duration // how old the last list is made before the step
+		do    func() error
+		lists int
+	}{
+		{"a poll lists", 0, func() error { return c.refresh(ctx) }, 1},
+		{"an inventory just after reuses it", 0, func() error { _, err := c.Inventory(ctx); return err }, 1},
+		{"an inventory after jobListReuse lists again", jobListReuse + time.Millisecond, func() error { _, err := c.Inventory(ctx); return err }, 2},
+		{"a poll always lists", 0, func() error { return c.refresh(ctx) }, 3},
+	}
+	for _, st := range steps {
+		c.mu.Lock()
+		c.lastJobsAt = c.lastJobsAt.Add(-st.age)
+		c.mu.Unlock()
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := lists(); got != st.lists {
+			t.Fatalf("%s: %d listings, want %d", st.name, got, st.lists)
 		}
 	}
 }

@@ -15,7 +15,10 @@
 //     --gres=gpu:<type>:N, --switches=1 for rack/NVLink topology, fractional
 //     = --gres=mps:P or shard:N). The job comment carries the dispatch id
 //     (see Comment); before submitting, Launch looks for a job with that
-//     comment, so a redelivered dispatch is never submitted twice.
+//     comment, so a redelivered dispatch is never submitted twice. Once the
+//     first poll has adopted every job of ours, memory is complete and
+//     Launch looks in Slurm only for a dispatch whose submit failed with a
+//     fault (its job may exist although the answer was lost).
 //  3. Status: a poll loop maps Slurm job states onto agent work states and
 //     exit codes decoded from the raw wait status, and keeps terminal states
 //     after Slurm forgets the job (MinJobAge).

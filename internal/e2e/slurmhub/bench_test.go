@@ -3,6 +3,8 @@ package slurmhub
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -41,9 +43,17 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 	f.waitNoActiveJobs(b, ctx, f.slurmID)
 	benchID := fmt.Sprintf("bench-sbatch-%d", os.Getpid())
 
+	m0 := f.hubMetrics(b)
 	b.ResetTimer()
-	// ---- Meridian: gRPC submit -> hub -> JetStream -> agent -> slurmrestd.
-	c := f.slurmConn
+	// ---- Meridian: gRPC submit -> hub -> JetStream -> agent -> slurmrestd,
+	// the agent and the connector with their production defaults.
+	b.StopTimer()
+	c := f.restartSlurmAgent(b, true)
+	defer f.restartSlurmAgent(b, false)
+	if err := f.waitClusters(ctx, 30*time.Second, f.slurmID); err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
 	before := c.Counters().Submits.Load()
 	dir := b.TempDir()
 	start := time.Now()
@@ -73,7 +83,12 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 		b.Fatalf("submit: %v", err)
 	}
 	submitted := time.Since(start)
+	sampled := false
 	for c.Counters().Submits.Load()-before < int64(n) {
+		if !sampled && time.Since(start) > time.Second {
+			sampled = true
+			f.logPending(b, ctx)
+		}
 		if ctx.Err() != nil {
 			f.failfTB(b, "Slurm accepted %d of %d Meridian jobs before the time ran out", c.Counters().Submits.Load()-before, n)
 		}
@@ -81,10 +96,19 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 	}
 	meridian := time.Since(start)
 	b.StopTimer()
+	m1 := f.hubMetrics(b)
+	cycles := m1["meridian_scheduler_cycle_seconds_count"] - m0["meridian_scheduler_cycle_seconds_count"]
+	cycleSecs := m1["meridian_scheduler_cycle_seconds_sum"] - m0["meridian_scheduler_cycle_seconds_sum"]
+	if cycles > 0 {
+		b.Logf("hub during the Meridian phase: %.0f scheduling cycles (mean %.1f ms), %.0f dispatches, %.0f commit conflicts",
+			cycles, 1000*cycleSecs/cycles, m1["meridian_dispatches_total"]-m0["meridian_dispatches_total"],
+			m1["meridian_scheduler_commit_conflicts_total"]-m0["meridian_scheduler_commit_conflicts_total"])
+	}
 	f.waitNoActiveJobs(b, ctx, f.slurmID)
 
 	// ---- The connector alone: Launch called in a loop, no hub, no NATS.
 	connID := fmt.Sprintf("bench-conn-%d", os.Getpid())
+	round := benchRound.Add(1) // dispatch ids must be new in every round, or Launch adopts the old jobs
 	cfg := f.local.Config(connID)
 	bc, err := slurm.New(cfg)
 	if err != nil {
@@ -101,7 +125,7 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 	b.StartTimer()
 	start = time.Now()
 	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("bench-conn-%d-%d", os.Getpid(), i)
+		id := fmt.Sprintf("bench-conn-%d-%d-%d", os.Getpid(), round, i)
 		if err := bc.Launch(ctx, &agentv1.Dispatch{DispatchId: id, WorkloadId: id, ClusterId: connID, Workload: w}); err != nil {
 			b.Fatalf("Launch: %v", err)
 		}
@@ -152,6 +176,8 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 		sRate, sbatch.Round(time.Millisecond), lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond), mRate/sRate)
 }
 
+var benchRound atomic.Int64
+
 // waitNoActiveJobs waits until none of clusterID's jobs is pending or
 // running, so each measurement starts from an idle controller.
 func (f *fixture) waitNoActiveJobs(tb testing.TB, ctx context.Context, clusterID string) {
@@ -181,4 +207,41 @@ func (f *fixture) waitNoActiveJobs(tb testing.TB, ctx context.Context, clusterID
 func (f *fixture) failfTB(tb testing.TB, format string, args ...any) {
 	tb.Helper()
 	tb.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.tail(6000))...)
+}
+
+// hubMetrics reads the hub's unlabelled meridian_* samples from /metrics.
+func (f *fixture) hubMetrics(tb testing.TB) map[string]float64 {
+	tb.Helper()
+	resp, err := http.Get(f.rest + "/metrics")
+	if err != nil {
+		tb.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasPrefix(name, "meridian_") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// logPending logs why a few queued workloads wait, as the hub explains it.
+func (f *fixture) logPending(tb testing.TB, ctx context.Context) {
+	resp, err := f.wl.ListWorkloads(ctx, &meridianv1.ListWorkloadsRequest{PageSize: 500,
+		Phase: []meridianv1.WorkloadPhase{meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED}})
+	if err != nil {
+		tb.Logf("list queued: %v", err)
+		return
+	}
+	reasons := map[string]int{}
+	for _, w := range resp.GetWorkloads() {
+		reasons[w.GetStatus().GetPendingReason()]++
+	}
+	tb.Logf("1s into the Meridian phase, %d workloads queued: %v", len(resp.GetWorkloads()), reasons)
 }

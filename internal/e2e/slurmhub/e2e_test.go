@@ -168,7 +168,7 @@ func TestRedeliveredDispatchIsOneSlurmJob(t *testing.T) {
 	if got := c1.Counters().Submits.Load(); got != submitsBefore {
 		t.Errorf("the redelivery made the connector submit %d more jobs, want 0", got-submitsBefore)
 	}
-	c2 := f.restartSlurmAgent(t)
+	c2 := f.restartSlurmAgent(t, false)
 	redeliver(did + "-after-restart")
 	if n := len(f.jobsOf(t, did)); n != 1 {
 		t.Fatalf("after a redelivery to a restarted agent dispatch %s has %d Slurm jobs, want 1", did, n)

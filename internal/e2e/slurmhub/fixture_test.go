@@ -185,7 +185,7 @@ func start() (*fixture, error) {
 			return fail(fmt.Errorf("create queue %s: %w", p, err))
 		}
 	}
-	if err := f.startSlurmAgent(ctx); err != nil {
+	if err := f.startSlurmAgent(ctx, false); err != nil {
 		return fail(err)
 	}
 	cfg, err := simcluster.Example("h100-nvlink")
@@ -196,7 +196,7 @@ func start() (*fixture, error) {
 	if err != nil {
 		return fail(err)
 	}
-	stop, err := f.startAgent(ctx, simID, sim)
+	stop, err := f.startAgent(ctx, simID, sim, false)
 	if err != nil {
 		sim.Close()
 		return fail(err)
@@ -209,17 +209,21 @@ func start() (*fixture, error) {
 }
 
 // startSlurmAgent starts a fresh Slurm connector and agent (a restarted
-// agent has no memory of earlier dispatches).
-func (f *fixture) startSlurmAgent(ctx context.Context) error {
+// agent has no memory of earlier dispatches). The tests poll and advertise
+// fast; with defaults the connector and the agent run with their
+// production defaults (the benchmark).
+func (f *fixture) startSlurmAgent(ctx context.Context, defaults bool) error {
 	cfg := f.local.Config(f.slurmID)
 	cfg.Labels = map[string]string{slurmSelKey: slurmSelVal}
-	cfg.PollInterval = 200 * time.Millisecond
 	cfg.Logger = f.log.With("connector", "slurm")
+	if !defaults {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
 	c, err := slurm.New(cfg)
 	if err != nil {
 		return fmt.Errorf("slurm connector: %w", err)
 	}
-	stop, err := f.startAgent(ctx, f.slurmID, c)
+	stop, err := f.startAgent(ctx, f.slurmID, c, defaults)
 	if err != nil {
 		c.Close()
 		return err
@@ -231,7 +235,7 @@ func (f *fixture) startSlurmAgent(ctx context.Context) error {
 	return nil
 }
 
-func (f *fixture) restartSlurmAgent(t *testing.T) *slurm.Connector {
+func (f *fixture) restartSlurmAgent(t testing.TB, defaults bool) *slurm.Connector {
 	t.Helper()
 	f.mu.Lock()
 	stop := f.stopSlurm
@@ -239,7 +243,7 @@ func (f *fixture) restartSlurmAgent(t *testing.T) *slurm.Connector {
 	stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := f.startSlurmAgent(ctx); err != nil {
+	if err := f.startSlurmAgent(ctx, defaults); err != nil {
 		t.Fatalf("restart the Slurm agent: %v", err)
 	}
 	f.mu.Lock()
@@ -247,17 +251,21 @@ func (f *fixture) restartSlurmAgent(t *testing.T) *slurm.Connector {
 	return f.slurmConn
 }
 
-func (f *fixture) startAgent(ctx context.Context, id string, conn agent.Connector) (func(), error) {
+func (f *fixture) startAgent(ctx context.Context, id string, conn agent.Connector, defaults bool) (func(), error) {
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 	bus, err := natsbus.Connect(cctx, f.hub.NATSURL(), natsbus.WithName("e2e-agent-"+id))
 	ccancel()
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: connect to NATS: %w", id, err)
 	}
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		ClusterID: id, Bus: bus, Connector: conn, Logger: f.log.With("agent", id), Version: "e2e",
 		HeartbeatInterval: 300 * time.Millisecond, AdvertiseInterval: time.Second, ChangeDelay: 20 * time.Millisecond,
-	})
+	}
+	if defaults {
+		cfg.HeartbeatInterval, cfg.AdvertiseInterval, cfg.ChangeDelay = 0, 0, 0
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		bus.Close()
 		return nil, fmt.Errorf("agent %s: %w", id, err)
