@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -59,6 +60,8 @@ type Connector struct {
 type record struct {
 	dispatchID, workloadID string
 	seen                   bool // its Jobs were once in the cache
+	seenAll                bool // all its Jobs were once in the cache
+	cancelling             bool // Cancel is deleting its Jobs
 	emittedRunning         bool
 	emittedTerminal        bool
 	final                  agent.WorkStatus // set once terminal
@@ -313,16 +316,34 @@ func (c *Connector) Cancel(ctx context.Context, dispatchID string, preempt bool)
 	if err != nil {
 		return fmt.Errorf("kubernetes: list jobs of %s: %w", dispatchID, err)
 	}
+	c.mu.Lock()
+	r := c.recs[key]
+	for i := range list.Items {
+		if a := list.Items[i].Annotations; r == nil && a[AnnDispatchID] == dispatchID {
+			r = &record{dispatchID: dispatchID, workloadID: a[AnnWorkloadID]}
+			c.recs[key] = r
+		}
+	}
+	if r != nil {
+		r.cancelling = true
+	}
+	c.mu.Unlock()
+	undo := func() {
+		c.mu.Lock()
+		if r := c.recs[key]; r != nil && !r.cancelled {
+			r.cancelling = false
+		}
+		c.mu.Unlock()
+	}
 	bg := metav1.DeletePropagationBackground
-	var workloadID string
 	for i := range list.Items {
 		j := &list.Items[i]
 		if j.Annotations[AnnDispatchID] != dispatchID {
 			continue // a hash collision on the label; not ours to delete
 		}
-		workloadID = j.Annotations[AnnWorkloadID]
 		err := c.kube.BatchV1().Jobs(c.cfg.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
 		if err != nil && !apierrors.IsNotFound(err) {
+			undo()
 			return fmt.Errorf("kubernetes: delete job %s: %w", j.Name, err)
 		}
 	}
@@ -334,13 +355,8 @@ func (c *Connector) Cancel(ctx context.Context, dispatchID string, preempt bool)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.recs[key]
 	if r == nil {
-		if len(list.Items) == 0 {
-			return nil
-		}
-		r = &record{dispatchID: dispatchID, workloadID: workloadID}
-		c.recs[key] = r
+		return nil // unknown here and nothing in the cluster
 	}
 	if r.emittedTerminal {
 		return nil
@@ -398,6 +414,13 @@ func (c *Connector) List(ctx context.Context) ([]agent.WorkStatus, error) {
 
 // statusLocked computes a dispatch's status from the caches.
 func (c *Connector) statusLocked(key string) agent.WorkStatus {
+	st, _, _ := c.statusCountLocked(key)
+	return st
+}
+
+// statusCountLocked also returns how many of the dispatch's Jobs are in the
+// cache and how many it has.
+func (c *Connector) statusCountLocked(key string) (agent.WorkStatus, int, int) {
 	jobObjs, _ := c.jobIdx.ByIndex(byDispatch, key)
 	podObjs, _ := c.podIdx.ByIndex(byDispatch, key)
 	jobs := make([]*batchv1.Job, 0, len(jobObjs))
@@ -412,7 +435,11 @@ func (c *Connector) statusLocked(key string) agent.WorkStatus {
 			pods = append(pods, p)
 		}
 	}
-	return Status(jobs, pods, c.cfg.Now())
+	want := 0
+	if len(jobs) > 0 {
+		want, _ = strconv.Atoi(jobs[0].Annotations[AnnPodSets])
+	}
+	return Status(jobs, pods, c.cfg.Now()), len(jobs), want
 }
 
 func (c *Connector) enqueue(obj any) {
@@ -447,16 +474,24 @@ func (c *Connector) worker() {
 
 func (c *Connector) reconcile(key string) {
 	c.mu.Lock()
-	st := c.statusLocked(key)
+	st, have, want := c.statusCountLocked(key)
 	r := c.recs[key]
-	if st.DispatchID == "" { // no Jobs in the cache
-		if r != nil && r.seen && !r.emittedTerminal && !r.cancelled {
+	if r != nil && (r.cancelling || r.cancelled) {
+		c.mu.Unlock()
+		return // Cancel reports the final state
+	}
+	if st.DispatchID == "" || (r != nil && r.seenAll && have < want) { // Jobs gone
+		gone := r != nil && r.seen && !r.emittedTerminal
+		if gone {
 			// Jobs gone without Cancel and without a final state seen.
 			r.final = agent.WorkStatus{DispatchID: r.dispatchID, WorkloadID: r.workloadID, State: agent.StateFailed,
-				Reason: "jobs deleted outside meridian", FinishedAt: c.cfg.Now()}
+				Reason: fmt.Sprintf("jobs deleted outside meridian (%d of %d left)", have, want), FinishedAt: c.cfg.Now()}
 			c.emitLocked(r, r.final)
 		}
 		c.mu.Unlock()
+		if gone && have > 0 {
+			c.stopGang(key, r.dispatchID)
+		}
 		return
 	}
 	if r == nil { // adopted from an earlier agent
@@ -464,7 +499,10 @@ func (c *Connector) reconcile(key string) {
 		c.recs[key] = r
 	}
 	r.seen = true
-	if r.cancelled || r.emittedTerminal {
+	if have >= want {
+		r.seenAll = true
+	}
+	if r.emittedTerminal {
 		c.mu.Unlock()
 		return
 	}
@@ -480,12 +518,16 @@ func (c *Connector) reconcile(key string) {
 	}
 	c.mu.Unlock()
 	if gangFailed {
-		// All or nothing: the rest of the gang stops when one member fails.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := c.deleteJobs(ctx, key, st.DispatchID); err != nil {
-			c.log.Warn("stop the rest of a failed gang", "dispatch", st.DispatchID, "err", err)
-		}
+		c.stopGang(key, st.DispatchID)
+	}
+}
+
+// stopGang deletes the rest of a failed gang: all or nothing.
+func (c *Connector) stopGang(key, dispatchID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.deleteJobs(ctx, key, dispatchID); err != nil {
+		c.log.Warn("stop the rest of a failed gang", "dispatch", dispatchID, "err", err)
 	}
 }
 

@@ -335,6 +335,7 @@ func TestK8sCordonChangesInventory(t *testing.T) {
 }
 
 func TestK8sGangRunsAndSucceeds(t *testing.T) {
+	t.Parallel() // own namespace and connector; nodes are shared read-only
 	e := newEnv(t, Config{})
 	c := e.connector()
 	ctx := context.Background()
@@ -390,6 +391,7 @@ func TestK8sGangRunsAndSucceeds(t *testing.T) {
 }
 
 func TestK8sLaunchTwiceAndRestartCreateOneSet(t *testing.T) {
+	t.Parallel() // own namespace and connector; nodes are shared read-only
 	e := newEnv(t, Config{})
 	c := e.connector()
 	ctx := context.Background()
@@ -429,6 +431,7 @@ func TestK8sLaunchTwiceAndRestartCreateOneSet(t *testing.T) {
 }
 
 func TestK8sCancelDeletesJobs(t *testing.T) {
+	t.Parallel() // own namespace and connector; nodes are shared read-only
 	e := newEnv(t, Config{})
 	c := e.connector()
 	ctx := context.Background()
@@ -445,9 +448,22 @@ func TestK8sCancelDeletesJobs(t *testing.T) {
 	if ev.Reason == "" {
 		t.Fatal("preempted event without a reason")
 	}
-	eventually(t, 30*time.Second, "the Jobs and pods to be gone", func() bool {
+	// Background propagation: the Jobs go at once, the garbage collector
+	// then deletes their pods (which may take their grace period to go).
+	if jobs := e.jobsOf(id); len(jobs) != 0 {
+		t.Fatalf("%d jobs left after Cancel", len(jobs))
+	}
+	eventually(t, 30*time.Second, "the pods to be deleted", func() bool {
 		pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelDispatch + "=" + id})
-		return err == nil && len(e.jobsOf(id)) == 0 && len(pods.Items) == 0
+		if err != nil {
+			return false
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				return false
+			}
+		}
+		return true
 	})
 	if err := c.Cancel(ctx, id, false); err != nil {
 		t.Fatalf("second Cancel: %v", err)
@@ -462,6 +478,7 @@ func TestK8sCancelDeletesJobs(t *testing.T) {
 }
 
 func TestK8sFailedPodFailsTheGang(t *testing.T) {
+	t.Parallel() // own namespace and connector; nodes are shared read-only
 	e := newEnv(t, Config{})
 	c := e.connector()
 	ctx := context.Background()
@@ -499,6 +516,7 @@ func TestK8sFailedPodFailsTheGang(t *testing.T) {
 }
 
 func TestK8sFractionalModes(t *testing.T) {
+	t.Parallel() // own namespace and connector; nodes are shared read-only
 	tests := map[string]struct {
 		mode   string
 		want   meridianv1.FractionalMode
@@ -540,6 +558,7 @@ func TestK8sFractionalModes(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, Config{FractionalModes: []string{tc.mode}})
 			c := e.connector()
 			ctx := context.Background()
@@ -579,6 +598,7 @@ func TestK8sFractionalModes(t *testing.T) {
 }
 
 func TestK8sGangCRDMissingIsAClearRejection(t *testing.T) {
+	t.Parallel() // own namespace and connector; nodes are shared read-only
 	for _, tc := range []struct {
 		cfg Config
 		crd string
@@ -599,4 +619,26 @@ func TestK8sGangCRDMissingIsAClearRejection(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestK8sJobDeletedOutsideFailsTheDispatch(t *testing.T) {
+	t.Parallel() // own namespace and connector; nodes are shared read-only
+	e := newEnv(t, Config{})
+	c := e.connector()
+	ctx := context.Background()
+	id := fmt.Sprintf("d-gone%d", time.Now().UnixNano())
+	d := makeDispatch(id).PodSet("a", 1, 1000).PodSet("b", 1, 1000).Extra(kwokDelay("300s")).Obj()
+	if err := c.Launch(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, id, agent.StateRunning, 60*time.Second)
+	bg := metav1.DeletePropagationBackground
+	if err := e.kube.BatchV1().Jobs(e.ns).Delete(ctx, JobName(id, "b"), metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, c, id, agent.StateFailed, 30*time.Second)
+	if !strings.Contains(ev.Reason, "deleted outside meridian") {
+		t.Fatalf("reason %q", ev.Reason)
+	}
+	eventually(t, 30*time.Second, "the rest of the gang to be deleted", func() bool { return len(e.jobsOf(id)) == 0 })
 }

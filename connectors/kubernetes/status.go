@@ -19,7 +19,7 @@ import (
 //
 //	a pod evicted or disrupted (DisruptionTarget, reason Evicted/Preempting) -> Preempted
 //	a Job with condition Failed=True                                         -> Failed (Job reason and message, exit code of the failed container)
-//	fewer Jobs than the dispatch has pod sets, after one existed             -> Failed ("job deleted outside meridian")
+//	fewer Jobs than the dispatch has pod sets                                -> Pending ("1 of 2 jobs present")
 //	every Job Complete=True                                                  -> Succeeded (exit 0)
 //	every Job with at least min-replicas pods Running                        -> Running
 //	otherwise (suspended by Kueue, pods pending)                             -> Pending
@@ -99,8 +99,10 @@ func Status(jobs []*batchv1.Job, pods []*corev1.Pod, now time.Time) agent.WorkSt
 		}
 		ws.ExitCode = exitCode(podsOf[failed.Name])
 	case want > 0 && len(jobs) < want:
-		ws.State = agent.StateFailed
-		ws.Reason = fmt.Sprintf("job deleted outside meridian: %d of %d jobs left", len(jobs), want)
+		// Still being created (Launch creates them one by one), or deleted by
+		// someone else: the connector tells the two apart (it saw them all).
+		ws.State = agent.StatePending
+		ws.Reason = fmt.Sprintf("%d of %d jobs present", len(jobs), want)
 	case complete == len(jobs):
 		ws.State = agent.StateSucceeded
 		ws.ExitCode = ptr(int32(0))

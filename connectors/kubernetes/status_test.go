@@ -42,8 +42,8 @@ func TestStatus(t *testing.T) {
 		"evicted is preempted": {jobs: []*batchv1.Job{job("a").Cond(batchv1.JobFailed, "BackoffLimitExceeded", t0).Obj(), b},
 			pods:  []*corev1.Pod{jobPod(a, 0, "n1").Phase(corev1.PodFailed).Disrupted("PreemptionByScheduler").Obj()},
 			state: agent.StatePreempted, reason: "PreemptionByScheduler", nodes: 1},
-		"job deleted outside": {jobs: []*batchv1.Job{a}, state: agent.StateFailed, reason: "deleted outside"},
-		"no jobs":             {state: agent.StateUnknown},
+		"incomplete set": {jobs: []*batchv1.Job{a}, pods: running(a), state: agent.StatePending, reason: "1 of 2 jobs present", nodes: 2},
+		"no jobs":        {state: agent.StateUnknown},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -5,8 +5,10 @@
 #   etcd (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok), plus KWOK's
 #   stage files concatenated into kwok-stages.yaml.
 # The build is skipped when the stamp file matches. Exit codes:
-#   0 built or already cached, 3 impossible (no go, no module proxy, timeout or
+#   0 built or already cached, 4 impossible (no go, no module proxy, timeout or
 #   compile failure).
+# The module pinned by tools/k8s/go.mod and go.sum is used when present; without
+# them the throwaway module is generated from k8s.io/kubernetes's go.mod.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
@@ -18,7 +20,7 @@ STAMP_WANT="kubernetes=$K8S_VERSION staging=$STAGING_VERSION kwok=$KWOK_VERSION 
 
 here=$(cd "$(dirname "$0")" && pwd)
 log() { printf '[k8s-build %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 3; }
+die() { log "ERROR: $*"; exit 4; }
 
 if [[ -f "$CACHE/stamp" && "$(cat "$CACHE/stamp")" == "$STAMP_WANT" ]]; then
 	log "cached in $CACHE (stamp matches), skipping build"
@@ -37,22 +39,27 @@ t0=$(date +%s)
 # 1. A throwaway module: require k8s.io/kubernetes and replace every staging
 #    module (which kubernetes maps to ./staging at v0.0.0) with its published
 #    version. The sample-* modules are not published and not needed.
-log "resolving k8s.io/kubernetes@$K8S_VERSION"
-gomod=$(cd "$work" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-[[ -f "$gomod" ]] || die "cannot download k8s.io/kubernetes@$K8S_VERSION (module proxy unreachable?)"
-{
-	echo "module meridian.local/k8s-tools"
-	echo
-	echo "go $(go env GOVERSION | sed 's/^go//; s/\.[0-9]*$//')"
-	echo
-	echo "require k8s.io/kubernetes $K8S_VERSION"
-	echo
-	grep -E '^[[:space:]]*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" |
-		awk '{print $1}' | grep -v '^k8s.io/sample-' | sort -u |
-		while read -r m; do echo "replace $m => $m $STAGING_VERSION"; done
-} >"$work/go.mod"
-log "go.mod has $(grep -c '^replace' "$work/go.mod") staging replaces; running go mod tidy"
-(cd "$work" && go mod tidy) || die "go mod tidy failed in the throwaway module"
+if [[ -f "$here/go.mod" && -f "$here/go.sum" ]] && grep -q "k8s.io/kubernetes $K8S_VERSION" "$here/go.mod"; then
+	log "using the pinned module in tools/k8s (go.mod, go.sum)"
+	cp "$here/go.mod" "$here/go.sum" "$work/"
+else
+	log "resolving k8s.io/kubernetes@$K8S_VERSION"
+	gomod=$(cd "$work" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+	[[ -f "$gomod" ]] || die "cannot download k8s.io/kubernetes@$K8S_VERSION (module proxy unreachable?)"
+	{
+		echo "module meridian.local/k8s-tools"
+		echo
+		echo "go $(go env GOVERSION | sed 's/^go//; s/\.[0-9]*$//')"
+		echo
+		echo "require k8s.io/kubernetes $K8S_VERSION"
+		echo
+		grep -E '^[[:space:]]*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" |
+			awk '{print $1}' | grep -v '^k8s.io/sample-' | sort -u |
+			while read -r m; do echo "replace $m => $m $STAGING_VERSION"; done
+	} >"$work/go.mod"
+	log "go.mod has $(grep -c '^replace' "$work/go.mod") staging replaces; running go mod tidy"
+	(cd "$work" && go mod tidy) || die "go mod tidy failed in the throwaway module"
+fi
 # Keep a copy next to this script for reference (not used by the build).
 cp "$work/go.mod" "$CACHE/go.mod"; cp "$work/go.sum" "$CACHE/go.sum"
 
@@ -76,7 +83,7 @@ log "building kube-apiserver, kube-controller-manager, kube-scheduler, etcd (col
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do
 	sleep 30
-	kill -0 "$pid" 2>/dev/null && log "still building... $(($(date +%s) - t0))s elapsed, build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1)"
+	kill -0 "$pid" 2>/dev/null && log "still building... $(($(date +%s) - t0))s elapsed (time-box ${BUILD_TIMEOUT}s)"
 done
 wait "$pid" || die "go build failed or ran past ${BUILD_TIMEOUT}s"
 mv "$work/out/server" "$work/out/etcd"
