@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +55,7 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 	if err := f.waitClusters(ctx, 30*time.Second, f.slurmID); err != nil {
 		b.Fatal(err)
 	}
+	cpu0 := f.cpuNow(b)
 	b.StartTimer()
 	before := c.Counters().Submits.Load()
 	dir := b.TempDir()
@@ -105,6 +108,7 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 			m1["meridian_scheduler_commit_conflicts_total"]-m0["meridian_scheduler_commit_conflicts_total"])
 	}
 	f.waitNoActiveJobs(b, ctx, f.slurmID)
+	mCPU := f.cpuNow(b).sub(cpu0)
 
 	// ---- The connector alone: Launch called in a loop, no hub, no NATS.
 	connID := fmt.Sprintf("bench-conn-%d", os.Getpid())
@@ -140,6 +144,7 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 		Gres: "mps:1", Workdir: dir, TimeLimit: 5 * time.Minute,
 	}
 	lat := make([]time.Duration, 0, n)
+	cpu0 = f.cpuNow(b)
 	b.StartTimer()
 	start = time.Now()
 	for i := 0; i < n; i++ {
@@ -160,6 +165,7 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 	sbatch := time.Since(start)
 	b.StopTimer()
 	f.waitNoActiveJobs(b, ctx, benchID)
+	sCPU := f.cpuNow(b).sub(cpu0)
 
 	mRate := float64(n) / meridian.Seconds()
 	cRate := float64(n) / connector.Seconds()
@@ -170,6 +176,13 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 	b.ReportMetric(sRate, "sbatch-jobs/s")
 	b.ReportMetric(mRate/sRate, "meridian/sbatch")
 	b.ReportMetric(0, "ns/op")
+	perJob := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
+	b.ReportMetric(perJob(mCPU.self), "meridian-cpu-ms/job")
+	b.ReportMetric(perJob(mCPU.slurm), "slurm-daemons-cpu-ms/job")
+	b.ReportMetric(perJob(sCPU.children), "sbatch-cpu-ms/job")
+	b.Logf("CPU per job, from the first submit until the jobs ended: Meridian phase: this process (hub, etcd, NATS, agents, connector) %.2f ms, "+
+		"Slurm daemons (slurmctld, slurmrestd, 4 slurmd) %.2f ms; sbatch phase: the sbatch commands %.2f ms, Slurm daemons %.2f ms, this process idling %.2f ms",
+		perJob(mCPU.self), perJob(mCPU.slurm), perJob(sCPU.children), perJob(sCPU.slurm), perJob(sCPU.self))
 	b.Logf("%d jobs: Meridian (gRPC submit -> hub -> agent -> slurmrestd accepted) %.1f jobs/s in %s (gRPC submits done after %s); "+
 		"connector alone (Launch over slurmrestd) %.1f jobs/s in %s; sbatch %.1f jobs/s in %s (p50 %s, p99 %s); Meridian/sbatch %.2f",
 		n, mRate, meridian.Round(time.Millisecond), submitted.Round(time.Millisecond), cRate, connector.Round(time.Millisecond),
@@ -244,4 +257,54 @@ func (f *fixture) logPending(tb testing.TB, ctx context.Context) {
 		reasons[w.GetStatus().GetPendingReason()]++
 	}
 	tb.Logf("1s into the Meridian phase, %d workloads queued: %v", len(resp.GetWorkloads()), reasons)
+}
+
+// cpuSample is CPU time used so far: by this process (the hub, its etcd and
+// NATS, the agents, the connector), by its finished children (the sbatch
+// commands) and by the Slurm daemons.
+type cpuSample struct{ self, children, slurm time.Duration }
+
+func (a cpuSample) sub(b cpuSample) cpuSample {
+	return cpuSample{a.self - b.self, a.children - b.children, a.slurm - b.slurm}
+}
+
+func (f *fixture) cpuNow(tb testing.TB) cpuSample {
+	tb.Helper()
+	var s cpuSample
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatalf("getrusage: %v", err)
+	}
+	s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		tb.Fatalf("getrusage: %v", err)
+	}
+	s.children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	for _, d := range []string{"slurmctld", "slurmrestd", "slurmd-gpu1", "slurmd-gpu2", "slurmd-gpu3", "slurmd-gpu4"} {
+		s.slurm += daemonCPU(tb, filepath.Join(StateDir(), "run", d+".pid"))
+	}
+	return s
+}
+
+// daemonCPU reads utime+stime of the process in pidFile from /proc (clock
+// ticks of 1/100 s, Linux's USER_HZ).
+func daemonCPU(tb testing.TB, pidFile string) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		tb.Fatalf("slurm pid file: %v", err)
+	}
+	stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
+	if err != nil {
+		tb.Fatalf("slurm daemon stat: %v", err)
+	}
+	// Fields after the command name "(...)": state is field 3, utime 14, stime 15.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	fields := strings.Fields(rest)
+	if len(fields) < 13 {
+		tb.Fatalf("short /proc stat for %s", pidFile)
+	}
+	ut, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
