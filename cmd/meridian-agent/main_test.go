@@ -168,3 +168,12 @@ func freeAddr(t *testing.T) string {
 	ln.Close()
 	return addr
 }
+
+func TestRunReportsBadKubeconfig(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-kubeconfig")
+	err := run(context.Background(), []string{"--cluster-id", "c", "--nats-url", "nats://127.0.0.1:1",
+		"--connector", "kubernetes", "--kubeconfig", missing}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--connector kubernetes") || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("err %v, want one naming the connector and the kubeconfig path", err)
+	}
+}

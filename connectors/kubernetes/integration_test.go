@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -641,4 +644,84 @@ func TestK8sJobDeletedOutsideFailsTheDispatch(t *testing.T) {
 		t.Fatalf("reason %q", ev.Reason)
 	}
 	eventually(t, 30*time.Second, "the rest of the gang to be deleted", func() bool { return len(e.jobsOf(id)) == 0 })
+}
+
+func TestK8sLeastPrivilegeRBAC(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	name := "meridian-agent-" + e.ns
+	clusterRules, nsRules := RBACRules(e.cfg)
+	mustCreate := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("create %s: %v", what, err)
+		}
+	}
+	_, err := e.kube.CoreV1().ServiceAccounts(e.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, metav1.CreateOptions{})
+	mustCreate("service account", err)
+	_, err = e.kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: clusterRules}, metav1.CreateOptions{})
+	mustCreate("cluster role", err)
+	subj := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "agent", Namespace: e.ns}}
+	_, err = e.kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subj,
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}}, metav1.CreateOptions{})
+	mustCreate("cluster role binding", err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.kube.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = e.kube.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	_, err = e.kube.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agent"}, Rules: nsRules}, metav1.CreateOptions{})
+	mustCreate("role", err)
+	_, err = e.kube.RbacV1().RoleBindings(e.ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agent"}, Subjects: subj,
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "agent"}}, metav1.CreateOptions{})
+	mustCreate("role binding", err)
+	tok, err := e.kube.CoreV1().ServiceAccounts(e.ns).CreateToken(ctx, "agent", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))}}, metav1.CreateOptions{})
+	mustCreate("token", err)
+
+	// The connector runs with only that token.
+	e.cfg.REST = &rest.Config{Host: e.rc.Host, BearerToken: tok.Status.Token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	c := e.connector()
+	inv, err := c.Inventory(ctx)
+	if err != nil || len(inv.Nodes) < 3 {
+		t.Fatalf("inventory with the agent's RBAC: %d nodes, %v", len(inv.Nodes), err)
+	}
+	id := fmt.Sprintf("d-rbac%d", time.Now().UnixNano())
+	if err := c.Launch(ctx, makeDispatch(id).PodSet("w", 1, 1000).Extra(kwokDelay("300s")).Obj()); err != nil {
+		t.Fatalf("Launch with the agent's RBAC: %v", err)
+	}
+	waitEvent(t, c, id, agent.StateRunning, 60*time.Second)
+	if err := c.Cancel(ctx, id, false); err != nil {
+		t.Fatalf("Cancel with the agent's RBAC: %v", err)
+	}
+	waitEvent(t, c, id, agent.StateCancelled, 10*time.Second)
+
+	// And nothing more: no writes outside its namespace, none to nodes or pods.
+	sa := "system:serviceaccount:" + e.ns + ":agent"
+	allowed := func(ra authorizationv1.ResourceAttributes) bool {
+		t.Helper()
+		sar, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &ra}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+	if !allowed(authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: "create", Group: "batch", Resource: "jobs"}) {
+		t.Fatal("SubjectAccessReview denies what the agent just did (create jobs in its namespace)")
+	}
+	for _, ra := range []authorizationv1.ResourceAttributes{
+		{Namespace: "default", Verb: "create", Group: "batch", Resource: "jobs"},
+		{Namespace: "kube-system", Verb: "delete", Group: "batch", Resource: "jobs"},
+		{Verb: "patch", Resource: "nodes"},
+		{Namespace: e.ns, Verb: "delete", Resource: "pods"},
+		{Namespace: e.ns, Verb: "update", Group: "batch", Resource: "jobs"},
+		{Namespace: e.ns, Verb: "get", Resource: "secrets"},
+	} {
+		if allowed(ra) {
+			t.Errorf("the agent may %s %s/%s in %q; it must not", ra.Verb, ra.Group, ra.Resource, ra.Namespace)
+		}
+	}
 }
