@@ -18,6 +18,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -724,4 +725,30 @@ func TestK8sLeastPrivilegeRBAC(t *testing.T) {
 			t.Errorf("the agent may %s %s/%s in %q; it must not", ra.Verb, ra.Group, ra.Resource, ra.Namespace)
 		}
 	}
+}
+
+func TestK8sEvictedPodPreemptsTheGang(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	c := e.connector()
+	ctx := context.Background()
+	id := fmt.Sprintf("d-evict%d", time.Now().UnixNano())
+	d := makeDispatch(id).PodSet("w", 2, 1000).Extra(kwokDelay("300s")).Obj()
+	if err := c.Launch(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, id, agent.StateRunning, 60*time.Second)
+	pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelDispatch + "=" + id})
+	if err != nil || len(pods.Items) != 2 {
+		t.Fatalf("pods: %d %v", len(pods.Items), err)
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pods.Items[0].Name, Namespace: e.ns}}
+	if err := e.kube.PolicyV1().Evictions(e.ns).Evict(ctx, ev); err != nil {
+		t.Fatalf("evict: %v", err)
+	}
+	got := waitEvent(t, c, id, agent.StatePreempted, 30*time.Second)
+	if !strings.Contains(got.Reason, "evicted") {
+		t.Fatalf("reason %q", got.Reason)
+	}
+	eventually(t, 30*time.Second, "the gang's Job to be deleted", func() bool { return len(e.jobsOf(id)) == 0 })
 }
