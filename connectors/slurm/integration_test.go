@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +65,13 @@ func needSlurm(t *testing.T) *slurmEnv {
 			slurmErr = err
 			return
 		}
+		// Other packages (internal/e2e/slurmhub) use the same cluster and
+		// may run at the same time under go test ./...: take the shared
+		// lock, held until this test binary exits.
+		if err := lockSlurmTests(10 * time.Minute); err != nil {
+			slurmErr = err
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "slurm-up.sh"))
@@ -89,6 +97,39 @@ func needSlurm(t *testing.T) *slurmEnv {
 	}
 	return slurmInfo
 }
+
+// lockSlurmTests takes the flock on "$MERIDIAN_SLURM_DIR/tests.lock" that
+// every package's real-Slurm tests hold (internal/e2e/slurmhub.Lock is the
+// same lock; that package imports this one, so the few lines are repeated).
+func lockSlurmTests(limit time.Duration) error {
+	dir := os.Getenv("MERIDIAN_SLURM_DIR")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "meridian", "slurm")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("slurm test lock: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "tests.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("slurm test lock: %w", err)
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			slurmLock = f // kept open: the lock lasts until the process exits
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return fmt.Errorf("slurm test lock: another package's Slurm tests held it for %s: %w", limit, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+var slurmLock *os.File
 
 func skipOrFail(t *testing.T, msg string) {
 	t.Helper()

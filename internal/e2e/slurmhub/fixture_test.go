@@ -60,6 +60,7 @@ type fixture struct {
 }
 
 var (
+	fixLock *os.File
 	fixOnce sync.Once
 	fix     *fixture
 	fixErr  error
@@ -132,8 +133,18 @@ func (s *syncBuffer) tail(n int) string {
 }
 
 func start() (*fixture, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	// Held until the test binary exits: connectors/slurm's tests use the
+	// same cluster and may run at the same time under go test ./...
+	lock, err := Lock(ctx, 10*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	fixLock = lock // referenced, so the collector never closes it
 	local, err := Up(ctx)
 	if err != nil {
 		return nil, err

@@ -181,3 +181,40 @@ func (l *Local) Restore(ctx context.Context, node string) error {
 		}
 	}
 }
+
+// LockFile is the file whose exclusive flock every package's real-Slurm
+// tests hold while they use the local cluster, so that `go test ./...`,
+// which runs packages in parallel, never runs two of them against the one
+// slurmctld at once (one counts free GPUs while the other fills them or
+// kills a slurmd). The lock goes with the process.
+func LockFile() string { return filepath.Join(StateDir(), "tests.lock") }
+
+// Lock takes the lock of LockFile, waiting at most limit; the returned
+// file holds it until closed or the process ends. Keep a reference to it:
+// a collected *os.File is closed, and the lock with it.
+func Lock(ctx context.Context, limit time.Duration) (*os.File, error) {
+	if err := os.MkdirAll(StateDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("slurm test lock: %w", err)
+	}
+	f, err := os.OpenFile(LockFile(), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("slurm test lock: %w", err)
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("slurm test lock %s: another package's Slurm tests held it for %s: %w", LockFile(), limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
