@@ -22,7 +22,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -601,8 +604,8 @@ func TestK8sFractionalModes(t *testing.T) {
 	}
 }
 
+// Not parallel: TestK8sCoschedulingPodGroup installs the CRD afterwards.
 func TestK8sGangCRDMissingIsAClearRejection(t *testing.T) {
-	t.Parallel() // own namespace and connector; nodes are shared read-only
 	for _, tc := range []struct {
 		cfg Config
 		crd string
@@ -751,4 +754,83 @@ func TestK8sEvictedPodPreemptsTheGang(t *testing.T) {
 		t.Fatalf("reason %q", got.Reason)
 	}
 	eventually(t, 30*time.Second, "the gang's Job to be deleted", func() bool { return len(e.jobsOf(id)) == 0 })
+}
+
+// TestK8sCoschedulingPodGroup installs the scheduler-plugins PodGroup CRD
+// (not the scheduler: pods stay Pending) and checks what a coscheduling
+// gang creates and what Cancel removes. Not parallel: the CRD is
+// cluster-wide and removed at the end.
+func TestK8sCoschedulingPodGroup(t *testing.T) {
+	e := newEnv(t, Config{Gang: GangCoscheduling})
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(e.rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "podgroups.scheduling.x-k8s.io"},
+		"spec": map[string]any{
+			"group": "scheduling.x-k8s.io", "scope": "Namespaced",
+			"names": map[string]any{"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "listKind": "PodGroupList"},
+			"versions": []any{map[string]any{"name": "v1alpha1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}}
+	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("install the PodGroup CRD: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = dyn.Resource(crdGVR).Delete(ctx, "podgroups.scheduling.x-k8s.io", metav1.DeleteOptions{})
+		// Wait until it is gone, so that a later run finds it missing.
+		for ctx.Err() == nil {
+			if _, err := dyn.Resource(crdGVR).Get(ctx, "podgroups.scheduling.x-k8s.io", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	c := e.connector()
+	id := fmt.Sprintf("d-pg%d", time.Now().UnixNano())
+	d := makeDispatch(id).PodSet("a", 2, 1000).MinReplicas(1).PodSet("b", 2, 1000).Obj()
+	// Discovery may lag the CRD by a moment.
+	var launchErr error
+	eventually(t, 20*time.Second, "Launch to find the PodGroup CRD", func() bool {
+		launchErr = c.Launch(ctx, d)
+		return launchErr == nil
+	})
+	pgs := dyn.Resource(PodGroupGVR).Namespace(e.ns)
+	pg, err := pgs.Get(ctx, JobName(id, "gang"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("PodGroup: %v", err)
+	}
+	if mm, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember"); mm != 3 {
+		t.Fatalf("minMember %d, want 3 (1 of a + 2 of b)", mm)
+	}
+	if pg.GetLabels()[LabelManagedBy] != ManagedByValue || pg.GetLabels()[LabelCluster] != e.cfg.ClusterID {
+		t.Fatalf("PodGroup labels %v", pg.GetLabels())
+	}
+	jobs := e.jobsOf(id)
+	if len(jobs) != 2 {
+		t.Fatalf("%d jobs", len(jobs))
+	}
+	for _, j := range jobs {
+		ps := j.Spec.Template
+		if ps.Labels[LabelPodGroup] != pg.GetName() || ps.Spec.SchedulerName != "scheduler-plugins-scheduler" {
+			t.Fatalf("job %s: pod-group label %q scheduler %q", j.Name, ps.Labels[LabelPodGroup], ps.Spec.SchedulerName)
+		}
+	}
+	if err := c.Cancel(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, id, agent.StateCancelled, 10*time.Second)
+	if _, err := pgs.Get(ctx, pg.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("PodGroup after Cancel: %v, want NotFound", err)
+	}
+	if jobs := e.jobsOf(id); len(jobs) != 0 {
+		t.Fatalf("%d jobs after Cancel", len(jobs))
+	}
 }
