@@ -24,6 +24,10 @@ demo: ## Run Meridian end to end: hub on embedded etcd+NATS, 3 simulated cluster
 demo-forever: ## The demo, kept running afterwards so you can explore it with meridianctl and curl
 	$(GO) run ./cmd/meridian-demo --forever
 
+.PHONY: demo-slurm
+demo-slurm: ## The demo with a real Slurm cluster in place of one simulated cluster (needs root)
+	$(GO) run ./cmd/meridian-demo --slurm
+
 .PHONY: test
 test: ## Run all tests (real embedded etcd and NATS; trace slices from ../shared/data)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
@@ -38,6 +42,7 @@ bench: ## Run the benchmarks: throughput, p50/p99 and memory, each beside its in
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./hub/scheduler/gpufit/ ./hub/quota/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./hub/store ./transport/natsbus
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/bench/
+	@if [ "$$(id -u)" = 0 ]; then $(GO) test -run '^$$' -bench DispatchVsSbatch -benchtime 200x ./internal/e2e/slurmhub/; else echo "bench: not root, skipping the Meridian-vs-sbatch benchmark (it needs the local Slurm cluster)"; fi
 
 .PHONY: sim
 sim: build ## Run the multi-team contention scenario and replay the Alibaba OpenB trace (seeds 42-51)
