@@ -132,15 +132,15 @@ func TestK8sHubEndToEnd(t *testing.T) {
 		return false
 	})
 
-	submit := func(name, delay string) string {
+	submit := func(name, delay string, replicas, milli int32) string {
 		t.Helper()
 		extra, err := structpb.NewStruct(kwokDelay(delay))
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := &meridianv1.Workload{Name: name, Queue: "e2e", ClusterSelector: map[string]string{"e2e": "k8s"},
-			PodSets: []*meridianv1.PodSet{{Name: "workers", Replicas: 2,
-				Resources: &meridianv1.Resources{GpuMilli: 4000, AcceleratorClass: "nvidia-h100-80gb"}}},
+			PodSets: []*meridianv1.PodSet{{Name: "workers", Replicas: replicas,
+				Resources: &meridianv1.Resources{GpuMilli: milli, AcceleratorClass: "nvidia-h100-80gb"}}},
 			Runtime: &meridianv1.RuntimeTemplate{Kind: &meridianv1.RuntimeTemplate_Container{Container: &meridianv1.ContainerTemplate{Image: "trainer:1", Command: []string{"train"}}},
 				Extra: extra}}
 		resp, err := wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
@@ -171,14 +171,14 @@ func TestK8sHubEndToEnd(t *testing.T) {
 		}
 	}
 
-	gang := submit("k8s-gang", "3s")
+	gang := submit("k8s-gang", "3s", 2, 4000)
 	w := waitPhase(gang, meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING, 60*time.Second)
 	if w.GetStatus().GetCluster() != clusterID {
 		t.Fatalf("gang runs on %q, want %q", w.GetStatus().GetCluster(), clusterID)
 	}
 	did := w.GetStatus().GetDispatchId()
 	jobs := e.jobsOf(did)
-	if len(jobs) != 1 || *jobs[0].Spec.Parallelism != 2 || jobs[0].Spec.Template.Spec.Containers[0].Image != "trainer:1" {
+	if len(jobs) != 1 || *jobs[0].Spec.Parallelism != 2 || *jobs[0].Spec.Completions != 2 || jobs[0].Spec.Template.Spec.Containers[0].Image != "trainer:1" {
 		t.Fatalf("dispatch %s: %d jobs, want one 2-replica Indexed Job with the workload's container", did, len(jobs))
 	}
 	if jobs[0].Annotations[AnnWorkloadID] != gang {
@@ -189,7 +189,7 @@ func TestK8sHubEndToEnd(t *testing.T) {
 		t.Fatalf("gang succeeded with exit %v", w.GetStatus().ExitCode)
 	}
 
-	long := submit("k8s-long", "300s")
+	long := submit("k8s-long", "120s", 1, 1000)
 	w = waitPhase(long, meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING, 60*time.Second)
 	did = w.GetStatus().GetDispatchId()
 	if _, err := wl.CancelWorkload(ctx, &meridianv1.CancelWorkloadRequest{Id: long}); err != nil {

@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +36,9 @@ import (
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 )
 
+// Only the tests about GPUs ask for GPUs: pods that must stay running
+// (300s) are CPU-only, so parallel tests never wait for each other's GPUs.
+//
 // These tests run against a real kube-apiserver, controller-manager,
 // scheduler and KWOK started by scripts/k8s-up.sh (with
 // MERIDIAN_K8S_NO_BUILD=1: a test never starts the 15-20 minute cold
@@ -246,9 +251,13 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	t.Fatalf("timed out after %s waiting for %s", within, what)
 }
 
+// kwokDelay keeps a Job's pods Running for d before KWOK completes them.
+// The jitter must be set too: KWOK's default jitter (5s) would otherwise
+// cap the delay.
 func kwokDelay(d string) map[string]any {
 	return map[string]any{ExtraPodAnnotations: map[string]any{
-		"pod-complete.stage.kwok.x-k8s.io/delay": d,
+		"pod-complete.stage.kwok.x-k8s.io/delay":        d,
+		"pod-complete.stage.kwok.x-k8s.io/jitter-delay": d,
 	}}
 }
 
@@ -403,7 +412,7 @@ func TestK8sLaunchTwiceAndRestartCreateOneSet(t *testing.T) {
 	c := e.connector()
 	ctx := context.Background()
 	id := fmt.Sprintf("d-twice%d", time.Now().UnixNano())
-	d := makeDispatch(id).PodSet("a", 1, 1000).PodSet("b", 2, 0).Extra(kwokDelay("300s")).Obj()
+	d := makeDispatch(id).PodSet("a", 1, 0).PodSet("b", 2, 0).Extra(kwokDelay("300s")).Obj()
 	for i := range 2 {
 		if err := c.Launch(ctx, d); err != nil {
 			t.Fatalf("Launch %d: %v", i, err)
@@ -443,7 +452,7 @@ func TestK8sCancelDeletesJobs(t *testing.T) {
 	c := e.connector()
 	ctx := context.Background()
 	id := fmt.Sprintf("d-cancel%d", time.Now().UnixNano())
-	d := makeDispatch(id).PodSet("w", 2, 1000).Extra(kwokDelay("300s")).Obj()
+	d := makeDispatch(id).PodSet("w", 2, 0).Extra(kwokDelay("300s")).Obj()
 	if err := c.Launch(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +499,7 @@ func TestK8sFailedPodFailsTheGang(t *testing.T) {
 	c := e.connector()
 	ctx := context.Background()
 	id := fmt.Sprintf("d-fail%d", time.Now().UnixNano())
-	d := makeDispatch(id).PodSet("a", 1, 1000).PodSet("b", 1, 1000).Extra(kwokDelay("300s")).Obj()
+	d := makeDispatch(id).PodSet("a", 1, 0).PodSet("b", 1, 0).Extra(kwokDelay("300s")).Obj()
 	if err := c.Launch(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +643,7 @@ func TestK8sJobDeletedOutsideFailsTheDispatch(t *testing.T) {
 	c := e.connector()
 	ctx := context.Background()
 	id := fmt.Sprintf("d-gone%d", time.Now().UnixNano())
-	d := makeDispatch(id).PodSet("a", 1, 1000).PodSet("b", 1, 1000).Extra(kwokDelay("300s")).Obj()
+	d := makeDispatch(id).PodSet("a", 1, 0).PodSet("b", 1, 0).Extra(kwokDelay("300s")).Obj()
 	if err := c.Launch(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -693,7 +702,7 @@ func TestK8sLeastPrivilegeRBAC(t *testing.T) {
 		t.Fatalf("inventory with the agent's RBAC: %d nodes, %v", len(inv.Nodes), err)
 	}
 	id := fmt.Sprintf("d-rbac%d", time.Now().UnixNano())
-	if err := c.Launch(ctx, makeDispatch(id).PodSet("w", 1, 1000).Extra(kwokDelay("300s")).Obj()); err != nil {
+	if err := c.Launch(ctx, makeDispatch(id).PodSet("w", 1, 0).Extra(kwokDelay("300s")).Obj()); err != nil {
 		t.Fatalf("Launch with the agent's RBAC: %v", err)
 	}
 	waitEvent(t, c, id, agent.StateRunning, 60*time.Second)
@@ -736,7 +745,7 @@ func TestK8sEvictedPodPreemptsTheGang(t *testing.T) {
 	c := e.connector()
 	ctx := context.Background()
 	id := fmt.Sprintf("d-evict%d", time.Now().UnixNano())
-	d := makeDispatch(id).PodSet("w", 2, 1000).Extra(kwokDelay("300s")).Obj()
+	d := makeDispatch(id).PodSet("w", 2, 0).Extra(kwokDelay("300s")).Obj()
 	if err := c.Launch(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -832,5 +841,94 @@ func TestK8sCoschedulingPodGroup(t *testing.T) {
 	}
 	if jobs := e.jobsOf(id); len(jobs) != 0 {
 		t.Fatalf("%d jobs after Cancel", len(jobs))
+	}
+}
+
+// TestK8sAPIServerOutage freezes the local kube-apiserver (SIGSTOP, then
+// SIGCONT; it is the process scripts/k8s-up.sh started) while a dispatch
+// runs. During the outage the inventory still answers from the informer
+// caches and Launch fails as a fault to retry, not a rejection; the
+// running work gets no terminal event. After it the connector recovers:
+// the retried Launch succeeds and runs. Not parallel: it stalls the shared
+// control plane.
+func TestK8sAPIServerOutage(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := e.connector()
+	ctx := context.Background()
+	dir := os.Getenv("MERIDIAN_K8S_DIR")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "meridian", "k8s")
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "pids", "kube-apiserver"))
+	if err != nil {
+		t.Fatalf("apiserver pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatalf("apiserver pid %q: %v", raw, err)
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := fmt.Sprintf("d-out-a%d", time.Now().UnixNano())
+	if err := c.Launch(ctx, makeDispatch(running).PodSet("w", 1, 0).Extra(kwokDelay("300s")).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, running, agent.StateRunning, 60*time.Second)
+
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze the apiserver: %v", err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := proc.Signal(syscall.SIGCONT); err != nil {
+				t.Errorf("resume the apiserver: %v", err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	inv, err := c.Inventory(ctx)
+	if err != nil || len(inv.Nodes) < 3 {
+		t.Fatalf("inventory during the outage: %v nodes, %v (want it from the caches)", len(inv.Nodes), err)
+	}
+	second := fmt.Sprintf("d-out-b%d", time.Now().UnixNano())
+	d2 := makeDispatch(second).PodSet("w", 1, 0).Extra(kwokDelay("1s")).Obj()
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err = c.Launch(lctx, d2)
+	cancel()
+	if err == nil || agent.IsRejected(err) {
+		t.Fatalf("Launch during the outage: %v, want a retryable fault", err)
+	}
+	select {
+	case ev := <-c.Events():
+		if ev.State.Terminal() {
+			t.Fatalf("terminal event during the outage: %+v", ev)
+		}
+	case <-time.After(3 * time.Second):
+	}
+	resume()
+
+	// The agent retries the dispatch; it now goes through and runs.
+	eventually(t, 60*time.Second, "Launch to succeed after the outage", func() bool {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return c.Launch(lctx, d2) == nil
+	})
+	waitEvent(t, c, second, agent.StateSucceeded, 60*time.Second)
+	if len(e.jobsOf(second)) != 1 {
+		t.Fatal("the retried dispatch is not one Job")
+	}
+	ls, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ws := range ls {
+		if ws.DispatchID == running && ws.State != agent.StateRunning {
+			t.Fatalf("the work running through the outage is %s (%s)", ws.State, ws.Reason)
+		}
 	}
 }
