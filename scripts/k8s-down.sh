@@ -17,6 +17,7 @@ for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
 	pid=$(cat "$f")
 	if kill -0 "$pid" 2>/dev/null; then
 		kill "$pid" 2>/dev/null || true
+		kill -CONT "$pid" 2>/dev/null || true # a frozen (SIGSTOP) process must run to exit
 		pids[$n]=$pid
 	else
 		rm -f "$f"

@@ -91,7 +91,7 @@ free_port() {
 }
 
 api() { # api METHOD PATH [BODY] [CONTENT-TYPE]: prints the HTTP code, body in $STATE/last.json
-	curl -sk -o "$STATE/last.json" -w '%{http_code}' -X "$1" \
+	curl -sk --max-time 10 -o "$STATE/last.json" -w '%{http_code}' -X "$1" \
 		-H "Authorization: Bearer $TOKEN" -H "Content-Type: ${4:-application/json}" \
 		${3:+--data-binary "$3"} "$SERVER$2" || echo 000
 }
@@ -115,7 +115,7 @@ if [[ -f $ENV ]]; then
 	# shellcheck disable=SC1090
 	source "$ENV"
 	SERVER=$MERIDIAN_K8S_SERVER TOKEN=$MERIDIAN_K8S_TOKEN
-	if [[ $(curl -sk -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$SERVER/readyz" || true) == 200 ]] &&
+	if [[ $(curl -sk --max-time 5 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$SERVER/readyz" || true) == 200 ]] &&
 		alive kube-controller-manager && alive kube-scheduler && alive kwok; then
 		running=1
 		log "already running at $SERVER"
@@ -125,7 +125,8 @@ fi
 if [[ $running == 0 ]]; then
 	# Stop leftovers of an earlier, half-started run (by pid, ours only).
 	for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-		if alive $n; then kill "$(cat "$STATE/pids/$n")" 2>/dev/null || true; fi
+		# SIGCONT first: a test may have left it frozen (SIGSTOP).
+		if alive $n; then kill -CONT "$(cat "$STATE/pids/$n")" 2>/dev/null || true; kill "$(cat "$STATE/pids/$n")" 2>/dev/null || true; fi
 		rm -f "$STATE/pids/$n"
 	done
 	sleep 1
@@ -173,7 +174,7 @@ EV
 		--listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
 		--initial-cluster "meridian=http://127.0.0.1:$ETCD_PEER" --unsafe-no-fsync=true --log-level=warn
 	for _ in $(seq 1 100); do
-		curl -s "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q true && break
+		curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q true && break
 		alive etcd || die "etcd exited; see $STATE/logs/etcd.log"
 		sleep 0.2
 	done
@@ -241,11 +242,13 @@ apply_node gpu-h100-0 NVIDIA-H100-80GB-HBM3 81559 8 clique-a.1 rack-a zone-a 8
 apply_node gpu-h100-1 NVIDIA-H100-80GB-HBM3 81559 8 clique-a.1 rack-a zone-a 8
 apply_node gpu-a100-mig NVIDIA-A100-SXM4-80GB 81920 6 clique-b.1 rack-b zone-a 4 '"nvidia.com/mig-1g.10gb":"14"'
 for i in $(seq 1 150); do
-	n=0
+	n=0 stale=0
 	if [[ $(api GET /api/v1/nodes) == 200 ]]; then
 		n=$(tr -d ' \n' <"$STATE/last.json" | grep -o '"type":"Ready","status":"True"' | wc -l)
+		# After a restart the node controller may still hold them unreachable.
+		stale=$(grep -c 'node.kubernetes.io/\(unreachable\|not-ready\)' "$STATE/last.json" || true)
 	fi
-	[[ $n -ge 3 ]] && break
+	[[ $n -ge 3 && $stale == 0 ]] && break
 	[[ $i == 150 ]] && die "the KWOK nodes did not become Ready in 30s; see $STATE/logs/kwok.log"
 	sleep 0.2
 done

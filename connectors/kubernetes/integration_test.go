@@ -265,10 +265,22 @@ func TestK8sInventoryOfKWOKNodes(t *testing.T) {
 	e := newEnv(t, Config{FractionalModes: []string{ModeMIG, ModeTimeSlicing}, Labels: map[string]string{"site": "test"}})
 	c := e.connector()
 	ctx := context.Background()
-	inv, err := c.Inventory(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var inv *agent.Inventory
+	// Right after a restart of the control plane the node controller may
+	// hold the nodes NotReady for a moment; the inventory says so.
+	eventually(t, 30*time.Second, "the three KWOK nodes to be schedulable", func() bool {
+		var err error
+		if inv, err = c.Inventory(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ok := 0
+		for _, n := range inv.Nodes {
+			if n.Schedulable && (n.Name == nodeH100a || n.Name == nodeH100b || n.Name == nodeMIG) {
+				ok++
+			}
+		}
+		return ok == 3
+	})
 	if inv.Labels["site"] != "test" || inv.Labels[LabelConnector] != Kind || len(inv.FractionalModes) != 2 {
 		t.Fatalf("labels %v modes %v", inv.Labels, inv.FractionalModes)
 	}
