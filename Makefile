@@ -57,6 +57,14 @@ slurm-up: ## Start the local Slurm cluster (root: 4 nodes x 8 fake H100, slurmre
 slurm-down: ## Stop the local Slurm cluster (ARGS=--purge also deletes its state)
 	scripts/slurm-down.sh $(ARGS)
 
+.PHONY: k8s-up
+k8s-up: ## Start a local Kubernetes control plane with 3 KWOK GPU nodes (root; first run builds kube v1.37.2 once, ~18 min)
+	scripts/k8s-up.sh
+
+.PHONY: k8s-down
+k8s-down: ## Stop the local Kubernetes control plane (ARGS=--purge also deletes its state)
+	scripts/k8s-down.sh $(ARGS)
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target briefly (FUZZTIME=30s per target)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}
