@@ -75,7 +75,8 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 
 .PHONY: verify
-verify: lint ## Check formatting, vet, and that generated code is up to date
+verify: lint ## Check formatting, vet, go.mod tidiness, and that generated code is up to date
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	bash scripts/verify-generated.sh
 
 .PHONY: generate
