@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 20m
 
 .PHONY: help
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## Build every command into ./bin
@@ -29,7 +29,7 @@ demo-slurm: ## The demo with a real Slurm cluster in place of one simulated clus
 	$(GO) run ./cmd/meridian-demo --slurm
 
 .PHONY: test
-test: ## Run all tests (real embedded etcd and NATS; trace slices from ../shared/data)
+test: ## Run all tests: embedded etcd+NATS; real Slurm and kube-apiserver when root (else skipped loudly); trace slices
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 .PHONY: test-race
@@ -84,5 +84,5 @@ generate: ## Regenerate protobuf, gRPC, gateway and OpenAPI code (installs pinne
 	bash scripts/generate.sh
 
 .PHONY: tools
-tools: ## Install the pinned code generators into $$HOME/.cache/meridian/tools
+tools: ## Install the pinned code generators into ~/.cache/meridian/tools
 	bash scripts/tools.sh
