@@ -1,0 +1,448 @@
+package helmtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/meridian-gpu/meridian/connectors/kubernetes"
+)
+
+const (
+	release   = "agent"
+	releaseNS = "meridian"
+)
+
+// needHelm returns a Helm for charts/meridian-agent, or skips (fails with
+// MERIDIAN_REQUIRE_HELM=1) when the helm binary is missing.
+func needHelm(t *testing.T) Helm {
+	t.Helper()
+	bin, err := FindHelm()
+	if err != nil {
+		if os.Getenv("MERIDIAN_REQUIRE_HELM") == "1" {
+			t.Fatalf("MERIDIAN_REQUIRE_HELM=1 and %v", err)
+		}
+		t.Skipf("SKIPPING Helm chart test: %v (set MERIDIAN_REQUIRE_HELM=1 to make this a failure)", err)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Helm{Bin: bin, Chart: filepath.Join(root, "charts", "meridian-agent")}
+}
+
+// minimal returns the fewest values the chart accepts, with overrides
+// merged in (one level deep for maps).
+func minimal(over map[string]any) map[string]any {
+	v := map[string]any{
+		"clusterID": "k8s-east",
+		"hub":       map[string]any{"natsURL": "nats://meridian-hub.meridian:4222"},
+	}
+	for k, x := range over {
+		if x == nil {
+			continue
+		}
+		if m, ok := x.(map[string]any); ok {
+			if m == nil {
+				continue
+			}
+			if old, ok := v[k].(map[string]any); ok {
+				merged := maps.Clone(old)
+				maps.Copy(merged, m)
+				v[k] = merged
+				continue
+			}
+		}
+		v[k] = x
+	}
+	return v
+}
+
+func render(t *testing.T, h Helm, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := h.Template(ctx, release, releaseNS, values)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	objs, err := Objects(out)
+	if err != nil {
+		t.Fatalf("rendered manifests: %v", err)
+	}
+	return objs
+}
+
+// typed converts the one object of kind (and name, when not empty) into out.
+func typed(t *testing.T, objs []*unstructured.Unstructured, kind string, out any) *unstructured.Unstructured {
+	t.Helper()
+	var found *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			if found != nil {
+				t.Fatalf("two %s objects rendered: %s and %s", kind, found.GetName(), o.GetName())
+			}
+			found = o
+		}
+	}
+	if found == nil {
+		t.Fatalf("no %s rendered", kind)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(found.Object, out); err != nil {
+		t.Fatalf("%s %s: %v", kind, found.GetName(), err)
+	}
+	return found
+}
+
+// ruleSet flattens rules into "group/resource:verb" strings, so rule sets
+// compare regardless of how verbs and resources are grouped into rules.
+func ruleSet(rules []rbacv1.PolicyRule) []string {
+	set := map[string]bool{}
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					set[g+"/"+res+":"+v] = true
+				}
+			}
+		}
+		for _, u := range r.NonResourceURLs {
+			for _, v := range r.Verbs {
+				set["url:"+u+":"+v] = true
+			}
+		}
+		if len(r.ResourceNames) > 0 {
+			set["resourceNames:"+strings.Join(r.ResourceNames, ",")] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+func TestLintPasses(t *testing.T) {
+	h := needHelm(t)
+	for name, over := range map[string]map[string]any{
+		"minimal": nil,
+		"everything": {
+			"hub": map[string]any{"credentials": map[string]any{"user": "agent", "password": "p@ss/word"}},
+			"connector": map[string]any{
+				"namespace": "ml", "fractionalModes": []any{"mig", "hami"}, "sharedReplicas": 4,
+				"gang": "coscheduling", "nodeSelector": map[string]any{"pool": "gpu"},
+				"tolerations": []any{"nvidia.com/gpu"}, "labels": map[string]any{"region": "eu"},
+			},
+			"nodeSelector": map[string]any{"kubernetes.io/os": "linux"},
+			"tolerations":  []any{map[string]any{"key": "infra", "operator": "Exists"}},
+		},
+		"kueue": {"connector": map[string]any{"gang": "kueue", "kueueQueue": "team-a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			out, err := h.Lint(ctx, minimal(over))
+			if err != nil {
+				t.Fatalf("helm lint: %v", err)
+			}
+			if !strings.Contains(string(out), "0 chart(s) failed") {
+				t.Fatalf("helm lint did not report success:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestRenderedRBACIsExactlyRBACRules(t *testing.T) {
+	h := needHelm(t)
+	for name, tc := range map[string]struct {
+		connector map[string]any
+		cfg       kubernetes.Config
+		jobsNS    string
+	}{
+		"defaults":                  {nil, kubernetes.Config{}, releaseNS},
+		"coscheduling":              {map[string]any{"gang": "coscheduling"}, kubernetes.Config{Gang: kubernetes.GangCoscheduling}, releaseNS},
+		"kueue":                     {map[string]any{"gang": "kueue", "kueueQueue": "q"}, kubernetes.Config{Gang: kubernetes.GangKueue, KueueQueue: "q"}, releaseNS},
+		"jobs in another namespace": {map[string]any{"namespace": "ml", "fractionalModes": []any{"kai"}}, kubernetes.Config{Namespace: "ml", FractionalModes: []string{"kai"}}, "ml"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, h, minimal(map[string]any{"connector": tc.connector}))
+			wantCluster, wantNS := kubernetes.RBACRules(tc.cfg)
+
+			var cr rbacv1.ClusterRole
+			typed(t, objs, "ClusterRole", &cr)
+			if got, want := ruleSet(cr.Rules), ruleSet(wantCluster); !slices.Equal(got, want) {
+				t.Errorf("ClusterRole rules = %v, RBACRules cluster = %v", got, want)
+			}
+			var role rbacv1.Role
+			typed(t, objs, "Role", &role)
+			if got, want := ruleSet(role.Rules), ruleSet(wantNS); !slices.Equal(got, want) {
+				t.Errorf("Role rules = %v, RBACRules namespaced = %v", got, want)
+			}
+			if role.Namespace != tc.jobsNS {
+				t.Errorf("Role namespace = %q, want the Jobs namespace %q", role.Namespace, tc.jobsNS)
+			}
+
+			var sa corev1.ServiceAccount
+			typed(t, objs, "ServiceAccount", &sa)
+			subject := rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: releaseNS}
+			var crb rbacv1.ClusterRoleBinding
+			typed(t, objs, "ClusterRoleBinding", &crb)
+			if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != cr.Name || !slices.Equal(crb.Subjects, []rbacv1.Subject{subject}) {
+				t.Errorf("ClusterRoleBinding binds %+v to %+v, want ClusterRole %s to %+v", crb.RoleRef, crb.Subjects, cr.Name, subject)
+			}
+			var rb rbacv1.RoleBinding
+			typed(t, objs, "RoleBinding", &rb)
+			if rb.Namespace != tc.jobsNS || rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != role.Name || !slices.Equal(rb.Subjects, []rbacv1.Subject{subject}) {
+				t.Errorf("RoleBinding %s/%s binds %+v to %+v, want Role %s to %+v in %s", rb.Namespace, rb.Name, rb.RoleRef, rb.Subjects, role.Name, subject, tc.jobsNS)
+			}
+			var dep appsv1.Deployment
+			typed(t, objs, "Deployment", &dep)
+			if got := dep.Spec.Template.Spec.ServiceAccountName; got != sa.Name {
+				t.Errorf("Deployment runs as ServiceAccount %q, want %q", got, sa.Name)
+			}
+		})
+	}
+}
+
+func TestRBACCanBeLeftOut(t *testing.T) {
+	h := needHelm(t)
+	objs := render(t, h, minimal(map[string]any{"rbac": map[string]any{"create": false}}))
+	for _, o := range objs {
+		if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") {
+			t.Errorf("rbac.create=false still renders %s %s", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// flagsOf returns the agent container's args as flag -> values.
+func flagsOf(t *testing.T, objs []*unstructured.Unstructured) (map[string][]string, *appsv1.Deployment) {
+	t.Helper()
+	var dep appsv1.Deployment
+	typed(t, objs, "Deployment", &dep)
+	if n := len(dep.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("Deployment has %d containers, want 1", n)
+	}
+	flags := map[string][]string{}
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || !strings.HasPrefix(k, "--") {
+			t.Fatalf("arg %q: want --flag=value", a)
+		}
+		flags[k] = append(flags[k], v)
+	}
+	return flags, &dep
+}
+
+// configOf builds the connector config the agent would build from flags
+// (the same mapping as cmd/meridian-agent) so that it can be validated.
+func configOf(flags map[string][]string) kubernetes.Config {
+	one := func(k string) string {
+		if v := flags[k]; len(v) > 0 {
+			return v[len(v)-1]
+		}
+		return ""
+	}
+	kv := func(k string) map[string]string {
+		out := map[string]string{}
+		for _, s := range flags[k] {
+			a, b, _ := strings.Cut(s, "=")
+			out[a] = b
+		}
+		return out
+	}
+	cfg := kubernetes.Config{
+		Namespace: one("--k8s-namespace"), ClusterID: one("--cluster-id"), RackLabel: one("--k8s-rack-label"),
+		Gang: one("--k8s-gang"), KueueQueue: one("--k8s-kueue-queue"), KAIQueue: one("--k8s-kai-queue"),
+		NodeSelector: kv("--k8s-node-selector"), Classes: kv("--k8s-class"), Labels: kv("--label"),
+	}
+	if m := one("--k8s-fractional-modes"); m != "" {
+		cfg.FractionalModes = strings.Split(m, ",")
+	}
+	fmt.Sscan(one("--k8s-shared-replicas"), &cfg.SharedReplicas)
+	return cfg
+}
+
+func TestDeploymentCarriesTheSettings(t *testing.T) {
+	h := needHelm(t)
+	objs := render(t, h, minimal(map[string]any{
+		"connector": map[string]any{
+			"namespace": "ml", "rackLabel": "example.com/rack", "fractionalModes": []any{"mig", "time-slicing"},
+			"sharedReplicas": 4, "gang": "kueue", "kueueQueue": "team-a", "kaiQueue": "research",
+			"nodeSelector": map[string]any{"pool": "gpu"}, "tolerations": []any{"nvidia.com/gpu", "dedicated"},
+			"classes": map[string]any{"NVIDIA-H100-80GB-HBM3": "h100"}, "labels": map[string]any{"region": "eu"},
+		},
+		"agent":        map[string]any{"metricsPort": 9100, "heartbeatInterval": "3s"},
+		"nodeSelector": map[string]any{"kubernetes.io/os": "linux"},
+		"affinity":     map[string]any{"nodeAffinity": map[string]any{}},
+		"tolerations":  []any{map[string]any{"key": "infra", "operator": "Exists"}},
+		"resources":    map[string]any{"limits": map[string]any{"memory": "300Mi"}},
+	}))
+	flags, dep := flagsOf(t, objs)
+	for flag, want := range map[string][]string{
+		"--connector":            {"kubernetes"},
+		"--cluster-id":           {"k8s-east"},
+		"--nats-url":             {"nats://meridian-hub.meridian:4222"},
+		"--k8s-namespace":        {"ml"},
+		"--k8s-rack-label":       {"example.com/rack"},
+		"--k8s-fractional-modes": {"mig,time-slicing"},
+		"--k8s-shared-replicas":  {"4"},
+		"--k8s-gang":             {"kueue"},
+		"--k8s-kueue-queue":      {"team-a"},
+		"--k8s-kai-queue":        {"research"},
+		"--k8s-tolerate":         {"nvidia.com/gpu,dedicated"},
+		"--k8s-node-selector":    {"pool=gpu"},
+		"--k8s-class":            {"NVIDIA-H100-80GB-HBM3=h100"},
+		"--label":                {"region=eu"},
+		"--metrics-addr":         {":9100"},
+		"--heartbeat-interval":   {"3s"},
+	} {
+		if got := flags[flag]; !slices.Equal(got, want) {
+			t.Errorf("%s = %q, want %q", flag, got, want)
+		}
+	}
+	if _, ok := flags["--kubeconfig"]; ok {
+		t.Error("the agent is given a kubeconfig; in the cluster it must use its ServiceAccount")
+	}
+	if err := configOf(flags).Validate(); err != nil {
+		t.Errorf("the connector refuses the rendered flags: %v", err)
+	}
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/metrics" || p.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("%s probe = %+v, want GET /metrics on the metrics port", name, p)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9100 {
+		t.Errorf("ports = %+v, want metrics on 9100", c.Ports)
+	}
+	if pod.NodeSelector["kubernetes.io/os"] != "linux" || pod.Affinity == nil || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "infra" {
+		t.Errorf("pod placement not carried: nodeSelector %v, affinity %v, tolerations %v", pod.NodeSelector, pod.Affinity, pod.Tolerations)
+	}
+	if got := c.Resources.Limits.Memory().String(); got != "300Mi" {
+		t.Errorf("memory limit = %s, want 300Mi", got)
+	}
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 || dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("want one replica replaced with Recreate (two agents of one cluster id must never run at once), got %v %s", dep.Spec.Replicas, dep.Spec.Strategy.Type)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	h := needHelm(t)
+	for name, tc := range map[string]struct {
+		hub        map[string]any
+		secret     string // Secret the URL comes from ("" = --nats-url flag)
+		key        string
+		createdURL string // the URL in the Secret the chart creates ("" = none created)
+	}{
+		"plain URL": {hub: map[string]any{"natsURL": "nats://hub:4222"}},
+		"existing Secret": {
+			hub:    map[string]any{"natsURL": "", "credentials": map[string]any{"existingSecret": "hub-creds", "existingSecretKey": "url"}},
+			secret: "hub-creds", key: "url",
+		},
+		"inline user and password": {
+			hub:    map[string]any{"natsURL": "tls://hub:4222", "credentials": map[string]any{"user": "agent", "password": "p@ss/word"}},
+			secret: "agent-meridian-agent-nats", key: "nats-url", createdURL: "tls://agent:p%40ss%2Fword@hub:4222",
+		},
+		"inline token": {
+			hub:    map[string]any{"natsURL": "nats://hub:4222", "credentials": map[string]any{"token": "s3cr3t"}},
+			secret: "agent-meridian-agent-nats", key: "nats-url", createdURL: "nats://s3cr3t@hub:4222",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, h, minimal(map[string]any{"hub": tc.hub}))
+			flags, dep := flagsOf(t, objs)
+			var env *corev1.EnvVar
+			for i, e := range dep.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "MERIDIAN_NATS_URL" {
+					env = &dep.Spec.Template.Spec.Containers[0].Env[i]
+				}
+			}
+			if tc.secret == "" {
+				if env != nil || len(flags["--nats-url"]) != 1 {
+					t.Fatalf("want --nats-url and no MERIDIAN_NATS_URL, got %q and %+v", flags["--nats-url"], env)
+				}
+			} else {
+				if _, ok := flags["--nats-url"]; ok {
+					t.Errorf("--nats-url %q given while the URL comes from a Secret (it would win over the env)", flags["--nats-url"])
+				}
+				if env == nil || env.ValueFrom == nil || env.ValueFrom.SecretKeyRef == nil ||
+					env.ValueFrom.SecretKeyRef.Name != tc.secret || env.ValueFrom.SecretKeyRef.Key != tc.key {
+					t.Fatalf("MERIDIAN_NATS_URL = %+v, want from Secret %s key %s", env, tc.secret, tc.key)
+				}
+			}
+			var secrets []*unstructured.Unstructured
+			for _, o := range objs {
+				if o.GetKind() == "Secret" {
+					secrets = append(secrets, o)
+				}
+			}
+			if tc.createdURL == "" {
+				if len(secrets) != 0 {
+					t.Fatalf("a Secret was rendered: %s", secrets[0].GetName())
+				}
+				return
+			}
+			var s corev1.Secret
+			typed(t, objs, "Secret", &s)
+			if s.Name != tc.secret || s.StringData["nats-url"] != tc.createdURL {
+				t.Errorf("Secret %s nats-url = %q, want %s with %q", s.Name, s.StringData["nats-url"], tc.secret, tc.createdURL)
+			}
+		})
+	}
+}
+
+func TestBadValuesAreRefusedNamingTheField(t *testing.T) {
+	h := needHelm(t)
+	for name, tc := range map[string]struct {
+		values map[string]any
+		field  string // must appear in the error
+	}{
+		"chart defaults (no cluster id)": {map[string]any{}, "clusterID"},
+		"cluster id with a dot":          {minimal(map[string]any{"clusterID": "east.1"}), "clusterID"},
+		"cluster id too long":            {minimal(map[string]any{"clusterID": strings.Repeat("a", 64)}), "clusterID"},
+		"no NATS URL":                    {minimal(map[string]any{"hub": map[string]any{"natsURL": ""}}), "hub.natsURL"},
+		"NATS URL without scheme":        {minimal(map[string]any{"hub": map[string]any{"natsURL": "hub:4222"}}), "natsURL"},
+		"unknown gang":                   {minimal(map[string]any{"connector": map[string]any{"gang": "volcano"}}), "gang"},
+		"kueue without a queue":          {minimal(map[string]any{"connector": map[string]any{"gang": "kueue"}}), "kueueQueue"},
+		"unknown fractional mode":        {minimal(map[string]any{"connector": map[string]any{"fractionalModes": []any{"mps"}}}), "fractionalModes"},
+		"fractional mode twice":          {minimal(map[string]any{"connector": map[string]any{"fractionalModes": []any{"mig", "mig"}}}), "fractionalModes"},
+		"shared replicas zero":           {minimal(map[string]any{"connector": map[string]any{"sharedReplicas": 0}}), "sharedReplicas"},
+		"bad Jobs namespace":             {minimal(map[string]any{"connector": map[string]any{"namespace": "ML_Jobs"}}), "namespace"},
+		"misspelt connector key":         {minimal(map[string]any{"connector": map[string]any{"gangs": "none"}}), "gangs"},
+		"bad duration":                   {minimal(map[string]any{"agent": map[string]any{"heartbeatInterval": "5 seconds"}}), "heartbeatInterval"},
+		"bad log level":                  {minimal(map[string]any{"agent": map[string]any{"logLevel": "verbose"}}), "logLevel"},
+		"metrics port out of range":      {minimal(map[string]any{"agent": map[string]any{"metricsPort": 70000}}), "metricsPort"},
+		"bad pull policy":                {minimal(map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}), "pullPolicy"},
+		"secret and inline credentials": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"credentials": map[string]any{"existingSecret": "x", "token": "t"}}}), "hub.credentials"},
+		"user without password": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"credentials": map[string]any{"user": "agent"}}}), "hub.credentials.password"},
+		"credentials twice": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://u:p@hub:4222",
+			"credentials": map[string]any{"token": "t"}}}), "hub.natsURL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			_, err := h.Template(ctx, release, releaseNS, tc.values)
+			if err == nil {
+				t.Fatalf("helm template accepted bad values %v", tc.values)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatal(err)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error does not name %q:\n%v", tc.field, err)
+			}
+		})
+	}
+}
