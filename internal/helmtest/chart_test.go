@@ -317,10 +317,13 @@ func TestDeploymentCarriesTheSettings(t *testing.T) {
 	}
 	pod := dep.Spec.Template.Spec
 	c := pod.Containers[0]
-	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/metrics" || p.HTTPGet.Port.String() != "metrics" {
 			t.Errorf("%s probe = %+v, want GET /metrics on the metrics port", name, p)
 		}
+	}
+	if sp := c.StartupProbe; sp != nil && sp.PeriodSeconds*sp.FailureThreshold < 90 {
+		t.Errorf("startup probe gives up after %ds; the agent may take 90s (informer sync 1m + NATS 30s) to open /metrics", sp.PeriodSeconds*sp.FailureThreshold)
 	}
 	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9100 {
 		t.Errorf("ports = %+v, want metrics on 9100", c.Ports)
@@ -422,6 +425,7 @@ func TestBadValuesAreRefusedNamingTheField(t *testing.T) {
 		"bad duration":                   {minimal(map[string]any{"agent": map[string]any{"heartbeatInterval": "5 seconds"}}), "heartbeatInterval"},
 		"bad log level":                  {minimal(map[string]any{"agent": map[string]any{"logLevel": "verbose"}}), "logLevel"},
 		"metrics port out of range":      {minimal(map[string]any{"agent": map[string]any{"metricsPort": 70000}}), "metricsPort"},
+		"startup probe period zero":      {minimal(map[string]any{"startupProbe": map[string]any{"periodSeconds": 0}}), "startupProbe"},
 		"bad pull policy":                {minimal(map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}), "pullPolicy"},
 		"secret and inline credentials": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
 			"credentials": map[string]any{"existingSecret": "x", "token": "t"}}}), "hub.credentials"},
