@@ -450,3 +450,94 @@ func TestBadValuesAreRefusedNamingTheField(t *testing.T) {
 		})
 	}
 }
+
+// copyChart copies the chart into a temporary directory where NOTES.txt
+// becomes the named template "notes" and a ConfigMap carries its text, so
+// that `helm template` renders it (it leaves NOTES.txt out, and parses
+// every other template as YAML).
+func copyChart(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "meridian-agent")
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if rel == filepath.Join("templates", "NOTES.txt") {
+			rel = filepath.Join("templates", "_notes.tpl")
+			b = append(append([]byte(`{{- define "notes" -}}`), b...), "{{- end }}"...)
+			cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: {{ include \"notes\" . | quote }}\n"
+			if err := os.WriteFile(filepath.Join(dst, "templates", "notes.yaml"), []byte(cm), 0o644); err != nil {
+				return err
+			}
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy chart: %v", err)
+	}
+	return dst
+}
+
+func TestNotesSummariseTheInstall(t *testing.T) {
+	h := needHelm(t)
+	h.Chart = copyChart(t, h.Chart)
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   []string
+		absent []string
+	}{
+		"defaults": {
+			values: minimal(nil),
+			want: []string{`cluster "k8s-east"`, "Hub NATS:     nats://meridian-hub.meridian:4222", "namespace meridian",
+				"whole GPUs only", "get, list, watch on nodes and pods", "deployment/agent-meridian-agent"},
+			absent: []string{"podgroups", "NOT created"},
+		},
+		"coscheduling in another namespace, secret": {
+			values: minimal(map[string]any{
+				"hub":       map[string]any{"natsURL": "", "credentials": map[string]any{"existingSecret": "hub"}},
+				"connector": map[string]any{"namespace": "ml", "gang": "coscheduling", "fractionalModes": []any{"mig", "hami"}},
+				"rbac":      map[string]any{"create": false},
+			}),
+			want:   []string{"from Secret hub (key nats-url)", "namespace ml", "Gang:         coscheduling", "mig, hami", "podgroups", "NOT created"},
+			absent: []string{"nats://"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			out, err := h.run(ctx, tc.values, "template", release, h.Chart, "--namespace", releaseNS, "--show-only", "templates/notes.yaml")
+			if err != nil {
+				t.Fatalf("render NOTES.txt: %v", err)
+			}
+			objs, err := Objects(out)
+			if err != nil || len(objs) != 1 {
+				t.Fatalf("rendered NOTES: %d objects, %v", len(objs), err)
+			}
+			notes, _, _ := unstructured.NestedString(objs[0].Object, "data", "notes")
+			if notes == "" {
+				t.Fatal("NOTES.txt rendered empty")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES lack %q:\n%s", w, notes)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(notes, a) {
+					t.Errorf("NOTES contain %q:\n%s", a, notes)
+				}
+			}
+		})
+	}
+}
