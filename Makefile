@@ -65,6 +65,13 @@ k8s-up: ## Start a local Kubernetes control plane with 3 KWOK GPU nodes (root; f
 k8s-down: ## Stop the local Kubernetes control plane (ARGS=--purge also deletes its state)
 	scripts/k8s-down.sh $(ARGS)
 
+.PHONY: helm-lint
+helm-lint: ## Lint and render charts/meridian-agent with the pinned Helm CLI (installed by scripts/helm.sh) and run its tests
+	@HELM="$$(bash scripts/helm.sh)" && \
+	  "$$HELM" lint --strict charts/meridian-agent --set clusterID=lint,hub.natsURL=nats://hub:4222 && \
+	  "$$HELM" template lint charts/meridian-agent --set clusterID=lint,hub.natsURL=nats://hub:4222 >/dev/null
+	MERIDIAN_REQUIRE_HELM=1 $(GO) test -count=1 ./internal/helmtest/
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target briefly (FUZZTIME=30s per target)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}
