@@ -47,12 +47,10 @@ type Connector struct {
 
 	mu     sync.Mutex
 	recs   map[string]*record // by dispatch label value
-	queue  []agent.WorkEvent
 	closed bool
 
 	keys   chan string
-	wake   chan struct{}
-	events chan agent.WorkEvent
+	events *agent.EventQueue
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }
@@ -121,8 +119,7 @@ func newWithClients(ctx context.Context, cfg Config, kube kubernetes.Interface, 
 	c := &Connector{
 		cfg: cfg, log: cfg.Logger, kube: kube, dyn: dyn, ours: ownerSelector(cfg),
 		recs: map[string]*record{},
-		keys: make(chan string, 1024), wake: make(chan struct{}, 1),
-		events: make(chan agent.WorkEvent, 64), stop: make(chan struct{}),
+		keys: make(chan string, 1024), stop: make(chan struct{}),
 	}
 	all := informers.NewSharedInformerFactory(kube, 0)
 	mine := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(cfg.Namespace),
@@ -157,6 +154,7 @@ func newWithClients(ctx context.Context, cfg Config, kube kubernetes.Interface, 
 	c.nodes, c.pods, c.jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
 	c.podIdx, c.jobIdx = podInf.Informer().GetIndexer(), jobInf.Informer().GetIndexer()
 	_ = nodeInf.Informer()
+	c.events = agent.NewEventQueue() // handlers emit only once the informers run
 	all.Start(c.stop)
 	mine.Start(c.stop)
 	sctx, cancel := context.WithTimeout(ctx, cfg.SyncTimeout)
@@ -164,18 +162,19 @@ func newWithClients(ctx context.Context, cfg Config, kube kubernetes.Interface, 
 	for typ, ok := range all.WaitForCacheSync(sctx.Done()) {
 		if !ok {
 			close(c.stop)
+			c.events.Close()
 			return nil, fmt.Errorf("kubernetes: %v informer did not sync within %s (apiserver unreachable or RBAC too narrow?)", typ, cfg.SyncTimeout)
 		}
 	}
 	for typ, ok := range mine.WaitForCacheSync(sctx.Done()) {
 		if !ok {
 			close(c.stop)
+			c.events.Close()
 			return nil, fmt.Errorf("kubernetes: %v informer did not sync within %s", typ, cfg.SyncTimeout)
 		}
 	}
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go func() { defer c.wg.Done(); c.worker() }()
-	go func() { defer c.wg.Done(); c.pump() }()
 	c.log.Info("kubernetes connector ready", "namespace", cfg.Namespace, "gang", cfg.Gang, "fractional_modes", cfg.FractionalModes)
 	return c, nil
 }
@@ -192,13 +191,14 @@ func (c *Connector) Close() {
 	c.mu.Unlock()
 	close(c.stop)
 	c.wg.Wait()
+	c.events.Close()
 }
 
 // Kind returns "kubernetes".
 func (c *Connector) Kind() string { return Kind }
 
 // Events delivers state changes in order; see agent.Connector.
-func (c *Connector) Events() <-chan agent.WorkEvent { return c.events }
+func (c *Connector) Events() <-chan agent.WorkEvent { return c.events.Events() }
 
 // Inventory builds the capacity from the informer caches (no API call).
 func (c *Connector) Inventory(ctx context.Context) (*agent.Inventory, error) {
@@ -565,38 +565,6 @@ func (c *Connector) emitLocked(r *record, st agent.WorkStatus) {
 	if !st.StartedAt.IsZero() && at.After(st.StartedAt) {
 		ev.WallTime = at.Sub(st.StartedAt)
 	}
-	c.queue = append(c.queue, ev)
+	c.events.Push(ev)
 	c.log.Info("state", "dispatch", r.dispatchID, "state", st.State.String(), "reason", st.Reason)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-// pump moves queued events to the channel; the queue is unbounded so no
-// event is dropped and no informer handler blocks on a slow agent.
-func (c *Connector) pump() {
-	for {
-		c.mu.Lock()
-		var ev agent.WorkEvent
-		has := len(c.queue) > 0
-		if has {
-			ev = c.queue[0]
-			c.queue = c.queue[1:]
-		}
-		c.mu.Unlock()
-		if !has {
-			select {
-			case <-c.wake:
-				continue
-			case <-c.stop:
-				return
-			}
-		}
-		select {
-		case c.events <- ev:
-		case <-c.stop:
-			return
-		}
-	}
 }

@@ -66,11 +66,7 @@ type Cluster struct {
 	vanished  bool
 	closed    bool
 
-	queue  []agent.WorkEvent
-	wake   chan struct{}
-	events chan agent.WorkEvent
-	stop   chan struct{}
-	done   chan struct{}
+	events *agent.EventQueue
 }
 
 var (
@@ -144,10 +140,7 @@ func New(cfg *Config, opts Options) (*Cluster, error) {
 		byName:    map[string]*node{},
 		works:     map[string]*work{},
 		rejectIDs: map[string]string{},
-		wake:      make(chan struct{}, 1),
-		events:    make(chan agent.WorkEvent, 64),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		events:    agent.NewEventQueue(),
 	}
 	if c.clock == nil {
 		c.clock, _ = NewScaledClock(1)
@@ -176,7 +169,6 @@ func New(cfg *Config, opts Options) (*Cluster, error) {
 		}
 	}
 	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].name < c.nodes[j].name })
-	go c.pump()
 	return c, nil
 }
 
@@ -195,43 +187,14 @@ func (c *Cluster) Close() {
 		}
 	}
 	c.mu.Unlock()
-	close(c.stop)
-	<-c.done
+	c.events.Close()
 }
 
 // Kind returns "simcluster".
 func (c *Cluster) Kind() string { return Kind }
 
 // Events delivers state changes in order; see agent.Connector.
-func (c *Cluster) Events() <-chan agent.WorkEvent { return c.events }
-
-// pump moves queued events to the channel without ever blocking Launch.
-func (c *Cluster) pump() {
-	defer close(c.done)
-	for {
-		c.mu.Lock()
-		var ev agent.WorkEvent
-		has := len(c.queue) > 0
-		if has {
-			ev = c.queue[0]
-			c.queue = c.queue[1:]
-		}
-		c.mu.Unlock()
-		if !has {
-			select {
-			case <-c.wake:
-				continue
-			case <-c.stop:
-				return
-			}
-		}
-		select {
-		case c.events <- ev:
-		case <-c.stop:
-			return
-		}
-	}
-}
+func (c *Cluster) Events() <-chan agent.WorkEvent { return c.events.Events() }
 
 // emit queues an event; c.mu must be held.
 func (c *Cluster) emit(w *work) {
@@ -245,11 +208,7 @@ func (c *Cluster) emit(w *work) {
 		ev.Time = c.wall(w.finished)
 		ev.WallTime = w.finished.Sub(w.started)
 	}
-	c.queue = append(c.queue, ev)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.events.Push(ev)
 }
 
 // wall turns a simulated time into a wall-clock one when the clock can.

@@ -110,9 +110,7 @@ type Connector struct {
 	shape  *clusterShape
 	closed bool
 
-	queue  []agent.WorkEvent
-	wake   chan struct{}
-	events chan agent.WorkEvent
+	events *agent.EventQueue
 	stop   chan struct{}
 	done   chan struct{}
 
@@ -186,8 +184,8 @@ func New(cfg Config) (*Connector, error) {
 	c := &Connector{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
 		recs: map[string]*record{}, rejected: map[string]string{}, uncertain: map[string]bool{},
-		wake: make(chan struct{}, 1), events: make(chan agent.WorkEvent, 64),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		events: agent.NewEventQueue(),
+		stop:   make(chan struct{}), done: make(chan struct{}),
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -237,7 +235,6 @@ func New(cfg Config) (*Connector, error) {
 }
 
 func (c *Connector) start() {
-	go c.pump()
 	go c.pollLoop()
 }
 
@@ -253,13 +250,14 @@ func (c *Connector) Close() {
 	c.mu.Unlock()
 	close(c.stop)
 	<-c.done
+	c.events.Close()
 }
 
 // Kind returns "slurm".
 func (c *Connector) Kind() string { return Kind }
 
 // Events delivers state changes in order; see agent.Connector.
-func (c *Connector) Events() <-chan agent.WorkEvent { return c.events }
+func (c *Connector) Events() <-chan agent.WorkEvent { return c.events.Events() }
 
 // Counters returns the connector's counters.
 func (c *Connector) Counters() *Stats { return &c.stats }
@@ -774,36 +772,5 @@ func (c *Connector) emit(r *record, at time.Time) {
 			ev.WallTime = at.Sub(r.started)
 		}
 	}
-	c.queue = append(c.queue, ev)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-// pump moves queued events to the channel without ever blocking a poll.
-func (c *Connector) pump() {
-	for {
-		c.mu.Lock()
-		var ev agent.WorkEvent
-		has := len(c.queue) > 0
-		if has {
-			ev = c.queue[0]
-			c.queue = c.queue[1:]
-		}
-		c.mu.Unlock()
-		if !has {
-			select {
-			case <-c.wake:
-				continue
-			case <-c.stop:
-				return
-			}
-		}
-		select {
-		case c.events <- ev:
-		case <-c.stop:
-			return
-		}
-	}
+	c.events.Push(ev)
 }

@@ -112,8 +112,8 @@ func newFakeConnector(t *testing.T, fb *fakeBackend, clk *fakeClock) *Connector 
 		cfg: Config{Partition: "gpu", Workdir: "/tmp", PollInterval: time.Hour, RetainFinished: time.Hour, RequestTimeout: 5 * time.Second, Now: clk.Now},
 		log: slog.New(slog.DiscardHandler), now: clk.Now, primary: fb,
 		recs: map[string]*record{}, rejected: map[string]string{}, uncertain: map[string]bool{},
-		wake: make(chan struct{}, 1), events: make(chan agent.WorkEvent, 64),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		events: agent.NewEventQueue(),
+		stop:   make(chan struct{}), done: make(chan struct{}),
 	}
 	c.start()
 	t.Cleanup(c.Close)
