@@ -149,6 +149,28 @@ func (r *Registry) seenAt(now time.Time, sentAt *timestamppb.Timestamp) time.Tim
 	return now
 }
 
+// entryLocked returns the cluster's entry, creating it; r.mu held.
+func (r *Registry) entryLocked(id string) *entry {
+	e := r.clusters[id]
+	if e == nil {
+		e = &entry{id: id}
+		r.clusters[id] = e
+	}
+	return e
+}
+
+// checkSender validates a message's cluster_id and that it came on that
+// cluster's own subject (subjectCluster, when known).
+func checkSender(kind, subjectCluster, id string) error {
+	if err := natsbus.ValidateClusterID(id); err != nil {
+		return fmt.Errorf("fleet: %s cluster_id: %w", kind, err)
+	}
+	if subjectCluster != "" && subjectCluster != id {
+		return fmt.Errorf("fleet: %s cluster_id %q arrived on the subject of cluster %q", kind, id, subjectCluster)
+	}
+	return nil
+}
+
 // ApplyAdvert replaces a cluster's inventory with a full advertisement. An
 // advertisement of the same agent session with a sequence number not above
 // the last applied one is ignored. subjectCluster, when set, must match the
@@ -158,11 +180,8 @@ func (r *Registry) ApplyAdvert(subjectCluster string, ad *agentv1.Advertisement)
 		return errors.New("fleet: advertisement is nil")
 	}
 	id := ad.GetClusterId()
-	if err := natsbus.ValidateClusterID(id); err != nil {
-		return fmt.Errorf("fleet: advertisement cluster_id: %w", err)
-	}
-	if subjectCluster != "" && subjectCluster != id {
-		return fmt.Errorf("fleet: advertisement cluster_id %q arrived on the subject of cluster %q", id, subjectCluster)
+	if err := checkSender("advertisement", subjectCluster, id); err != nil {
+		return err
 	}
 	if _, err := convert.Cluster(ad, scheduler.ClusterReady, time.Time{}); err != nil {
 		return fmt.Errorf("fleet: advertisement from %s: %w", id, err)
@@ -170,11 +189,7 @@ func (r *Registry) ApplyAdvert(subjectCluster string, ad *agentv1.Advertisement)
 	now := r.clock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := r.clusters[id]
-	if e == nil {
-		e = &entry{id: id}
-		r.clusters[id] = e
-	}
+	e := r.entryLocked(id)
 	if e.ad != nil && e.session == ad.GetSessionId() && ad.GetSeq() <= e.seq && ad.GetSeq() != 0 {
 		return nil // stale or repeated
 	}
@@ -194,11 +209,8 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 		return errors.New("fleet: delta is nil")
 	}
 	id := d.GetClusterId()
-	if err := natsbus.ValidateClusterID(id); err != nil {
-		return fmt.Errorf("fleet: delta cluster_id: %w", err)
-	}
-	if subjectCluster != "" && subjectCluster != id {
-		return fmt.Errorf("fleet: delta cluster_id %q arrived on the subject of cluster %q", id, subjectCluster)
+	if err := checkSender("delta", subjectCluster, id); err != nil {
+		return err
 	}
 	now := r.clock()
 	r.mu.Lock()
@@ -262,17 +274,13 @@ func (r *Registry) ApplyRegister(req *agentv1.Register) error {
 		return errors.New("fleet: register is nil")
 	}
 	id := req.GetClusterId()
-	if err := natsbus.ValidateClusterID(id); err != nil {
-		return fmt.Errorf("fleet: register cluster_id: %w", err)
+	if err := checkSender("register", "", id); err != nil {
+		return err
 	}
 	now := r.clock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := r.clusters[id]
-	if e == nil {
-		e = &entry{id: id}
-		r.clusters[id] = e
-	}
+	e := r.entryLocked(id)
 	e.agentVer = req.GetAgentVersion()
 	r.seenLocked(e, r.seenAt(now, req.GetSentAt()))
 	return nil
@@ -289,11 +297,8 @@ func (r *Registry) ApplyHeartbeat(subjectCluster string, hb *agentv1.Heartbeat) 
 	if id == "" {
 		id = subjectCluster
 	}
-	if err := natsbus.ValidateClusterID(id); err != nil {
-		return fmt.Errorf("fleet: heartbeat cluster_id: %w", err)
-	}
-	if subjectCluster != "" && subjectCluster != id {
-		return fmt.Errorf("fleet: heartbeat cluster_id %q arrived on the subject of cluster %q", id, subjectCluster)
+	if err := checkSender("heartbeat", subjectCluster, id); err != nil {
+		return err
 	}
 	now := r.clock()
 	ids := make([]string, 0, len(hb.GetDispatches()))
@@ -305,11 +310,7 @@ func (r *Registry) ApplyHeartbeat(subjectCluster string, hb *agentv1.Heartbeat) 
 	sort.Strings(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := r.clusters[id]
-	if e == nil {
-		e = &entry{id: id}
-		r.clusters[id] = e
-	}
+	e := r.entryLocked(id)
 	e.reported, e.reportedAt, e.reportedSet = ids, now, true
 	r.seenLocked(e, r.seenAt(now, hb.GetSentAt()))
 	return nil

@@ -202,6 +202,13 @@ func filterKey(w *Workload) string {
 		}
 		b.WriteByte(';')
 	}
+	writePlacementScope(&b, w)
+	return b.String()
+}
+
+// writePlacementScope appends what limits a workload's clusters besides its
+// shape (selector and avoided clusters); both memo keys end with it.
+func writePlacementScope(b *strings.Builder, w *Workload) {
 	for _, k := range sortedKeys(w.ClusterSelector) {
 		b.WriteString(k)
 		b.WriteByte('=')
@@ -209,9 +216,9 @@ func filterKey(w *Workload) string {
 		b.WriteByte(';')
 	}
 	for _, c := range w.AvoidClusters {
-		b.WriteString("!" + c)
+		b.WriteByte('!')
+		b.WriteString(c)
 	}
-	return b.String()
 }
 
 // minNeed is the GPU milli per class (""= any) a workload needs at its minimum size.

@@ -55,11 +55,11 @@ type placer struct {
 
 // placeGang tries to place every pod set of w on cs inside t. On failure it
 // rolls t back to where it started and says how far it got.
-func (p *placer) placeGang(t *txn, w *Workload, out []PodSetPlacement) ([]PodSetPlacement, fitResult) {
+func (p *placer) placeGang(t *txn, w *Workload) ([]PodSetPlacement, fitResult) {
 	t.cs.placing = w.ID
 	defer func() { t.cs.placing = "" }()
 	start := t.mark()
-	out = out[:0]
+	var out []PodSetPlacement
 	for si := range w.PodSets {
 		ps := &w.PodSets[si]
 		m := t.mark()

@@ -28,7 +28,6 @@ type planner struct {
 	// pendingIdx finds a workload's Pending entry to rewrite it after preemption.
 	pendingIdx map[string]int
 	order      []*Workload
-	running    map[string]*Running
 	filtered   map[string]filterResult
 	scoredBuf  []scoredCluster
 	// reservedQueues have made their one reservation this cycle.
@@ -57,7 +56,6 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 		failed:     map[string]memoFail{},
 		victims:    map[string]bool{},
 		pendingIdx: map[string]int{},
-		running:    map[string]*Running{},
 		filtered:   map[string]filterResult{},
 	}
 	p.placer.cfg = &p.cfg
@@ -65,7 +63,6 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 	alloc := map[string]int64{}
 	for i := range s.Running {
 		r := &s.Running[i]
-		p.running[r.Workload.ID] = r
 		if r.Terminating {
 			p.victims[r.Workload.ID] = true // never chosen twice
 		}
@@ -210,7 +207,7 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 	if f, ok := p.failed[key]; ok {
 		reason := f.Reason
 		if f.Code == ReasonNoFit {
-			reason = p.reserveFor(w, f.best, allowBorrow, reason)
+			reason = p.reserveFor(w, f.best, reason)
 		}
 		p.pend(w, f.Code, reason)
 		return Dispatch{}, pending
@@ -225,7 +222,7 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 				break
 			}
 			t := &txn{cs: cs}
-			_, res := p.placer.placeGang(t, w, nil)
+			_, res := p.placer.placeGang(t, w)
 			t.rollbackTo(0)
 			if a := (fitAttempt{cluster: cs.src.ID, cs: cs, res: res}); a.better(best) {
 				best = a
@@ -233,7 +230,7 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 		}
 		f := Pending{Code: ReasonNoFit, Reason: noFitReason(w, best, 0, 0)}
 		p.failed[key] = memoFail{f, best}
-		p.pend(w, f.Code, p.reserveFor(w, best, allowBorrow, f.Reason))
+		p.pend(w, f.Code, p.reserveFor(w, best, f.Reason))
 		return Dispatch{}, pending
 	}
 	if len(cands) == 0 {
@@ -251,7 +248,7 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 		}
 		tried++
 		t := &txn{cs: cs}
-		placement, res := p.placer.placeGang(t, w, nil)
+		placement, res := p.placer.placeGang(t, w)
 		if !res.ok {
 			if a := (fitAttempt{cluster: cs.src.ID, cs: cs, res: res}); a.better(best) {
 				best = a
@@ -284,7 +281,7 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 	}
 	f := Pending{Code: ReasonNoFit, Reason: noFitReason(w, best, len(cands), tried)}
 	p.failed[key] = memoFail{f, best}
-	p.pend(w, f.Code, p.reserveFor(w, best, allowBorrow, f.Reason))
+	p.pend(w, f.Code, p.reserveFor(w, best, f.Reason))
 	return Dispatch{}, pending
 }
 
@@ -497,15 +494,7 @@ func shapeKey(w *Workload) string {
 		b.WriteString(ps.Class)
 		b.WriteByte(';')
 	}
-	for _, k := range sortedKeys(w.ClusterSelector) {
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(w.ClusterSelector[k])
-		b.WriteByte(';')
-	}
-	for _, c := range w.AvoidClusters {
-		b.WriteString("!" + c)
-	}
+	writePlacementScope(&b, w)
 	return b.String()
 }
 

@@ -363,7 +363,7 @@ func removeRunning(list []*Running, v *Running) []*Running {
 // fitsNow tries the gang on cs and rolls the attempt back.
 func (p *planner) fitsNow(cs *clusterState, w *Workload) bool {
 	t := &txn{cs: cs}
-	_, res := p.placer.placeGang(t, w, nil)
+	_, res := p.placer.placeGang(t, w)
 	t.rollbackTo(0)
 	return res.ok
 }

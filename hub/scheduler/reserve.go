@@ -24,7 +24,7 @@ const maxReservedShare = 4 // at most 1/4 of a cluster's nodes
 // reserveFor reserves nodes for w in its closest cluster when it is owed its
 // quota (or is the first gang of the cycle that failed), and returns the
 // pending reason, extended to say so.
-func (p *planner) reserveFor(w *Workload, best fitAttempt, _ bool, reason string) string {
+func (p *planner) reserveFor(w *Workload, best fitAttempt, reason string) string {
 	cs := best.cs
 	if cs == nil {
 		return reason

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,9 +15,8 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/demo"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
-	agent "github.com/meridian-gpu/meridian/spoke-agent"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 const (
@@ -261,25 +261,13 @@ nodes:
 	if err != nil {
 		b.Fatal(err)
 	}
-	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-	bus, err := natsbus.Connect(cctx, natsURL, natsbus.WithName("bench-"+id))
-	ccancel()
+	stop, err := demo.StartAgent(ctx, natsURL, id, sim, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{ClusterID: id, Bus: bus, Connector: sim,
-		HeartbeatInterval: 500 * time.Millisecond, AdvertiseInterval: 2 * time.Second, ChangeDelay: 50 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	actx, acancel := context.WithCancel(ctx)
-	adone := make(chan error, 1)
-	go func() { adone <- a.Run(actx) }()
 	b.Cleanup(func() {
-		acancel()
-		<-adone
+		stop()
 		sim.Close()
-		bus.Close()
 	})
 }
 

@@ -351,7 +351,7 @@ func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.L
 	}
 	for _, spec := range specs {
 		if spec.conn != nil {
-			stop, err := startAgent(ctx, natsURL, spec.id, spec.conn, log)
+			stop, err := StartAgent(ctx, natsURL, spec.id, spec.conn, log)
 			if err != nil {
 				stopAll()
 				return nil, nil, err
@@ -374,7 +374,7 @@ func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.L
 			stopAll()
 			return nil, nil, fmt.Errorf("cluster %s: %w", spec.id, err)
 		}
-		stop, err := startAgent(ctx, natsURL, spec.id, sim, log)
+		stop, err := StartAgent(ctx, natsURL, spec.id, sim, log)
 		if err != nil {
 			sim.Close()
 			stopAll()
@@ -389,9 +389,10 @@ func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.L
 	return sims, stopAll, nil
 }
 
-// startAgent runs a spoke agent for conn over its own NATS connection; the
-// returned func stops it (the connector stays open).
-func startAgent(ctx context.Context, natsURL, id string, conn agent.Connector, log *slog.Logger) (func(), error) {
+// StartAgent runs a real spoke agent for conn over its own NATS connection,
+// with the short heartbeat and advertisement periods the demo and the
+// benchmarks use; the returned func stops it (the connector stays open).
+func StartAgent(ctx context.Context, natsURL, id string, conn agent.Connector, log *slog.Logger) (func(), error) {
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 	bus, err := natsbus.Connect(cctx, natsURL, natsbus.WithName("demo-agent-"+id))
 	ccancel()

@@ -26,9 +26,8 @@ type monitor struct {
 	start     time.Time
 	submitted atomic.Int64
 
-	lastPoll time.Time
-	reasons  []string // distinct pending reasons, in the order first seen
-	seen     map[string]bool
+	reasons []string // distinct pending reasons, in the order first seen
+	seen    map[string]bool
 }
 
 func newMonitor(c client, httpAddr string, o Options, out, err io.Writer, start time.Time) *monitor {
@@ -71,9 +70,8 @@ func (m *monitor) poll(ctx context.Context) (*view, error) {
 	return v, nil
 }
 
-// integrate records the poll time and collects distinct pending reasons.
-func (m *monitor) integrate(v *view, now time.Time) {
-	m.lastPoll = now
+// collectReasons remembers each distinct pending reason, in the order first seen.
+func (m *monitor) collectReasons(v *view) {
 	for _, w := range v.workloads {
 		r := w.GetStatus().GetPendingReason()
 		if w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED && r != "" && !m.seen[r] && !strings.HasPrefix(r, "waiting for the scheduler") {
@@ -108,7 +106,7 @@ func (m *monitor) run(ctx context.Context, mix []*item) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.integrate(v, now)
+		m.collectReasons(v)
 		done := 0
 		for _, w := range v.workloads {
 			if isDone(w.GetStatus().GetPhase()) {
