@@ -39,7 +39,22 @@ func TestEventQueueKeepsOrderAndNeverBlocks(t *testing.T) {
 
 func TestEventQueueCloseIsIdempotent(t *testing.T) {
 	q := NewEventQueue()
-	q.Push(WorkEvent{DispatchID: "x"})
-	q.Close()
-	q.Close()
+	q.Push(WorkEvent{DispatchID: "x"}) // unread: Close must not wait for a reader
+	closed := make(chan struct{})
+	go func() {
+		q.Close()
+		q.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close blocked on an unread event or on a second call")
+	}
+	q.Push(WorkEvent{DispatchID: "late"}) // after Close: must not block or panic
+	select {
+	case ev := <-q.Events():
+		t.Fatalf("event %q delivered after Close", ev.DispatchID)
+	case <-time.After(50 * time.Millisecond):
+	}
 }
