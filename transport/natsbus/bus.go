@@ -48,6 +48,9 @@ type options struct {
 	reconnectWait time.Duration
 	name          string
 	log           *slog.Logger
+	// natsOpts are extra connection options (credentials, TLS), set by
+	// the options in auth.go.
+	natsOpts []nats.Option
 }
 
 // Option configures Connect.
@@ -193,6 +196,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Bus, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		nopts = append(nopts, nats.Timeout(time.Until(dl)))
 	}
+	nopts = append(nopts, o.natsOpts...)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: connect %s: %w", url, err)
