@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +31,13 @@ const (
 	DefaultChangeDelay       = 100 * time.Millisecond
 	DefaultRegisterTimeout   = 2 * time.Second
 	DefaultAnswerTimeout     = 10 * time.Second
+	// DefaultLaunchParallelism is how many dispatches and cancels are
+	// handled at once. Launches wait on the backend (sbatch, the
+	// apiserver), so a few in flight keep the cluster busy without
+	// hammering it.
+	DefaultLaunchParallelism = 16
+	// MaxLaunchParallelism bounds Config.LaunchParallelism.
+	MaxLaunchParallelism = natsbus.MaxHandlers
 	// MaxRemembered bounds how many finished or refused dispatch ids the
 	// agent remembers to answer redeliveries without relaunching.
 	MaxRemembered = 100000
@@ -85,6 +93,10 @@ type Config struct {
 	// FullAdvertOnChange sends a full advertisement after each change
 	// instead of a delta.
 	FullAdvertOnChange bool
+	// LaunchParallelism is how many dispatch and cancel messages are
+	// handled at the same time (never two for one dispatch id); 0 means
+	// DefaultLaunchParallelism, 1 handles them one at a time.
+	LaunchParallelism int
 }
 
 // Agent connects one cluster to the hub. Create it with New and start it
@@ -111,6 +123,10 @@ type Agent struct {
 	doneOrder []string
 	out       []*outItem
 	outWake   chan struct{}
+
+	// perID serializes the handling of messages for one dispatch id, so
+	// a cancel never overtakes the launch it cancels.
+	perID keyedMutex
 
 	advMu     sync.Mutex
 	lastNodes map[string]*agentv1.Node // last nodes sent, for deltas
@@ -163,6 +179,12 @@ func New(cfg Config) (*Agent, error) {
 	def(&cfg.ChangeDelay, DefaultChangeDelay)
 	def(&cfg.RegisterTimeout, DefaultRegisterTimeout)
 	def(&cfg.AnswerTimeout, DefaultAnswerTimeout)
+	switch p := cfg.LaunchParallelism; {
+	case p == 0:
+		cfg.LaunchParallelism = DefaultLaunchParallelism
+	case p < 0 || p > MaxLaunchParallelism:
+		return nil, fmt.Errorf("agent: LaunchParallelism must be between 1 and %d, got %d", MaxLaunchParallelism, p)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -257,7 +279,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	start(a.publishLoop)
 	start(a.eventLoop)
 	a.register(ctx)
-	sub, err := a.bus.ConsumeDispatches(ctx, a.cfg.ClusterID, a.handleDelivery)
+	sub, err := a.bus.ConsumeDispatches(ctx, a.cfg.ClusterID, a.handleDelivery, natsbus.WithHandlers(a.cfg.LaunchParallelism))
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -266,7 +288,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	start(a.heartbeatLoop)
 	start(a.advertLoop)
 	start(a.reconnectLoop)
-	a.log.Info("agent running", "connector", a.conn.Kind(), "heartbeat", a.cfg.HeartbeatInterval, "advertise", a.cfg.AdvertiseInterval)
+	a.log.Info("agent running", "connector", a.conn.Kind(), "heartbeat", a.cfg.HeartbeatInterval, "advertise", a.cfg.AdvertiseInterval, "launch_parallelism", a.cfg.LaunchParallelism)
 	<-ctx.Done()
 	sub.Stop()
 	wg.Wait()
@@ -290,9 +312,11 @@ func (a *Agent) handleDelivery(ctx context.Context, d natsbus.Delivery) error {
 	switch k := hm.GetKind().(type) {
 	case *agentv1.HubMessage_Dispatch:
 		a.m.received.WithLabelValues("dispatch").Inc()
+		defer a.perID.lock(k.Dispatch.GetDispatchId())()
 		return a.handleDispatch(ctx, k.Dispatch)
 	case *agentv1.HubMessage_Cancel:
 		a.m.received.WithLabelValues("cancel").Inc()
+		defer a.perID.lock(k.Cancel.GetDispatchId())()
 		return a.handleCancel(ctx, k.Cancel)
 	default:
 		a.m.received.WithLabelValues("unknown").Inc()
@@ -550,19 +574,20 @@ func (a *Agent) rememberLocked(ev *agentv1.DispatchEvent) {
 	}
 }
 
-// publishLoop stores outbox events in order, retrying until each is stored.
+// publishLoop stores outbox events in order, a batch per round trip,
+// retrying each event until it is stored. Events queued while a batch is
+// in flight go out in the next one, so a burst of launches costs a few
+// round trips rather than one per event.
 func (a *Agent) publishLoop(ctx context.Context) {
 	backoff := 50 * time.Millisecond
 	for {
 		a.mu.Lock()
-		var item *outItem
-		if len(a.out) > 0 {
-			item = a.out[0]
-		}
+		batch := a.out[:min(len(a.out), natsbus.MaxPublishBatch)]
+		batch = batch[:len(batch):len(batch)] // appends by enqueue never alias it
 		a.mu.Unlock()
-		if item == nil || a.silent() {
+		if len(batch) == 0 || a.silent() {
 			wait := time.Duration(0)
-			if item != nil {
+			if len(batch) > 0 {
 				wait = 50 * time.Millisecond
 			}
 			if !a.sleep(ctx, wait) {
@@ -570,33 +595,63 @@ func (a *Agent) publishLoop(ctx context.Context) {
 			}
 			continue
 		}
-		payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(item.ev)
-		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err = a.bus.PublishEvent(pctx, a.cfg.ClusterID, item.ev.EventId, payload)
-			cancel()
+		errs := a.publishBatch(ctx, batch)
+		if ctx.Err() != nil {
+			return
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+		// Drop what was stored; keep what failed, in order, ahead of
+		// anything queued meanwhile.
+		var failed []*outItem
+		a.mu.Lock()
+		for i, item := range batch {
+			if errs[i] != nil {
+				failed = append(failed, item)
+				continue
 			}
-			a.m.publishErrors.WithLabelValues("event").Inc()
-			a.log.Debug("event not stored yet; retrying", "event_id", item.ev.EventId, "err", err, "backoff", backoff)
-			if !a.sleep(ctx, backoff) {
-				return
+			a.storedLocked(item.ev)
+		}
+		a.out = append(failed, a.out[len(batch):]...)
+		a.m.outbox.Set(float64(len(a.out)))
+		a.mu.Unlock()
+		for i, item := range batch {
+			if errs[i] == nil {
+				a.m.events.WithLabelValues(eventName(item.ev.Type)).Inc()
+				close(item.stored)
 			}
-			backoff = min(backoff*2, 2*time.Second)
+		}
+		if len(failed) == 0 {
+			backoff = 50 * time.Millisecond
 			continue
 		}
-		backoff = 50 * time.Millisecond
-		a.mu.Lock()
-		a.out = a.out[1:]
-		a.m.outbox.Set(float64(len(a.out)))
-		a.storedLocked(item.ev)
-		a.mu.Unlock()
-		a.m.events.WithLabelValues(eventName(item.ev.Type)).Inc()
-		close(item.stored)
+		a.m.publishErrors.WithLabelValues("event").Add(float64(len(failed)))
+		a.log.Debug("events not stored yet; retrying", "failed", len(failed), "first", failed[0].ev.EventId, "err", errs[slices.Index(batch, failed[0])], "backoff", backoff)
+		if !a.sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// publishBatch publishes batch's events; errs[i] is nil once batch[i] is
+// stored.
+func (a *Agent) publishBatch(ctx context.Context, batch []*outItem) []error {
+	msgs := make([]natsbus.Event, len(batch))
+	errs := make([]error, len(batch))
+	for i, item := range batch {
+		payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(item.ev)
+		if err != nil {
+			errs[i] = err
+		}
+		msgs[i] = natsbus.Event{MsgID: item.ev.EventId, Payload: payload}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for i, err := range a.bus.PublishEvents(pctx, a.cfg.ClusterID, msgs) {
+		if errs[i] == nil {
+			errs[i] = err
+		}
+	}
+	return errs
 }
 
 // sleep waits d, or for the outbox to be woken when d is 0; false when ctx ended.

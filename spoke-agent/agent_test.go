@@ -649,6 +649,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"negative heartbeat": {agent.Config{ClusterID: "c", Bus: bus, Connector: sim, HeartbeatInterval: -time.Second}, "HeartbeatInterval"},
 		"negative advertise": {agent.Config{ClusterID: "c", Bus: bus, Connector: sim, AdvertiseInterval: -1}, "AdvertiseInterval"},
 		"negative answer":    {agent.Config{ClusterID: "c", Bus: bus, Connector: sim, AnswerTimeout: -1}, "AnswerTimeout"},
+		"negative parallel":  {agent.Config{ClusterID: "c", Bus: bus, Connector: sim, LaunchParallelism: -1}, "LaunchParallelism"},
+		"huge parallel":      {agent.Config{ClusterID: "c", Bus: bus, Connector: sim, LaunchParallelism: agent.MaxLaunchParallelism + 1}, "LaunchParallelism"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -14,10 +14,13 @@ import (
 // wraps one backend (the in-memory simcluster, Slurm, Kubernetes) and
 // translates dispatches into that backend's jobs or pods.
 //
-// The agent is the only caller. It calls Launch and Cancel from its dispatch
-// consumer one at a time, and Inventory and List from its advertise and
-// reconcile loops, possibly at the same time as Launch or Cancel: every
-// method must be safe for concurrent use.
+// The agent is the only caller. Its dispatch consumer calls Launch and
+// Cancel for up to Config.LaunchParallelism different dispatch ids at the
+// same time, never two calls for one dispatch id at once (a cancel waits
+// for the launch it cancels). Inventory and List run from the advertise
+// and reconcile loops at any time. Every method must be safe for
+// concurrent use, and two concurrent Launches must not both take the same
+// free capacity.
 //
 // Optional abilities are separate interfaces that the agent finds by type
 // assertion (see Vanisher).

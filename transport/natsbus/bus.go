@@ -23,6 +23,9 @@ const (
 	DefaultMaxAckPending   = 1000
 	DefaultPullBatch       = 16
 	DefaultReconnectWait   = 250 * time.Millisecond
+	// DefaultAsyncPublishTimeout bounds the wait for one async publish's
+	// ack from the stream.
+	DefaultAsyncPublishTimeout = 5 * time.Second
 )
 
 // ErrPermanent marks a handler error that retrying cannot fix (for example
@@ -201,7 +204,9 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: connect %s: %w", url, err)
 	}
-	js, err := jetstream.New(nc)
+	// Async publishes (PublishEvents) always resolve: a lost ack becomes
+	// an error after this long instead of a future that never completes.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(DefaultAsyncPublishTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("natsbus: jetstream: %w", err)

@@ -30,8 +30,9 @@ type Delivery struct {
 
 // Handler processes one delivery. nil acks it; an error naks it for
 // redelivery after a backoff; an error wrapping ErrPermanent terminates it.
-// Handlers of one consumer are called one at a time. A handler must be
-// idempotent: any message can arrive more than once.
+// Handlers of one consumer are called one at a time unless the consumer
+// was started WithHandlers(n), n > 1. A handler must be idempotent: any
+// message can arrive more than once.
 type Handler func(ctx context.Context, d Delivery) error
 
 // Decoded adapts a typed handler: decode turns the payload into T, and a
@@ -118,27 +119,58 @@ func (b *Bus) nakDelay(numDelivered uint64) time.Duration {
 	return min(d, b.opts.nakMax)
 }
 
+// ConsumeOption configures one consumer.
+type ConsumeOption func(*consumeOptions) error
+
+type consumeOptions struct {
+	handlers int
+}
+
+// MaxHandlers bounds WithHandlers.
+const MaxHandlers = 1024
+
+// WithHandlers runs up to n handler calls at the same time, so one slow
+// message (a launch that waits on its backend) does not hold up the
+// others. Each message is still acked, naked or terminated by its own
+// handler's result. Messages are handed out in stream order but may finish
+// in any order; a handler that needs order per key must serialize itself.
+func WithHandlers(n int) ConsumeOption {
+	return func(o *consumeOptions) error {
+		if n < 1 || n > MaxHandlers {
+			return fmt.Errorf("natsbus: handlers %d must be between 1 and %d", n, MaxHandlers)
+		}
+		o.handlers = n
+		return nil
+	}
+}
+
 // ConsumeDispatches delivers cluster's dispatches to h through the durable
 // consumer dispatch-<cluster>, starting with the oldest unacknowledged one.
 // It returns once the consumer is running. Call EnsureStreams first.
-func (b *Bus) ConsumeDispatches(ctx context.Context, cluster string, h Handler) (*Subscription, error) {
+func (b *Bus) ConsumeDispatches(ctx context.Context, cluster string, h Handler, opts ...ConsumeOption) (*Subscription, error) {
 	subj, err := DispatchSubject(cluster)
 	if err != nil {
 		return nil, err
 	}
 	name, _ := DispatchConsumer(cluster)
-	return b.consume(ctx, StreamDispatch, name, subj, h)
+	return b.consume(ctx, StreamDispatch, name, subj, h, opts)
 }
 
 // ConsumeEvents delivers every cluster's events to h through the hub's
 // durable consumer hub-events.
-func (b *Bus) ConsumeEvents(ctx context.Context, h Handler) (*Subscription, error) {
-	return b.consume(ctx, StreamEvents, HubEventsConsumer, eventsRoot+"*", h)
+func (b *Bus) ConsumeEvents(ctx context.Context, h Handler, opts ...ConsumeOption) (*Subscription, error) {
+	return b.consume(ctx, StreamEvents, HubEventsConsumer, eventsRoot+"*", h, opts)
 }
 
-func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Handler) (*Subscription, error) {
+func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Handler, opts []ConsumeOption) (*Subscription, error) {
 	if h == nil {
 		return nil, errors.New("natsbus: handler is nil")
+	}
+	co := consumeOptions{handlers: 1}
+	for _, opt := range opts {
+		if err := opt(&co); err != nil {
+			return nil, err
+		}
 	}
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:       durable,
@@ -161,10 +193,28 @@ func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Han
 		return nil, err
 	}
 	log := b.log.With("consumer", durable)
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		b.handle(sctx, log, msg, h)
-	},
-		jetstream.PullMaxMessages(b.opts.pullBatch),
+	// With several handlers, the client's callback hands each message to a
+	// goroutine and blocks while all n are busy, so at most n run and the
+	// rest stay buffered in the client (and unacked on the server).
+	var inflight sync.WaitGroup
+	slots := make(chan struct{}, co.handlers)
+	onMsg := func(msg jetstream.Msg) { b.handle(sctx, log, msg, h) }
+	if co.handlers > 1 {
+		onMsg = func(msg jetstream.Msg) {
+			select {
+			case slots <- struct{}{}:
+			case <-sctx.Done():
+				return // stopping: leave it unacked, it will be redelivered
+			}
+			inflight.Add(1)
+			go func() {
+				defer func() { <-slots; inflight.Done() }()
+				b.handle(sctx, log, msg, h)
+			}()
+		}
+	}
+	cc, err := cons.Consume(onMsg,
+		jetstream.PullMaxMessages(max(b.opts.pullBatch, co.handlers)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if sctx.Err() == nil {
 				log.Warn("consume error", "err", err)
@@ -175,7 +225,8 @@ func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Han
 		b.abort(sub)
 		return nil, fmt.Errorf("natsbus: consume %s: %w", durable, err)
 	}
-	b.run(sub, sctx, stopConsume(cc))
+	stop := stopConsume(cc)
+	b.run(sub, sctx, func() { stop(); inflight.Wait() })
 	return sub, nil
 }
 
