@@ -1,0 +1,504 @@
+package k8shub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientset "k8s.io/client-go/kubernetes"
+
+	"github.com/meridian-gpu/meridian/connectors/kubernetes"
+	"github.com/meridian-gpu/meridian/connectors/simcluster"
+	"github.com/meridian-gpu/meridian/hub/server"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+)
+
+// The fixture is one hub (embedded etcd and NATS, the scheduling loop,
+// gRPC) with two spokes, a mixed fleet: the local Kubernetes control plane
+// behind a real agent and the Kubernetes connector (its Jobs in a
+// namespace of this test binary), and a simulated 6 x 4 A100-40GB
+// cluster. The two share no accelerator class, so where a workload runs
+// is decided by its class alone. All tests of the package share the
+// fixture; TestMain stops it and deletes the namespace.
+
+const (
+	h100     = "nvidia-h100-80gb" // only on the KWOK nodes gpu-h100-0/1
+	a100k8s  = "nvidia-a100-80gb" // only on the KWOK node gpu-a100-mig
+	a100sim  = "nvidia-a100-40gb" // only on the simulated cluster
+	simID    = "sim-eu"
+	queue    = "e2e"
+	image    = "busybox:1.37"
+	nodeH0   = "gpu-h100-0"
+	nodeH1   = "gpu-h100-1"
+	nodeA100 = "gpu-a100-mig"
+)
+
+type fixture struct {
+	local   *Local
+	kube    clientset.Interface
+	ns      string
+	k8sID   string
+	hub     *server.Server
+	hubStop func()
+	grpcAdr string
+	conn    *grpc.ClientConn
+	wl      meridianv1.WorkloadServiceClient
+	cl      meridianv1.ClusterServiceClient
+	q       meridianv1.QueueServiceClient
+	log     *slog.Logger
+	logBuf  *syncBuffer
+	stops   []func() // in start order; close runs them backwards
+}
+
+var (
+	fixOnce sync.Once
+	fix     *fixture
+	fixErr  error
+)
+
+// TestMain stops the shared fixture; with MERIDIAN_E2E_LOG=<file> it also
+// writes the hub's, agents' and connector's logs there.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fix != nil {
+		fix.close()
+		if p := os.Getenv("MERIDIAN_E2E_LOG"); p != "" {
+			_ = os.WriteFile(p, []byte(fix.logBuf.tail(4<<20)), 0o644)
+		}
+	}
+	os.Exit(code)
+}
+
+func skipOrFail(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("MERIDIAN_REQUIRE_K8S") == "1" {
+		t.Fatalf("MERIDIAN_REQUIRE_K8S=1 and %s", msg)
+	}
+	t.Skipf("SKIPPING end-to-end Kubernetes test: %s (set MERIDIAN_REQUIRE_K8S=1 to make this a failure)", msg)
+}
+
+// need returns the shared fixture, starting it on first use; it skips (or
+// fails under MERIDIAN_REQUIRE_K8S=1) when the control plane cannot run
+// here. Tests never start the cold build of the kube binaries.
+func need(t testing.TB) *fixture {
+	t.Helper()
+	if testing.Short() {
+		skipOrFail(t, "-short: not starting the Kubernetes control plane and a hub")
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "not root: "+ErrNotRoot.Error())
+	}
+	fixOnce.Do(func() { fix, fixErr = start() })
+	if fixErr != nil {
+		if fix == nil {
+			skipOrFail(t, "the local Kubernetes control plane is not available: "+fixErr.Error())
+		}
+		t.Fatalf("fixture: %v", fixErr)
+	}
+	return fix
+}
+
+// syncBuffer keeps the fixture's logs, printed when a test fails.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() > 4<<20 {
+		s.b.Reset()
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) tail(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.b.Bytes()
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func start() (*fixture, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	local, err := Up(ctx, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := clientset.NewForConfig(local.REST)
+	if err != nil {
+		return nil, err
+	}
+	f := &fixture{local: local, kube: kube, logBuf: &syncBuffer{},
+		ns: fmt.Sprintf("mrd-k8shub-%d", os.Getpid()), k8sID: fmt.Sprintf("k8s-e2e-%d", os.Getpid())}
+	f.log = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// From here on a failure is the fixture's fault, not a missing control
+	// plane: return f with the error so the test fails.
+	fail := func(err error) (*fixture, error) { return f, err }
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}, metav1.CreateOptions{}); err != nil {
+		return fail(fmt.Errorf("create namespace %s: %w", f.ns, err))
+	}
+	f.stops = append(f.stops, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = kube.CoreV1().Namespaces().Delete(ctx, f.ns, metav1.DeleteOptions{})
+	})
+
+	dir, err := os.MkdirTemp("", "meridian-k8s-e2e-")
+	if err != nil {
+		return fail(err)
+	}
+	hub, err := server.New(server.Config{
+		DataDir: dir, HubID: "hub-k8s-e2e", Version: "e2e", UnsafeNoFsync: true,
+		LeaderTTL: time.Second, SchedulePeriod: 100 * time.Millisecond, Logger: f.log.With("part", "hub"),
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return fail(fmt.Errorf("start the hub: %w", err))
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(hctx) }()
+	f.hub = hub
+	f.hubStop = func() {
+		hcancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+		}
+		_ = hub.Close()
+		os.RemoveAll(dir)
+	}
+	f.grpcAdr = hub.Addrs().GRPC
+	if err := waitHTTP(ctx, "http://"+hub.Addrs().HTTP+"/readyz", 30*time.Second); err != nil {
+		return fail(err)
+	}
+	if f.conn, err = grpc.NewClient(f.grpcAdr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		return fail(err)
+	}
+	f.wl = meridianv1.NewWorkloadServiceClient(f.conn)
+	f.cl = meridianv1.NewClusterServiceClient(f.conn)
+	f.q = meridianv1.NewQueueServiceClient(f.conn)
+	q := &meridianv1.Queue{Path: queue, Weight: 1}
+	for _, class := range []string{h100, a100k8s, a100sim} {
+		q.Quotas = append(q.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: 64000})
+	}
+	if _, err := f.q.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q}); err != nil {
+		return fail(fmt.Errorf("create queue %s: %w", queue, err))
+	}
+
+	// The Kubernetes spoke.
+	cfg := local.Config(f.k8sID, f.ns)
+	cfg.Labels = map[string]string{"scheduler": "kubernetes"}
+	cfg.Logger = f.log.With("connector", "kubernetes")
+	kc, err := kubernetes.New(ctx, cfg)
+	if err != nil {
+		return fail(fmt.Errorf("kubernetes connector: %w", err))
+	}
+	f.stops = append(f.stops, kc.Close)
+	stop, err := f.startAgent(ctx, f.k8sID, kc)
+	if err != nil {
+		return fail(err)
+	}
+	f.stops = append(f.stops, stop)
+
+	// The simulated spoke.
+	scfg, err := simcluster.Example("a100-fractional")
+	if err != nil {
+		return fail(err)
+	}
+	sim, err := simcluster.New(scfg, simcluster.Options{DefaultDuration: time.Second, Logger: f.log.With("cluster", simID)})
+	if err != nil {
+		return fail(err)
+	}
+	f.stops = append(f.stops, sim.Close)
+	if stop, err = f.startAgent(ctx, simID, sim); err != nil {
+		return fail(err)
+	}
+	f.stops = append(f.stops, stop)
+	if err := f.waitClusters(ctx, 60*time.Second, f.k8sID, simID); err != nil {
+		return fail(err)
+	}
+	return f, nil
+}
+
+func (f *fixture) startAgent(ctx context.Context, id string, conn agent.Connector) (func(), error) {
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	bus, err := natsbus.Connect(cctx, f.hub.NATSURL(), natsbus.WithName("e2e-agent-"+id))
+	ccancel()
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: connect to NATS: %w", id, err)
+	}
+	a, err := agent.New(agent.Config{
+		ClusterID: id, Bus: bus, Connector: conn, Logger: f.log.With("agent", id), Version: "e2e",
+		HeartbeatInterval: 300 * time.Millisecond, AdvertiseInterval: time.Second, ChangeDelay: 20 * time.Millisecond,
+	})
+	if err != nil {
+		bus.Close()
+		return nil, fmt.Errorf("agent %s: %w", id, err)
+	}
+	actx, acancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(actx) }()
+	return func() {
+		acancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+		bus.Close()
+	}, nil
+}
+
+func (f *fixture) close() {
+	// The agents stop before their connectors, the hub after the agents,
+	// the namespace goes last.
+	for i := len(f.stops) - 1; i >= 1; i-- {
+		f.stops[i]()
+	}
+	if f.conn != nil {
+		f.conn.Close()
+	}
+	if f.hubStop != nil {
+		f.hubStop()
+	}
+	if len(f.stops) > 0 {
+		f.stops[0]()
+	}
+}
+
+func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s: %v", url, limit, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitClusters waits until every id is READY and advertises capacity.
+func (f *fixture) waitClusters(ctx context.Context, limit time.Duration, ids ...string) error {
+	deadline := time.Now().Add(limit)
+	for {
+		resp, err := f.cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
+		ready := map[string]bool{}
+		if err == nil {
+			for _, c := range resp.GetClusters() {
+				if c.GetState() == meridianv1.ClusterState_CLUSTER_STATE_READY && len(c.GetCapacity()) > 0 {
+					ready[c.GetId()] = true
+				}
+			}
+		}
+		all := true
+		for _, id := range ids {
+			all = all && ready[id]
+		}
+		if all {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("clusters %v not all READY within %s (ready %v, err %v)", ids, limit, ready, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ---- workloads ---------------------------------------------------------------
+
+// k8sWorkload is replicas x milli GPUs of class in a container whose pods
+// KWOK keeps Running for run.
+func k8sWorkload(t *testing.T, name string, replicas, milli int32, class string, run time.Duration) *meridianv1.Workload {
+	t.Helper()
+	extra, err := structpb.NewStruct(RunFor(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &meridianv1.Workload{
+		Name: name, Queue: queue,
+		PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: replicas,
+			Resources: &meridianv1.Resources{GpuMilli: milli, AcceleratorClass: class}}},
+		Runtime: &meridianv1.RuntimeTemplate{
+			Kind: &meridianv1.RuntimeTemplate_Container{Container: &meridianv1.ContainerTemplate{
+				Image: image, Command: []string{"sh", "-c", "echo " + name}}},
+			Extra: extra,
+		},
+	}
+}
+
+// simWorkload is replicas x milli GPUs of class that runs for run on the
+// simulated cluster.
+func simWorkload(name string, replicas, milli int32, class string, run time.Duration) *meridianv1.Workload {
+	return &meridianv1.Workload{
+		Name: name, Queue: queue, Labels: map[string]string{simcluster.LabelDuration: run.String()},
+		PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: replicas,
+			Resources: &meridianv1.Resources{GpuMilli: milli, AcceleratorClass: class}}},
+	}
+}
+
+// submit submits w over gRPC and returns its id.
+func (f *fixture) submit(t *testing.T, w *meridianv1.Workload) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := f.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+	if err != nil {
+		t.Fatalf("submit %s: %v", w.GetName(), err)
+	}
+	return resp.GetWorkload().GetId()
+}
+
+func (f *fixture) get(t *testing.T, id string) *meridianv1.Workload {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := f.wl.GetWorkload(ctx, &meridianv1.GetWorkloadRequest{Id: id})
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return w
+}
+
+func terminalPhase(p meridianv1.WorkloadPhase) bool {
+	switch p {
+	case meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED, meridianv1.WorkloadPhase_WORKLOAD_PHASE_FAILED,
+		meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED:
+		return true
+	}
+	return false
+}
+
+// waitPhase polls the workload until it reaches want; a different
+// terminal phase, or the limit, fails the test with the fixture's log.
+func (f *fixture) waitPhase(t *testing.T, id string, want meridianv1.WorkloadPhase, limit time.Duration) *meridianv1.Workload {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		w := f.get(t, id)
+		p := w.GetStatus().GetPhase()
+		if p == want {
+			return w
+		}
+		if terminalPhase(p) {
+			f.failf(t, "workload %s (%s) is %s (%q), want %s", id, w.GetName(), p, w.GetStatus().GetMessage(), want)
+		}
+		if time.Now().After(deadline) {
+			f.failf(t, "workload %s (%s) still %s after %s (reason %q), want %s", id, w.GetName(), p, limit, w.GetStatus().GetPendingReason(), want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (f *fixture) failf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.tail(6000))...)
+}
+
+// eventually polls cond until it holds, failing after limit.
+func (f *fixture) eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(limit); ; time.Sleep(200 * time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(end) {
+			f.failf(t, "timed out after %s waiting for %s", limit, what)
+		}
+	}
+}
+
+// jobsOf lists the dispatch's Jobs from the apiserver, those being
+// deleted included (the connector's cluster-id label, then the exact
+// dispatch id of its annotation).
+func (f *fixture) jobsOf(t *testing.T, dispatchID string) []batchv1.Job {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := f.kube.BatchV1().Jobs(f.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelCluster + "=" + f.k8sID})
+	if err != nil {
+		t.Fatalf("list jobs of %s: %v", dispatchID, err)
+	}
+	var out []batchv1.Job
+	for _, j := range l.Items {
+		if j.Annotations[kubernetes.AnnDispatchID] == dispatchID {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// podsOf lists the dispatch's pods from the apiserver, those being deleted
+// included.
+func (f *fixture) podsOf(t *testing.T, dispatchID string) []corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := f.kube.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelCluster + "=" + f.k8sID})
+	if err != nil {
+		t.Fatalf("list pods of %s: %v", dispatchID, err)
+	}
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		if p.Annotations[kubernetes.AnnDispatchID] == dispatchID {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// queueUsage is the queue's GPU milli in use per class and its running
+// workloads, as the hub reports them.
+func (f *fixture) queueUsage(t *testing.T) (map[string]int64, int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q, err := f.q.GetQueue(ctx, &meridianv1.GetQueueRequest{Path: queue})
+	if err != nil {
+		t.Fatalf("get queue %s: %v", queue, err)
+	}
+	out := map[string]int64{}
+	for _, c := range q.GetStatus().GetClasses() {
+		out[c.GetAcceleratorClass()] = c.GetUsageMilli()
+	}
+	return out, q.GetStatus().GetRunningWorkloads()
+}
+
+var errNoCondition = errors.New("no condition")
+
+// jobCondition is the status of the Job's condition typ.
+func jobCondition(j *batchv1.Job, typ batchv1.JobConditionType) (corev1.ConditionStatus, error) {
+	for _, c := range j.Status.Conditions {
+		if c.Type == typ {
+			return c.Status, nil
+		}
+	}
+	return "", errNoCondition
+}
