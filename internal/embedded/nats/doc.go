@@ -14,6 +14,11 @@
 //  3. is quiet: its logs go to Config.Logger through log/slog at warn level
 //     and above (dropped when Logger is nil).
 //
+// Config.Security (security.go) makes the server require a token, user
+// and password, nkeys or operator-signed JWTs (.creds files), and TLS with
+// optional client certificates, so that the client's credential and TLS
+// options are tested against the real server.
+//
 // Callers must Close the server they started; Close is idempotent.
 //
 // This package must never listen on a non-loopback address, never be used as

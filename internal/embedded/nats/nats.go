@@ -32,6 +32,9 @@ type Config struct {
 	MaxStoreBytes int64
 	// MaxMemoryBytes caps JetStream memory storage; 0 means 64 MiB.
 	MaxMemoryBytes int64
+	// Security, when set, requires authentication and/or TLS (see
+	// security.go); nil accepts any client, as before.
+	Security *Security
 }
 
 // Server is a running embedded NATS server.
@@ -59,6 +62,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxMemoryBytes < 0 {
 		return nil, fmt.Errorf("embednats: Config.MaxMemoryBytes %d is negative", cfg.MaxMemoryBytes)
+	}
+	if err := cfg.Security.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = DefaultReadyTimeout
@@ -99,6 +105,9 @@ func (s *Server) start() error {
 		JetStreamMaxStore:  s.cfg.MaxStoreBytes,
 		JetStreamMaxMemory: s.cfg.MaxMemoryBytes,
 		MaxPayload:         8 << 20,
+	}
+	if err := s.cfg.Security.apply(opts); err != nil {
+		return err
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
