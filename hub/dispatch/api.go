@@ -106,7 +106,7 @@ func (l *Loop) QueueStatus(path string) *meridianv1.QueueStatus {
 			continue
 		}
 		qs.Classes = append(qs.Classes, &meridianv1.ClassUsage{
-			AcceleratorClass: cls, UsageMilli: u, BorrowedMilli: v.tree.Borrowing(path, cls),
+			AcceleratorClass: cls, UsageMilli: u, BorrowedMilli: v.tree.Borrowing(path, cls), LentMilli: v.tree.Lent(path, cls),
 			DecayedGpuSeconds: decayed, FairshareFactor: v.fair[path],
 		})
 	}
@@ -255,7 +255,7 @@ func quotaChecks(b *built, w *scheduler.Workload) []*meridianv1.QuotaCheck {
 			continue
 		}
 		v := tree.Check(w.Queue, cls, need[cls])
-		qc := &meridianv1.QuotaCheck{AcceleratorClass: cls, RequestedMilli: need[cls], Fits: v.OK, Reason: v.Reason}
+		qc := &meridianv1.QuotaCheck{AcceleratorClass: cls, RequestedMilli: need[cls], AvailableMilli: tree.Headroom(w.Queue, cls), Fits: v.OK, Reason: v.Reason}
 		out = append(out, qc)
 	}
 	return out

@@ -35,7 +35,8 @@ func TestExplainAndQueueStatus(t *testing.T) {
 	if ex.GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || !strings.Contains(ex.GetPendingReason(), "quota") || ex.GetQueuePosition() != 1 {
 		t.Fatalf("explain header = %v / %q / %d", ex.GetPhase(), ex.GetPendingReason(), ex.GetQueuePosition())
 	}
-	if len(ex.GetQuota()) != 1 || ex.GetQuota()[0].GetFits() || ex.GetQuota()[0].GetRequestedMilli() != 6000 {
+	// 8 GPUs of quota, 6 held by "holder": 2 available, 6 requested.
+	if len(ex.GetQuota()) != 1 || ex.GetQuota()[0].GetFits() || ex.GetQuota()[0].GetRequestedMilli() != 6000 || ex.GetQuota()[0].GetAvailableMilli() != 2000 {
 		t.Fatalf("quota checks = %v", ex.GetQuota())
 	}
 	want := map[string]string{"east": "1 of 3 replicas fit", "west": "2 of 3 replicas fit"}
@@ -64,7 +65,7 @@ func TestExplainAndQueueStatus(t *testing.T) {
 			h100 = c
 		}
 	}
-	if h100 == nil || h100.GetUsageMilli() != 6000 || h100.GetBorrowedMilli() != 0 || h100.GetFairshareFactor() <= 0 {
+	if h100 == nil || h100.GetUsageMilli() != 6000 || h100.GetBorrowedMilli() != 0 || h100.GetLentMilli() != 0 || h100.GetFairshareFactor() <= 0 {
 		t.Fatalf("h100 usage = %v", h100)
 	}
 	// The parent sums its subtree.
