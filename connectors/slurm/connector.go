@@ -86,8 +86,10 @@ type Connector struct {
 	cli     *cliBackend
 	primary backend
 
-	launchMu sync.Mutex // one Launch at a time (check-then-submit)
-	pollMu   sync.Mutex // one refresh at a time
+	// ids serializes Launch and Cancel per dispatch id (check-then-submit
+	// must not interleave for one id); different ids run in parallel.
+	ids    idLocks
+	pollMu sync.Mutex // one refresh at a time
 
 	mu       sync.Mutex
 	recs     map[string]*record
@@ -103,6 +105,10 @@ type Connector struct {
 	// of asking slurmctld again (see jobListReuse).
 	lastJobs   []JobInfo
 	lastJobsAt time.Time
+	// listing is the job listing in flight, if any, and listSeq counts
+	// the listings started: concurrent callers share one (see listJobs).
+	listing *listCall
+	listSeq uint64
 	// topo is the leaf switch of each node and when it was read; the
 	// topology is read again after topologyTTL.
 	topo   map[string]string
@@ -298,14 +304,52 @@ const (
 	topologyTTL  = time.Minute
 )
 
+// listCall is one job listing that several callers may wait for.
+type listCall struct {
+	seq  uint64
+	done chan struct{}
+	jobs []JobInfo
+	err  error
+}
+
+// listJobs reads Slurm's job list. Concurrent callers share listings: a
+// caller needs a list read after it asked (Launch looks for a job that may
+// have been submitted just before it took the dispatch's lock), so it joins
+// a listing that started after it asked, or waits for the one in flight to
+// end and then starts (or joins) the next. Under a burst of concurrent
+// Launches, Cancels and polls, slurmctld is asked once per round instead of
+// once per caller. The returned slice is shared: read it, never change it.
 func (c *Connector) listJobs(ctx context.Context) ([]JobInfo, error) {
-	jobs, err := read(c, ctx, "list jobs", func(b backend, ctx context.Context) ([]JobInfo, error) { return b.jobs(ctx) })
-	if err == nil {
-		c.mu.Lock()
-		c.lastJobs, c.lastJobsAt = jobs, time.Now()
+	c.mu.Lock()
+	asked := c.listSeq
+	for c.listing != nil {
+		call := c.listing
 		c.mu.Unlock()
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// A listing that failed because its starter's context ended says
+		// nothing about Slurm: read again.
+		if call.seq > asked && (call.err == nil || !errors.Is(call.err, context.Canceled) && !errors.Is(call.err, context.DeadlineExceeded)) {
+			return call.jobs, call.err
+		}
+		c.mu.Lock()
 	}
-	return jobs, err
+	c.listSeq++
+	call := &listCall{seq: c.listSeq, done: make(chan struct{})}
+	c.listing = call
+	c.mu.Unlock()
+	call.jobs, call.err = read(c, ctx, "list jobs", func(b backend, ctx context.Context) ([]JobInfo, error) { return b.jobs(ctx) })
+	c.mu.Lock()
+	c.listing = nil
+	if call.err == nil {
+		c.lastJobs, c.lastJobsAt = call.jobs, time.Now()
+	}
+	c.mu.Unlock()
+	close(call.done)
+	return call.jobs, call.err
 }
 
 // recentJobs is the last job list when it is younger than jobListReuse.
@@ -402,8 +446,11 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 		return errors.New("slurm: dispatch_id is empty")
 	}
 	id := d.GetDispatchId()
-	c.launchMu.Lock()
-	defer c.launchMu.Unlock()
+	unlock, err := c.ids.lock(ctx, id)
+	if err != nil {
+		return fmt.Errorf("slurm: launch dispatch %s: %w", id, err)
+	}
+	defer unlock()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -544,6 +591,13 @@ func (c *Connector) shardsPerGPULocked() int64 {
 // Cancel asks Slurm to stop the dispatch's job; a job that is unknown or
 // already finished is not an error. See agent.Connector.
 func (c *Connector) Cancel(ctx context.Context, dispatchID string, preempt bool) error {
+	// A Launch of the same id in flight finishes first, so its job is
+	// known (and cancelled) rather than submitted after the cancel.
+	unlock, err := c.ids.lock(ctx, dispatchID)
+	if err != nil {
+		return fmt.Errorf("slurm: cancel %s: %w", dispatchID, err)
+	}
+	defer unlock()
 	c.mu.Lock()
 	r := c.recs[dispatchID]
 	c.mu.Unlock()
@@ -568,7 +622,7 @@ func (c *Connector) Cancel(ctx context.Context, dispatchID string, preempt bool)
 	jobID := r.jobID
 	c.mu.Unlock()
 	cctx, cancel := c.opCtx(ctx)
-	err := c.primary.cancel(cctx, jobID)
+	err = c.primary.cancel(cctx, jobID)
 	cancel()
 	if err != nil && !IsJobGone(err) && c.cli != nil && c.primary != backend(c.cli) {
 		c.log.Warn("slurm REST cancel failed; using scancel", "dispatch_id", dispatchID, "job_id", jobID, "err", err)

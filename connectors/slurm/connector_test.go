@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -21,6 +22,9 @@ type fakeBackend struct {
 	submits int
 	lists   int
 	listErr error
+	// listDelay makes each listing take this long, so concurrent callers
+	// overlap.
+	listDelay time.Duration
 	// lostAnswer makes submit create the job and then fail, as when
 	// slurmrestd's answer is lost.
 	lostAnswer error
@@ -37,6 +41,10 @@ func (f *fakeBackend) nodes(context.Context) ([]NodeInfo, error) {
 	return out, nil
 }
 func (f *fakeBackend) jobs(context.Context) ([]JobInfo, error) {
+	f.mu.Lock()
+	delay := f.listDelay
+	f.mu.Unlock()
+	time.Sleep(delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists++
@@ -384,5 +392,150 @@ func TestInventoryReusesAFreshJobList(t *testing.T) {
 		if got := lists(); got != st.lists {
 			t.Fatalf("%s: %d listings, want %d", st.name, got, st.lists)
 		}
+	}
+}
+
+// TestConcurrentLaunchesAndCancels: the agent calls Launch and Cancel
+// concurrently for different dispatch ids (and, by mistake or redelivery,
+// for one id). Every distinct dispatch gets exactly one job, duplicates of
+// one id get one job between them, cancels reach their jobs, nothing is
+// rejected, and concurrent look-ups share job listings. Run with -race.
+func TestConcurrentLaunchesAndCancels(t *testing.T) {
+	fb := newFakeBackend()
+	fb.listDelay = 20 * time.Millisecond
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	c := newFakeConnector(t, fb, clk) // not synced: every Launch looks in Slurm
+	ctx := context.Background()
+	const distinct, dups = 24, 12
+	var wg sync.WaitGroup
+	errs := make(chan error, distinct+dups+8)
+	start := make(chan struct{})
+	for i := range distinct {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if err := c.Launch(ctx, newDispatch(fmt.Sprintf("d%d", i)).Obj()); err != nil {
+				errs <- fmt.Errorf("Launch d%d: %w", i, err)
+			}
+		}()
+	}
+	for i := range dups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if err := c.Launch(ctx, newDispatch("dup").Obj()); err != nil {
+				errs <- fmt.Errorf("Launch dup #%d: %w", i, err)
+			}
+		}()
+	}
+	// Polls, inventories and lists run beside the launches, as the
+	// agent's loops do.
+	for range 2 {
+		wg.Add(3)
+		go func() { defer wg.Done(); <-start; _ = c.refresh(ctx) }()
+		go func() { defer wg.Done(); <-start; _, _ = c.Inventory(ctx) }()
+		go func() { defer wg.Done(); <-start; _, _ = c.List(ctx) }()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	fb.mu.Lock()
+	submits, lists := fb.submits, fb.lists
+	fb.mu.Unlock()
+	if submits != distinct+1 {
+		t.Errorf("%d submits, want %d (one per distinct dispatch, one for the duplicates)", submits, distinct+1)
+	}
+	// 24 + 1 look-ups and 6 polls, inventories and lists: unshared, that
+	// would be over 30 listings.
+	if lists >= distinct {
+		t.Errorf("%d job listings for %d concurrent look-ups: listings are not shared", lists, distinct+1)
+	}
+	jobs, _ := fb.jobs(ctx)
+	per := map[string]int{}
+	for _, j := range jobs {
+		tag, _ := ParseComment(j.Comment)
+		per[tag.DispatchID]++
+	}
+	if per["dup"] != 1 {
+		t.Errorf("dispatch dup has %d jobs, want 1", per["dup"])
+	}
+	for i := range distinct {
+		if n := per[fmt.Sprintf("d%d", i)]; n != 1 {
+			t.Errorf("dispatch d%d has %d jobs, want 1", i, n)
+		}
+	}
+
+	// Cancels of half the dispatches, concurrent with each other, with
+	// duplicate Launches of the other half and with a poll.
+	start = make(chan struct{})
+	errs = make(chan error, distinct+1)
+	for i := range distinct {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			id := fmt.Sprintf("d%d", i)
+			var err error
+			if i%2 == 0 {
+				err = c.Cancel(ctx, id, false)
+			} else {
+				err = c.Launch(ctx, newDispatch(id).Obj())
+			}
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", id, err)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); <-start; _ = c.refresh(ctx) }()
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	fb.mu.Lock()
+	cancelled := 0
+	for _, j := range fb.m {
+		if j.State == "CANCELLED" {
+			cancelled++
+		}
+	}
+	submits = fb.submits
+	fb.mu.Unlock()
+	if cancelled != distinct/2 || submits != distinct+1 {
+		t.Errorf("%d jobs cancelled and %d submitted, want %d and %d", cancelled, submits, distinct/2, distinct+1)
+	}
+	if n := c.ids.size(); n != 0 {
+		t.Errorf("%d per-dispatch locks left after every call returned, want 0", n)
+	}
+}
+
+// TestDispatchLockHonoursContext: a Launch waiting behind another Launch of
+// the same id gives up when its context ends.
+func TestDispatchLockHonoursContext(t *testing.T) {
+	var l idLocks
+	unlock, err := l.lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.lock(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second lock of a held id: %v, want the context's deadline", err)
+	}
+	other, err := l.lock(context.Background(), "b")
+	if err != nil {
+		t.Fatalf("another id must not wait: %v", err)
+	}
+	other()
+	unlock()
+	if n := l.size(); n != 0 {
+		t.Fatalf("%d entries left, want 0", n)
 	}
 }

@@ -28,6 +28,12 @@
 //     auth failures, slurmctld down and network errors are returned as
 //     plain errors so the agent retries.
 //
+// Concurrency: Launch, Cancel, List, Inventory and the poll loop may all run
+// at once. Launch and Cancel take a lock per dispatch id, so calls for
+// different dispatches proceed in parallel while a duplicate concurrent
+// Launch of one id waits and then finds the job the first one submitted;
+// concurrent job listings are shared (one request to Slurm per round).
+//
 // Version-specific JSON sits behind the Adapter interface (one
 // implementation, openapi/v0.0.38, for Slurm 22.05).
 //

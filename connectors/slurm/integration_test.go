@@ -689,3 +689,130 @@ func TestSlurmCancelWhilePending(t *testing.T) {
 	release(t, c)
 	waitFor(t, c, blocker.DispatchId, agent.StateSucceeded, 30*time.Second)
 }
+
+// TestSlurmConcurrentLaunches drives the real daemons the way the agent
+// now may: Launches of distinct dispatches at the same time, duplicate
+// Launches of one dispatch at the same time, then Cancels of that one
+// beside more duplicate Launches. Each distinct dispatch must become
+// exactly one Slurm job that runs to the end, the duplicates one job
+// between them, nothing is rejected, and the cancel reaches the job.
+// Launches start right after New, before the first poll, so each one also
+// looks in Slurm for an existing job (the listing concurrent Launches share).
+func TestSlurmConcurrentLaunches(t *testing.T) {
+	e := needSlurm(t)
+	for name, opt := range map[string]connOpt{"rest": func(*Config) {}, "cli": cliOnly} {
+		t.Run(name, func(t *testing.T) {
+			c := e.connector(t, opt, func(cfg *Config) { cfg.PollInterval = time.Second })
+			const distinct, dups = 12, 6
+			stamp := time.Now().UnixNano()
+			ids := make([]string, distinct)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("conc-%s-%d-%d", name, stamp, i)
+			}
+			dupID := fmt.Sprintf("conc-dup-%s-%d", name, stamp)
+			// Fractional (1 % MPS) jobs: the test never waits for GPUs.
+			frac := func(id, body string) *agentv1.Dispatch {
+				return newDispatch(id).Milli(10).Mode(meridianv1.FractionalMode_FRACTIONAL_MODE_MPS).Script(script(body)).Obj()
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, distinct+2*dups)
+			start := make(chan struct{})
+			launch := func(d *agentv1.Dispatch) {
+				defer wg.Done()
+				<-start
+				if err := c.Launch(context.Background(), d); err != nil {
+					errs <- fmt.Errorf("Launch %s: %w", d.DispatchId, err)
+				}
+			}
+			for _, id := range ids {
+				wg.Add(1)
+				go launch(frac(id, "true"))
+			}
+			for range dups {
+				wg.Add(1)
+				go launch(frac(dupID, waitRelease))
+			}
+			close(start)
+			wg.Wait()
+
+			// Slurm's own job list: one job per dispatch id.
+			count := func() map[string]int {
+				t.Helper()
+				jobs, err := c.listJobs(context.Background())
+				if err != nil {
+					t.Fatalf("list jobs: %v", err)
+				}
+				per := map[string]int{}
+				for _, j := range jobs {
+					if tag, ok := c.ours(j); ok {
+						per[tag.DispatchID]++
+					}
+				}
+				return per
+			}
+			per := count()
+			for _, id := range append(ids, dupID) {
+				if per[id] != 1 {
+					t.Errorf("dispatch %s has %d Slurm jobs, want 1", id, per[id])
+				}
+			}
+			if got := c.Counters().Submits.Load(); got != distinct+1 {
+				t.Errorf("%d submits, want %d", got, distinct+1)
+			}
+
+			// The duplicate's job runs; cancel it from several goroutines
+			// while more duplicate Launches arrive.
+			waitFor(t, c, dupID, agent.StateRunning, 60*time.Second)
+			start = make(chan struct{})
+			for i := range 2 * dups {
+				wg.Add(1)
+				if i%2 == 0 {
+					go func() {
+						defer wg.Done()
+						<-start
+						if err := c.Cancel(context.Background(), dupID, false); err != nil {
+							errs <- fmt.Errorf("Cancel %s: %w", dupID, err)
+						}
+					}()
+				} else {
+					go launch(frac(dupID, waitRelease))
+				}
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			waitFor(t, c, dupID, agent.StateCancelled, 60*time.Second)
+			if n := count()[dupID]; n != 1 {
+				t.Errorf("after the cancels dispatch %s has %d Slurm jobs, want 1", dupID, n)
+			}
+
+			// Every distinct job ran to the end, once.
+			deadline := time.Now().Add(90 * time.Second)
+			for {
+				list, err := c.List(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := 0
+				for _, w := range list {
+					if w.DispatchID != dupID && w.State == agent.StateSucceeded {
+						done++
+					}
+				}
+				if done == distinct && len(list) == distinct+1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d jobs succeeded within 90s (List: %+v)", done, distinct, list)
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			if n := c.ids.size(); n != 0 {
+				t.Errorf("%d per-dispatch locks left, want 0", n)
+			}
+		})
+	}
+}
