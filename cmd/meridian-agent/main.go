@@ -44,6 +44,8 @@ func main() {
 type options struct {
 	clusterID      string
 	natsURL        string
+	natsAuth       natsbus.AuthFlags
+	natsOpts       []natsbus.Option // from natsAuth, files checked
 	connector      string
 	simConfig      string
 	simExample     string
@@ -124,6 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	fs.StringVar(&o.clusterID, "cluster-id", "", "cluster id (letters, digits, '-', '_'; at most 64); required")
 	fs.StringVar(&o.natsURL, "nats-url", os.Getenv("MERIDIAN_NATS_URL"), "NATS server URL, e.g. nats://127.0.0.1:4222 (env MERIDIAN_NATS_URL); required")
+	o.natsAuth.Register(fs)
 	fs.StringVar(&o.connector, "connector", "simcluster", "cluster backend: simcluster, slurm or kubernetes")
 	fs.StringVar(&o.simConfig, "sim-config", "", "simcluster: cluster description YAML (see connectors/simcluster/examples)")
 	fs.StringVar(&o.simExample, "sim-example", "", "simcluster: a built-in example cluster instead of --sim-config: "+strings.Join(simcluster.ExampleNames(), ", "))
@@ -172,6 +175,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if strings.TrimSpace(o.natsURL) == "" {
 		return nil, errors.New("--nats-url is required (or set MERIDIAN_NATS_URL)")
 	}
+	natsOpts, err := o.natsAuth.Options(o.natsURL)
+	if err != nil {
+		return nil, err
+	}
+	o.natsOpts = natsOpts
 	switch o.connector {
 	case "simcluster":
 		if (o.simConfig == "") == (o.simExample == "") {
@@ -267,7 +275,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer closeConn()
 
 	cctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
-	bus, err := natsbus.Connect(cctx, o.natsURL, natsbus.WithName("meridian-agent "+o.clusterID), natsbus.WithLogger(log))
+	nopts := append([]natsbus.Option{natsbus.WithName("meridian-agent " + o.clusterID), natsbus.WithLogger(log)}, o.natsOpts...)
+	bus, err := natsbus.Connect(cctx, o.natsURL, nopts...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("--nats-url: %w", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -35,6 +36,7 @@ func main() {
 
 type options struct {
 	cfg       server.Config
+	natsAuth  natsbus.AuthFlags
 	logLevel  string
 	logFormat string
 	addrFile  string
@@ -117,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.cfg.EtcdMaxTxnOps, "etcd-max-txn-ops", 0, "the external etcd's --max-txn-ops (0 = stock 128; the embedded etcd allows 10000)")
 	fs.StringVar(&o.cfg.NATSURL, "nats-url", os.Getenv("MERIDIAN_NATS_URL"),
 		"external NATS URL with JetStream, e.g. nats://10.0.0.6:4222; empty runs NATS embedded (env MERIDIAN_NATS_URL)")
+	o.natsAuth.Register(fs)
 	fs.IntVar(&o.cfg.EmbeddedNATSPort, "embedded-nats-port", natsPort, "loopback port of the embedded NATS; 0 picks a free one (env MERIDIAN_EMBEDDED_NATS_PORT)")
 	fs.IntVar(&o.cfg.EmbeddedEtcdPort, "embedded-etcd-port", etcdPort, "loopback client port of the embedded etcd; 0 picks a free one (env MERIDIAN_EMBEDDED_ETCD_PORT)")
 	fs.StringVar(&o.cfg.GRPCAddr, "grpc-addr", envOr("127.0.0.1:7070", "MERIDIAN_GRPC_ADDR"), "gRPC API listen address (env MERIDIAN_GRPC_ADDR)")
@@ -140,6 +143,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if ep = strings.TrimSpace(ep); ep != "" {
 			o.cfg.EtcdEndpoints = append(o.cfg.EtcdEndpoints, ep)
 		}
+	}
+	if o.natsAuth.Any() {
+		if o.cfg.NATSURL == "" {
+			return nil, errors.New("the --nats-creds, --nats-nkey, --nats-user, --nats-token-file and --nats-tls-* flags (and their MERIDIAN_NATS_* variables) need --nats-url: the embedded NATS listens on loopback without credentials")
+		}
+		natsOpts, err := o.natsAuth.Options(o.cfg.NATSURL)
+		if err != nil {
+			return nil, err
+		}
+		o.cfg.NATSOptions = natsOpts
 	}
 	for name, d := range map[string]time.Duration{"--schedule-period": o.cfg.SchedulePeriod, "--cluster-timeout": o.cfg.ClusterTimeout, "--leader-ttl": o.cfg.LeaderTTL} {
 		if d <= 0 {

@@ -57,6 +57,9 @@ type Config struct {
 	// NATSURL of an external NATS server with JetStream; empty means
 	// embedded.
 	NATSURL string
+	// NATSOptions are extra connection options for NATSURL, such as
+	// natsbus.WithCredsFile and natsbus.WithTLS.
+	NATSOptions []natsbus.Option
 	// EmbeddedNATSPort and EmbeddedEtcdPort are the loopback client ports
 	// of the embedded servers; 0 picks a free port.
 	EmbeddedNATSPort, EmbeddedEtcdPort int
@@ -193,9 +196,11 @@ func New(cfg Config) (s *Server, err error) {
 		cfg.HTTPAddr = DefaultHTTPAddr
 	}
 	s = &Server{cfg: cfg, log: cfg.Logger.With("hub", cfg.HubID)}
+	// The deferred Close uses its own copy: "return nil, err" sets s to nil.
+	started := s
 	defer func() {
 		if err != nil {
-			_ = s.Close()
+			_ = started.Close()
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultConnectTimeout)
@@ -253,7 +258,9 @@ func (s *Server) startEtcd(ctx context.Context) error {
 		}
 		s.etcd = e
 		maxOps = e.MaxTxnOps()
-		cli, err := e.Client(context.Background())
+		// The hub talks to its own member in process: every etcd call
+		// skips gRPC and HTTP/2 on both ends.
+		cli, err := e.InProcessClient()
 		if err != nil {
 			return fmt.Errorf("server: %w", err)
 		}
@@ -289,7 +296,8 @@ func (s *Server) startNATS(ctx context.Context) error {
 		url = n.ClientURL()
 	}
 	s.natsURL = url
-	bus, err := natsbus.Connect(ctx, url, natsbus.WithName("meridian-hub-"+s.cfg.HubID), natsbus.WithLogger(s.log.With("component", "natsbus")))
+	opts := append([]natsbus.Option{natsbus.WithName("meridian-hub-" + s.cfg.HubID), natsbus.WithLogger(s.log.With("component", "natsbus"))}, s.cfg.NATSOptions...)
+	bus, err := natsbus.Connect(ctx, url, opts...)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

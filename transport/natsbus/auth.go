@@ -323,7 +323,7 @@ func (f *AuthFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.User, "nats-user", os.Getenv(EnvNATSUser), "NATS user name; the password comes from --nats-password-file or env "+EnvNATSPassword+" (env "+EnvNATSUser+")")
 	fs.StringVar(&f.PasswordFile, "nats-password-file", os.Getenv(EnvNATSPasswordFile), "file holding the password of --nats-user (env "+EnvNATSPasswordFile+")")
 	fs.StringVar(&f.TokenFile, "nats-token-file", os.Getenv(EnvNATSTokenFile), "file holding a NATS token; or give the token in env "+EnvNATSToken+" (env "+EnvNATSTokenFile+")")
-	fs.StringVar(&f.TLSCA, "nats-tls-ca", os.Getenv(EnvNATSTLSCA), "PEM CA bundle to verify the NATS server with; turns TLS on (default roots: the system's) (env "+EnvNATSTLSCA+")")
+	fs.StringVar(&f.TLSCA, "nats-tls-ca", os.Getenv(EnvNATSTLSCA), "PEM CA bundle that signs the NATS server's certificate; any --nats-tls-* flag turns TLS on (env "+EnvNATSTLSCA+")")
 	fs.StringVar(&f.TLSCert, "nats-tls-cert", os.Getenv(EnvNATSTLSCert), "PEM client certificate for mutual TLS, with --nats-tls-key (env "+EnvNATSTLSCert+")")
 	fs.StringVar(&f.TLSKey, "nats-tls-key", os.Getenv(EnvNATSTLSKey), "PEM private key of --nats-tls-cert (env "+EnvNATSTLSKey+")")
 }
