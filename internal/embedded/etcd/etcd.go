@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap/zapcore"
 )
@@ -193,6 +194,20 @@ func (s *Server) Client(ctx context.Context) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("embedetcd: dial %v: %w", s.Endpoints(), err)
 	}
 	return c, nil
+}
+
+// InProcessClient returns a client that calls this member's server
+// functions directly instead of going through gRPC over a socket: no
+// marshalling, no HTTP/2 framing, for a process that embeds its own store.
+// It is bound to the member as it runs now, so it does not survive Restart
+// (use Client for that). The caller closes it.
+func (s *Server) InProcessClient() (*clientv3.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.etcd == nil || s.closed {
+		return nil, errors.New("embedetcd: member is not running")
+	}
+	return v3client.New(s.etcd.Server), nil
 }
 
 // Restart stops the member and starts it again on the same ports and data

@@ -161,3 +161,60 @@ func TestLargeTransactionsAllowed(t *testing.T) {
 		t.Fatal("501-op txn accepted, want too-many-operations error")
 	}
 }
+
+// The in-process client reads, writes, transacts and watches like a
+// socket client, sees what the socket client wrote, and is refused once
+// the member is closed.
+func TestInProcessClientSharesTheMember(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{DataDir: t.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in, err := s.InProcessClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := s.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+
+	wch := in.Watch(ctx, "/k/", clientv3.WithPrefix())
+	if _, err := out.Put(ctx, "/k/a", "from-socket"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := in.Txn(ctx).If(clientv3.Compare(clientv3.Value("/k/a"), "=", "from-socket")).
+		Then(clientv3.OpPut("/k/b", "from-process")).Commit()
+	if err != nil || !resp.Succeeded {
+		t.Fatalf("in-process txn: %v, succeeded=%v", err, resp != nil && resp.Succeeded)
+	}
+	got, err := out.Get(ctx, "/k/b")
+	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "from-process" {
+		t.Fatalf("socket client reads %v, %v", got, err)
+	}
+	var seen []string
+	for len(seen) < 2 {
+		select {
+		case wr := <-wch:
+			for _, ev := range wr.Events {
+				seen = append(seen, string(ev.Kv.Key))
+			}
+		case <-ctx.Done():
+			t.Fatalf("watch saw %v", seen)
+		}
+	}
+	if seen[0] != "/k/a" || seen[1] != "/k/b" {
+		t.Fatalf("watch order %v", seen)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InProcessClient(); err == nil {
+		t.Fatal("InProcessClient on a closed member succeeded")
+	}
+}
