@@ -128,14 +128,17 @@ type preflightResult struct {
 }
 
 // preflight reads the queue, counts its children and looks up the
-// idempotency key in one etcd round trip.
+// idempotency key in one etcd round trip. The reads are serializable (the
+// member's local state, no quorum round): the commit that follows checks
+// the queue's revision and that the idempotency key is still unused, so a
+// stale read can only cost a retry, never a wrong write.
 func (s *Service) preflight(ctx context.Context, qkey string, w *meridianv1.Workload) (preflightResult, error) {
 	ops := []clientv3.Op{
-		clientv3.OpGet(qkey, clientv3.WithKeysOnly()),
-		clientv3.OpGet(qkey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(qkey, clientv3.WithKeysOnly(), clientv3.WithSerializable()),
+		clientv3.OpGet(qkey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable()),
 	}
 	if k := w.GetIdempotencyKey(); k != "" {
-		ops = append(ops, clientv3.OpGet(IdempotencyKey(w.GetQueue(), k)))
+		ops = append(ops, clientv3.OpGet(IdempotencyKey(w.GetQueue(), k), clientv3.WithSerializable()))
 	}
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
