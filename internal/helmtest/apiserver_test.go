@@ -236,12 +236,18 @@ func TestAppliedChartGrantsExactlyWhatTheConnectorUses(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		connector map[string]any
+		hub       map[string]any
 		cfg       kubernetes.Config
 		otherJobs bool // the Jobs go to a namespace other than the release's
 		launch    bool // also run the connector with the account's token
 	}{
-		"defaults":                     {cfg: kubernetes.Config{}, launch: true},
-		"coscheduling, jobs elsewhere": {connector: map[string]any{"gang": "coscheduling"}, cfg: kubernetes.Config{Gang: kubernetes.GangCoscheduling}, otherJobs: true},
+		"defaults": {cfg: kubernetes.Config{}, launch: true},
+		// With NATS credentials and TLS mounted from Secrets: the apiserver
+		// validates the volumes, and the RBAC stays exactly RBACRules.
+		"coscheduling, jobs elsewhere, NATS creds and mutual TLS": {connector: map[string]any{"gang": "coscheduling"},
+			hub: map[string]any{"natsURL": "tls://hub:4222", "auth": map[string]any{"existingSecret": "nats-cred"},
+				"tls": map[string]any{"existingSecret": "nats-tls", "clientCert": true}},
+			cfg: kubernetes.Config{Gang: kubernetes.GangCoscheduling}, otherJobs: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -265,7 +271,7 @@ func TestAppliedChartGrantsExactlyWhatTheConnectorUses(t *testing.T) {
 			if tc.otherJobs {
 				connector["namespace"] = jobsNS
 			}
-			out, err := h.Template(ctx, release, relNS, minimal(map[string]any{"connector": connector}))
+			out, err := h.Template(ctx, release, relNS, minimal(map[string]any{"connector": connector, "hub": tc.hub}))
 			if err != nil {
 				t.Fatalf("helm template: %v", err)
 			}

@@ -3,7 +3,9 @@ package helmtest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/meridian-gpu/meridian/connectors/kubernetes"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 const (
@@ -146,6 +149,8 @@ func TestLintPasses(t *testing.T) {
 			"tolerations":  []any{map[string]any{"key": "infra", "operator": "Exists"}},
 		},
 		"kueue": {"connector": map[string]any{"gang": "kueue", "kueueQueue": "team-a"}},
+		"NATS creds and mutual TLS": {"hub": map[string]any{"natsURL": "tls://hub:4222",
+			"auth": map[string]any{"existingSecret": "nats-cred"}, "tls": map[string]any{"existingSecret": "nats-tls", "clientCert": true}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -433,6 +438,26 @@ func TestBadValuesAreRefusedNamingTheField(t *testing.T) {
 			"credentials": map[string]any{"user": "agent"}}}), "hub.credentials.password"},
 		"credentials twice": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://u:p@hub:4222",
 			"credentials": map[string]any{"token": "t"}}}), "hub.natsURL"},
+		"auth and inline credentials": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"credentials": map[string]any{"token": "t"}, "auth": map[string]any{"existingSecret": "s"}}}), "hub.auth.existingSecret"},
+		"auth and URL credentials": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://u:p@hub:4222",
+			"auth": map[string]any{"existingSecret": "s"}}}), "hub.natsURL"},
+		"unknown auth type": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"auth": map[string]any{"existingSecret": "s", "type": "jwt"}}}), "type"},
+		"password without user": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"auth": map[string]any{"existingSecret": "s", "type": "password"}}}), "hub.auth.user"},
+		"user with creds": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"auth": map[string]any{"existingSecret": "s", "user": "u"}}}), "hub.auth.user"},
+		"bad auth Secret name": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"auth": map[string]any{"existingSecret": "Nats_Creds"}}}), "existingSecret"},
+		"bad auth key": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"auth": map[string]any{"existingSecret": "s", "key": "a/b"}}}), "key"},
+		"TLS Secret with nothing to mount": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"tls": map[string]any{"existingSecret": "t", "caKey": ""}}}), "hub.tls"},
+		"client cert without TLS Secret": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"tls": map[string]any{"clientCert": true}}}), "hub.tls.clientCert"},
+		"misspelt TLS key": {minimal(map[string]any{"hub": map[string]any{"natsURL": "nats://hub:4222",
+			"tls": map[string]any{"existingSecret": "t", "caFile": "x"}}}), "caFile"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -499,7 +524,7 @@ func TestNotesSummariseTheInstall(t *testing.T) {
 	}{
 		"defaults": {
 			values: minimal(nil),
-			want: []string{`cluster "k8s-east"`, "Hub NATS:     nats://meridian-hub.meridian:4222", "namespace meridian",
+			want: []string{`cluster "k8s-east"`, "Hub NATS:     nats://meridian-hub.meridian:4222", "NATS auth:    none given", "NATS TLS:     not configured", "namespace meridian",
 				"whole GPUs only", "get, list, watch on nodes and pods", "deployment/agent-meridian-agent"},
 			absent: []string{"podgroups", "NOT created"},
 		},
@@ -511,6 +536,14 @@ func TestNotesSummariseTheInstall(t *testing.T) {
 			}),
 			want:   []string{"from Secret hub (key nats-url)", "namespace ml", "Gang:         coscheduling", "mig, hami", "podgroups", "NOT created"},
 			absent: []string{"nats://"},
+		},
+		"NATS auth and TLS from Secrets": {
+			values: minimal(map[string]any{"hub": map[string]any{"natsURL": "tls://hub:4222",
+				"auth": map[string]any{"existingSecret": "nats-cred", "type": "token"},
+				"tls":  map[string]any{"existingSecret": "nats-tls", "clientCert": true}}}),
+			want: []string{"NATS auth:    token from Secret nats-cred (key token), mounted read-only",
+				"NATS TLS:     from Secret nats-tls, CA ca.crt, client certificate tls.crt"},
+			absent: []string{"none given", "not configured"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -540,4 +573,145 @@ func TestNotesSummariseTheInstall(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNATSAuthAndTLSAreMountedAndPassed(t *testing.T) {
+	h := needHelm(t)
+	const authDir, tlsDir = "/etc/meridian/nats-auth/", "/etc/meridian/nats-tls/"
+	for name, tc := range map[string]struct {
+		hub       map[string]any
+		flags     map[string]string // the --nats-* flags besides --nats-url, exactly
+		authItems []string          // keys mounted from the auth Secret (nil: no volume)
+		tlsItems  []string
+	}{
+		"nothing": {hub: map[string]any{}, flags: map[string]string{}},
+		"creds and CA": {
+			hub:       map[string]any{"auth": map[string]any{"existingSecret": "nats-cred"}, "tls": map[string]any{"existingSecret": "nats-tls"}},
+			flags:     map[string]string{"--nats-creds": authDir + "nats.creds", "--nats-tls-ca": tlsDir + "ca.crt"},
+			authItems: []string{"nats.creds"}, tlsItems: []string{"ca.crt"},
+		},
+		"token with its own key, mutual TLS": {
+			hub: map[string]any{"natsURL": "tls://hub:4222", "auth": map[string]any{"existingSecret": "nats-cred", "type": "token", "key": "agent-token"},
+				"tls": map[string]any{"existingSecret": "nats-tls", "clientCert": true}},
+			flags: map[string]string{"--nats-token-file": authDir + "agent-token", "--nats-tls-ca": tlsDir + "ca.crt",
+				"--nats-tls-cert": tlsDir + "tls.crt", "--nats-tls-key": tlsDir + "tls.key"},
+			authItems: []string{"agent-token"}, tlsItems: []string{"ca.crt", "tls.crt", "tls.key"},
+		},
+		"user and password": {
+			hub:   map[string]any{"auth": map[string]any{"existingSecret": "nats-cred", "type": "password", "user": "east"}},
+			flags: map[string]string{"--nats-user": "east", "--nats-password-file": authDir + "password"}, authItems: []string{"password"},
+		},
+		"nkey, client certificate only": {
+			hub: map[string]any{"auth": map[string]any{"existingSecret": "nats-cred", "type": "nkey"},
+				"tls": map[string]any{"existingSecret": "nats-tls", "caKey": "", "clientCert": true, "certKey": "c.pem", "keyKey": "k.pem"}},
+			flags:     map[string]string{"--nats-nkey": authDir + "nkey.seed", "--nats-tls-cert": tlsDir + "c.pem", "--nats-tls-key": tlsDir + "k.pem"},
+			authItems: []string{"nkey.seed"}, tlsItems: []string{"c.pem", "k.pem"},
+		},
+		"URL from a Secret, TLS": {
+			hub:   map[string]any{"natsURL": "", "credentials": map[string]any{"existingSecret": "hub-url"}, "tls": map[string]any{"existingSecret": "nats-tls"}},
+			flags: map[string]string{"--nats-tls-ca": tlsDir + "ca.crt"}, tlsItems: []string{"ca.crt"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, h, minimal(map[string]any{"hub": tc.hub}))
+			flags, dep := flagsOf(t, objs)
+
+			// The --nats-* flags are exactly the expected ones, and the agent's
+			// own flag set (natsbus.AuthFlags) knows each of them.
+			got := map[string]string{}
+			var natsArgs []string
+			for k, v := range flags {
+				if strings.HasPrefix(k, "--nats-") && k != "--nats-url" {
+					if len(v) != 1 {
+						t.Errorf("%s given %d times", k, len(v))
+					}
+					got[k] = v[0]
+					natsArgs = append(natsArgs, k+"="+v[0])
+				}
+			}
+			if !maps.Equal(got, tc.flags) {
+				t.Errorf("NATS flags = %v, want %v", got, tc.flags)
+			}
+			fs := flag.NewFlagSet("meridian-agent", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			new(natsbus.AuthFlags).Register(fs)
+			if err := fs.Parse(natsArgs); err != nil {
+				t.Errorf("the agent's NATS flags refuse the rendered ones: %v", err)
+			}
+
+			pod := dep.Spec.Template.Spec
+			vols := map[string]corev1.Volume{}
+			for _, v := range pod.Volumes {
+				vols[v.Name] = v
+			}
+			mounts := map[string]corev1.VolumeMount{}
+			for _, m := range pod.Containers[0].VolumeMounts {
+				mounts[m.Name] = m
+			}
+			for _, want := range []struct {
+				vol, dir, secret string
+				items            []string
+			}{
+				{"nats-auth", authDir, "nats-cred", tc.authItems},
+				{"nats-tls", tlsDir, "nats-tls", tc.tlsItems},
+			} {
+				v, hasVol := vols[want.vol]
+				m, hasMount := mounts[want.vol]
+				if want.items == nil {
+					if hasVol || hasMount {
+						t.Errorf("volume %s rendered (%+v, %+v) without its Secret", want.vol, v, m)
+					}
+					continue
+				}
+				if !hasVol || v.Secret == nil || v.Secret.SecretName != want.secret {
+					t.Fatalf("volume %s = %+v, want Secret %s", want.vol, v, want.secret)
+				}
+				if mode := v.Secret.DefaultMode; mode == nil || *mode != 0o444 {
+					t.Errorf("volume %s mode %s, want 0444 (readable by the non-root agent, writable by none)", want.vol, fmtMode(mode))
+				}
+				var keys []string
+				for _, it := range v.Secret.Items {
+					if it.Path != it.Key {
+						t.Errorf("volume %s maps key %s to %s", want.vol, it.Key, it.Path)
+					}
+					keys = append(keys, it.Key)
+				}
+				if !slices.Equal(keys, want.items) {
+					t.Errorf("volume %s mounts keys %v, want only %v", want.vol, keys, want.items)
+				}
+				if !hasMount || !m.ReadOnly || m.MountPath+"/" != want.dir {
+					t.Errorf("mount of %s = %+v, want read-only at %s", want.vol, m, want.dir)
+				}
+			}
+			// Every file a flag names is one the pod mounts.
+			for f, p := range tc.flags {
+				if !strings.HasPrefix(p, "/") {
+					continue
+				}
+				dir, key := filepath.Dir(p)+"/", filepath.Base(p)
+				items := map[string][]string{authDir: tc.authItems, tlsDir: tc.tlsItems}[dir]
+				if !slices.Contains(items, key) {
+					t.Errorf("%s=%s names a file that is not mounted", f, p)
+				}
+			}
+
+			// RBAC does not change: the agent never reads Secrets, the
+			// kubelet mounts them.
+			var role rbacv1.Role
+			typed(t, objs, "Role", &role)
+			var cr rbacv1.ClusterRole
+			typed(t, objs, "ClusterRole", &cr)
+			wantCluster, wantNS := kubernetes.RBACRules(kubernetes.Config{})
+			if !slices.Equal(ruleSet(role.Rules), ruleSet(wantNS)) || !slices.Equal(ruleSet(cr.Rules), ruleSet(wantCluster)) {
+				t.Errorf("RBAC changed with NATS auth values: Role %v, ClusterRole %v", ruleSet(role.Rules), ruleSet(cr.Rules))
+			}
+		})
+	}
+}
+
+func fmtMode(m *int32) string {
+	if m == nil {
+		return "unset"
+	}
+	return fmt.Sprintf("%#o", *m)
 }

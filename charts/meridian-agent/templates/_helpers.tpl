@@ -74,6 +74,18 @@ meridian.io/cluster-id: {{ .Values.clusterID | quote }}
 {{- printf "%s://%s@%s" $parts._0 $userinfo $parts._1 }}
 {{- end }}
 
+{{/* Key in hub.auth.existingSecret: hub.auth.key or the type's default. */}}
+{{- define "meridian-agent.authKey" -}}
+{{- $a := .Values.hub.auth }}
+{{- $defaults := dict "creds" "nats.creds" "nkey" "nkey.seed" "token" "token" "password" "password" }}
+{{- default (get $defaults $a.type) $a.key }}
+{{- end }}
+
+{{/* The agent flag that reads the hub.auth file. */}}
+{{- define "meridian-agent.authFlag" -}}
+{{- get (dict "creds" "--nats-creds" "nkey" "--nats-nkey" "token" "--nats-token-file" "password" "--nats-password-file") .Values.hub.auth.type }}
+{{- end }}
+
 {{/*
 Checks the schema cannot express (values.schema.json checks the rest).
 Each message names the value.
@@ -91,6 +103,26 @@ Each message names the value.
 {{- end }}
 {{- if and (not $c.existingSecret) (not .Values.hub.natsURL) }}
 {{- fail "hub.natsURL: required (or hub.credentials.existingSecret holding the whole URL)" }}
+{{- end }}
+{{- $auth := .Values.hub.auth }}
+{{- if and $auth.existingSecret (include "meridian-agent.inlineCreds" .) }}
+{{- fail "hub.auth.existingSecret: give hub.auth or inline hub.credentials.user/password/token, not both" }}
+{{- end }}
+{{- if and $auth.existingSecret (contains "@" .Values.hub.natsURL) }}
+{{- fail "hub.natsURL: already carries credentials (user@host); do not also set hub.auth.existingSecret" }}
+{{- end }}
+{{- if and $auth.existingSecret (eq $auth.type "password") (not $auth.user) }}
+{{- fail "hub.auth.user: required with hub.auth.type password" }}
+{{- end }}
+{{- if and $auth.user (ne $auth.type "password") }}
+{{- fail "hub.auth.user: only used with hub.auth.type password" }}
+{{- end }}
+{{- $tls := .Values.hub.tls }}
+{{- if and $tls.existingSecret (not $tls.caKey) (not $tls.clientCert) }}
+{{- fail "hub.tls: with existingSecret set caKey, clientCert or both (nothing to mount)" }}
+{{- end }}
+{{- if and (not $tls.existingSecret) $tls.clientCert }}
+{{- fail "hub.tls.clientCert: needs hub.tls.existingSecret holding the certificate and key" }}
 {{- end }}
 {{- if and (include "meridian-agent.inlineCreds" .) (contains "@" .Values.hub.natsURL) }}
 {{- fail "hub.natsURL: already carries credentials (user@host); do not also set hub.credentials.user/password/token" }}
