@@ -43,8 +43,10 @@ type Connector struct {
 	jobs   batchlisters.JobLister
 	ours   labels.Selector
 
-	launchMu sync.Mutex
-
+	// mu guards recs and closed. Launch, Cancel, List and the event worker
+	// run concurrently (the agent launches and cancels different dispatches
+	// at once); the informers' listers, the clients and the event queue are
+	// safe for concurrent use on their own.
 	mu     sync.Mutex
 	recs   map[string]*record // by dispatch label value
 	closed bool
@@ -219,10 +221,11 @@ func (c *Connector) Inventory(ctx context.Context) (*agent.Inventory, error) {
 // Launch creates the dispatch's PodGroup (coscheduling gang) and one
 // Indexed Job per pod set. It is idempotent: a dispatch whose Jobs exist
 // (in memory or in the cluster) is not created again, and AlreadyExists
-// counts as success.
+// counts as success. Launches of different dispatches run in parallel,
+// with each other and with Cancel: they share only recs (under mu), and
+// the kube-scheduler, not Launch, decides whether capacity is free, so two
+// launches can never both take the same GPUs.
 func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
-	c.launchMu.Lock()
-	defer c.launchMu.Unlock()
 	key := labelSafe(d.GetDispatchId())
 	c.mu.Lock()
 	_, known := c.recs[key]
