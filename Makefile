@@ -16,6 +16,34 @@ build: ## Build every command into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+# Images: IMAGE_REPO/meridian-agent and IMAGE_REPO/meridian-hub, tagged with
+# the chart's appVersion (the tag the chart deploys by default).
+IMAGE_REPO ?= ghcr.io/meridian-gpu
+IMAGE_TAG ?= $(shell awk '/^appVersion:/{gsub(/"/, "", $$2); print $$2}' charts/meridian-agent/Chart.yaml)
+IMAGE_BUILDER ?=
+
+.PHONY: image
+image: ## Build the meridian-agent and meridian-hub images (docker, podman or buildah; skipped loudly when none)
+	@builder="$(IMAGE_BUILDER)"; \
+	if [ -z "$$builder" ]; then \
+	  if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then builder=docker; \
+	  elif command -v podman >/dev/null 2>&1; then builder=podman; \
+	  elif command -v buildah >/dev/null 2>&1; then builder=buildah; fi; \
+	fi; \
+	if [ -z "$$builder" ]; then \
+	  echo "**********************************************************************"; \
+	  echo "image: SKIPPED: no container builder (a running docker, podman or buildah)."; \
+	  echo "image: nothing was built. Install one, or set IMAGE_BUILDER."; \
+	  echo "**********************************************************************"; \
+	  if [ "$${MERIDIAN_REQUIRE_IMAGE:-0}" = 1 ]; then echo "image: MERIDIAN_REQUIRE_IMAGE=1: failing"; exit 1; fi; \
+	  exit 0; \
+	fi; \
+	build="$$builder build"; [ "$$builder" = buildah ] && build="buildah bud"; \
+	for t in agent hub; do \
+	  echo "image: $$build --target $$t -t $(IMAGE_REPO)/meridian-$$t:$(IMAGE_TAG)"; \
+	  $$build --target $$t --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE_REPO)/meridian-$$t:$(IMAGE_TAG) . || exit 1; \
+	done
+
 .PHONY: demo
 demo: ## Run Meridian end to end: hub on embedded etcd+NATS, 3 simulated clusters, 300 workloads (< 2 min)
 	$(GO) run ./cmd/meridian-demo
@@ -27,6 +55,10 @@ demo-forever: ## The demo, kept running afterwards so you can explore it with me
 .PHONY: demo-slurm
 demo-slurm: ## The demo with a real Slurm cluster in place of one simulated cluster (needs root)
 	$(GO) run ./cmd/meridian-demo --slurm
+
+.PHONY: demo-k8s
+demo-k8s: ## The demo with a real local Kubernetes control plane (KWOK GPU nodes) beside the simulated clusters (root; else skipped)
+	$(GO) run ./cmd/meridian-demo --k8s
 
 .PHONY: test
 test: ## Run all tests: embedded etcd+NATS; real Slurm and kube-apiserver when root (else skipped loudly); trace slices

@@ -715,3 +715,58 @@ func fmtMode(m *int32) string {
 	}
 	return fmt.Sprintf("%#o", *m)
 }
+
+// TestDefaultImageIsTheOneMakeImageBuilds ties the chart's default image to
+// the Dockerfile and the Makefile's image target: same repository, tag =
+// appVersion, the binary on PATH and the same non-root user.
+func TestDefaultImageIsTheOneMakeImageBuilds(t *testing.T) {
+	h := needHelm(t)
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var appVersion string
+	for _, line := range strings.Split(read("charts/meridian-agent/Chart.yaml"), "\n") {
+		if v, ok := strings.CutPrefix(line, "appVersion:"); ok {
+			appVersion = strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	if appVersion == "" {
+		t.Fatal("Chart.yaml has no appVersion")
+	}
+	_, dep := flagsOf(t, render(t, h, minimal(nil)))
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+
+	makefile := read("Makefile")
+	var repo string
+	for _, line := range strings.Split(makefile, "\n") {
+		if v, ok := strings.CutPrefix(line, "IMAGE_REPO ?="); ok {
+			repo = strings.TrimSpace(v)
+		}
+	}
+	if want := repo + "/meridian-agent:" + appVersion; repo == "" || c.Image != want {
+		t.Errorf("chart image %q, want %q (Makefile IMAGE_REPO + /meridian-agent + appVersion)", c.Image, want)
+	}
+	if !strings.Contains(makefile, "--target $$t") || !strings.Contains(makefile, "for t in agent hub") {
+		t.Error("make image does not build the Dockerfile's agent and hub targets")
+	}
+	dockerfile := read("Dockerfile")
+	for _, want := range []string{
+		"AS agent", "AS hub", "CGO_ENABLED=0",
+		"COPY --from=build /out/meridian-agent /usr/local/bin/" + c.Command[0],
+		fmt.Sprintf("USER %d:%d", *pod.SecurityContext.RunAsUser, *pod.SecurityContext.RunAsGroup),
+		"distroless/static",
+	} {
+		if !strings.Contains(dockerfile, want) {
+			t.Errorf("Dockerfile lacks %q (the chart runs %v as %d)", want, c.Command, *pod.SecurityContext.RunAsUser)
+		}
+	}
+}
