@@ -22,6 +22,13 @@
 # nodes (uncordoned) and exits. Every port is on 127.0.0.1, picked free at
 # first start and kept in the env file.
 #
+# One run at a time: a run holds an flock on $MERIDIAN_K8S_CACHE/k8s-up.lock
+# from the build to the nodes, so two concurrent cold starts (two test
+# packages) neither build twice nor start two control planes; the second
+# waits (up to the build time-out plus 5 min) and then finds everything up.
+# With MERIDIAN_K8S_NO_BUILD=1 it does not wait for a run that is building:
+# it exits 5 at once.
+#
 # Environment:
 #   MERIDIAN_K8S_CACHE     binary cache (see above)
 #   MERIDIAN_K8S_DIR       state dir (see above)
@@ -58,21 +65,43 @@ if [[ $(id -u) != 0 ]]; then
 fi
 for t in curl openssl; do command -v $t >/dev/null || die "$t is required"; done
 
+built() { [[ -f $CACHE/stamp && -x $BIN/kube-apiserver && -x $BIN/kwok ]]; }
+
+# 0. The lock (see the header). fd 9 stays open until exit; the daemons
+# started below must not inherit it (start closes it for them).
+mkdir -p "$CACHE"
+LOCK=$CACHE/k8s-up.lock
+LOCK_WAIT=$((${MERIDIAN_K8S_BUILD_TIMEOUT:-2400} + 300))
+if command -v flock >/dev/null; then
+	exec 9>>"$LOCK"
+	if ! flock -n 9; then
+		if [[ ${MERIDIAN_K8S_NO_BUILD:-0} == 1 ]] && ! built; then
+			log "NOT BUILT: another k8s-up.sh holds $LOCK and the binaries are not in $CACHE yet; MERIDIAN_K8S_NO_BUILD=1, not waiting"
+			exit $EXIT_NOT_BUILT
+		fi
+		log "another k8s-up.sh holds $LOCK; waiting for it (up to ${LOCK_WAIT}s)"
+		flock -w "$LOCK_WAIT" 9 || die "$LOCK still held after ${LOCK_WAIT}s"
+		log "lock acquired after $(elapsed)s"
+	fi
+else
+	log "WARNING: flock not found: running without the lock (concurrent starts may collide)"
+fi
+
 # 1. Binaries (built once, cached by version).
-if ! [[ -f $CACHE/stamp && -x $BIN/kube-apiserver && -x $BIN/kwok ]]; then
+if ! built; then
 	if [[ ${MERIDIAN_K8S_NO_BUILD:-0} == 1 ]]; then
 		log "NOT BUILT: no binaries in $CACHE and MERIDIAN_K8S_NO_BUILD=1 (run scripts/k8s-up.sh once to build them)"
 		exit $EXIT_NOT_BUILT
 	fi
 	log "building the control plane into $CACHE (cold build: 15-20 min on 2 cores)"
-	if ! nice -n 10 bash "$here/../tools/k8s/build.sh"; then
+	if ! nice -n 10 bash "$here/../tools/k8s/build.sh" 9>&-; then
 		log "**********************************************************************"
 		log "BUILD IMPOSSIBLE: tools/k8s/build.sh failed (see its output above)."
 		log "**********************************************************************"
 		exit $EXIT_BUILD
 	fi
 fi
-bash "$here/../tools/k8s/build.sh" >/dev/null 2>&1 || { log "stamp mismatch after build"; exit $EXIT_BUILD; }
+bash "$here/../tools/k8s/build.sh" >/dev/null 2>&1 9>&- || { log "stamp mismatch after build"; exit $EXIT_BUILD; }
 
 mkdir -p "$STATE"/{logs,pids,certs}
 chmod 700 "$STATE"
@@ -105,7 +134,7 @@ start() { # start NAME ARGS...: runs the binary in its own session, logs and pid
 		log "$name already running (pid $(cat "$STATE/pids/$name"))"
 		return
 	fi
-	setsid "$BIN/$name" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	setsid "$BIN/$name" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null 9>&- &
 	echo $! >"$STATE/pids/$name"
 	log "started $name (pid $!)"
 }
