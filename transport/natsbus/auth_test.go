@@ -360,7 +360,8 @@ func TestAuthOptionsRefuseBadFiles(t *testing.T) {
 		f.Close()
 	}
 	userJWTOnly := strings.SplitN(readAll(t, credsFile(t, op.account, time.Time{})), "\n\n", 2)[0] + "\n"
-	accountAsUser := strings.Replace(readAll(t, credsFile(t, op.account, time.Time{})), "SU", "SA", 1)
+	// The seed is the only line that starts with SU (the JWT line starts with eyJ).
+	accountAsUser := strings.Replace(readAll(t, credsFile(t, op.account, time.Time{})), "\nSU", "\nSA", 1)
 
 	tests := map[string]struct {
 		opt  Option
