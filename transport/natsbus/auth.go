@@ -27,9 +27,10 @@ import (
 // not as a bare authorization failure from the server.
 
 // WithCredsFile authenticates with a NATS credentials file: a user JWT and
-// its nkey seed, as `nsc generate creds` writes them. The file is checked
-// now (both blocks present, a user JWT, not expired, a user seed) and read
-// again at every (re)connect, so a rotated file is picked up.
+// its nkey seed, as `nsc generate creds` writes them. Connect checks the
+// file before dialling (both blocks present, a user JWT, not expired, a
+// user seed); the client reads it again at every (re)connect, so a
+// rotated file is picked up.
 func WithCredsFile(path string) Option {
 	return func(o *options) error {
 		if err := checkCredsFile(path); err != nil {
