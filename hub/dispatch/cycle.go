@@ -375,7 +375,17 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 	var ms []mutation
 	lost := lostSet(l.fleet.Views())
 	handled := map[string]bool{}
-	for _, id := range sortedKeys(s.dispatches) {
+	// Only a few records need action in any cycle: find them without
+	// sorting every key, then act on them in a stable order.
+	var orphanOrLost []string
+	for id, r := range s.dispatches {
+		w := s.workloads[r.r.WorkloadID]
+		if w == nil || w.w.GetStatus().GetDispatchId() != id || !active(w.w.GetStatus().GetPhase()) || lost[r.r.Cluster] {
+			orphanOrLost = append(orphanOrLost, id)
+		}
+	}
+	sort.Strings(orphanOrLost)
+	for _, id := range orphanOrLost {
 		r := s.dispatches[id]
 		w := s.workloads[r.r.WorkloadID]
 		if w == nil || w.w.GetStatus().GetDispatchId() != id || !active(w.w.GetStatus().GetPhase()) {
@@ -404,11 +414,15 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		l.m.lostRequeues.Inc()
 		ms = append(ms, m)
 	}
-	for _, id := range sortedKeys(s.workloads) {
-		w := s.workloads[id]
-		if handled[id] || !hasCondition(w.w, ConditionCancelRequested) {
-			continue
+	var cancelRequested []string
+	for id, w := range s.workloads {
+		if !handled[id] && hasCondition(w.w, ConditionCancelRequested) {
+			cancelRequested = append(cancelRequested, id)
 		}
+	}
+	sort.Strings(cancelRequested)
+	for _, id := range cancelRequested {
+		w := s.workloads[id]
 		ph := w.w.GetStatus().GetPhase()
 		r := s.dispatches[w.w.GetStatus().GetDispatchId()]
 		switch {

@@ -73,6 +73,15 @@ func (l *Loop) finalAccrual(t *term, w *meridianv1.Workload, r *Record, end time
 // knows: the rest is accrued from the agent's end time when the workload
 // stops), and persists the ledger (fenced) every LedgerPersistEvery.
 func (l *Loop) accrue(t *term, b *built, now time.Time) error {
+	t.mu.Lock()
+	skip := now.Sub(t.accruedAt) < l.cfg.AccrueEvery && now.Sub(t.ledgerSavedAt) < l.cfg.LedgerPersistEvery
+	if !skip {
+		t.accruedAt = now
+	}
+	t.mu.Unlock()
+	if skip {
+		return nil
+	}
 	type seen struct {
 		ids map[string]bool
 		at  time.Time

@@ -47,6 +47,11 @@ type Config struct {
 	LedgerHalfLife time.Duration
 	// LedgerPersistEvery is how often the leader writes the ledger (10s).
 	LedgerPersistEvery time.Duration
+	// AccrueEvery is how often running usage is added to the ledger (1s).
+	// Usage can only be charged up to the last heartbeat that showed the
+	// work running, and heartbeats come every few seconds, so accruing on
+	// every cycle would walk every running workload for nothing.
+	AccrueEvery time.Duration
 	// PublishParallelism bounds concurrent JetStream publishes (16).
 	PublishParallelism int
 	// EventBatch is how many agent events one fetch applies together (256).
@@ -75,6 +80,7 @@ func (c *Config) defaults() {
 	def(&c.PreemptBackoffMax, 2*time.Minute)
 	def(&c.LedgerHalfLife, 7*24*time.Hour)
 	def(&c.LedgerPersistEvery, 10*time.Second)
+	def(&c.AccrueEvery, time.Second)
 	if c.PublishParallelism <= 0 {
 		c.PublishParallelism = 16
 	}
@@ -122,8 +128,8 @@ type Loop struct {
 	cfg     Config
 	m       *metrics
 
-	decoded decodeCache
-	kick    chan struct{} // a send asks for the next cycle early
+	mirror mirror        // decoded cache, updated by deltas
+	kick   chan struct{} // a send asks for the next cycle early
 
 	// natsDownAt is when the loop last saw its NATS connection down; only
 	// the loop goroutine uses it.
@@ -175,7 +181,6 @@ func New(d Deps) (*Loop, error) {
 		return nil, err
 	}
 	l.m = m
-	l.decoded.items = map[string]decodedItem{}
 	l.kick = make(chan struct{}, 1)
 	return l, nil
 }
@@ -249,6 +254,7 @@ type term struct {
 	accruedTo     map[string]time.Time // workload id -> ledger accrued up to
 	ledgerFloor   time.Time
 	ledgerSavedAt time.Time
+	accruedAt     time.Time            // last accrue pass (hub clock)
 	published     map[string]time.Time // dispatch id -> last publish
 	cancelled     map[string]time.Time // dispatch ids a cancel was sent for, and when
 	finished      map[string]time.Time // dispatch ids the agent reported stopped, and when

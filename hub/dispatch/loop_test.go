@@ -15,7 +15,7 @@ import (
 
 func fastConfig() Config {
 	return Config{MinPeriod: 20 * time.Millisecond, MaxIdle: 200 * time.Millisecond, ClusterTimeout: 1500 * time.Millisecond,
-		RepublishAfter: 2 * time.Second, RejectBackoff: 5 * time.Second, LedgerPersistEvery: 300 * time.Millisecond, EventAckWait: 2 * time.Second}
+		RepublishAfter: 2 * time.Second, RejectBackoff: 5 * time.Second, LedgerPersistEvery: 300 * time.Millisecond, AccrueEvery: 100 * time.Millisecond, EventAckWait: 2 * time.Second}
 }
 
 func TestSubmitToSucceeded(t *testing.T) {

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"encoding/json"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -22,26 +23,6 @@ import (
 var protoUnmarshal = proto.Unmarshal
 
 func tsOf(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
-
-// decodedItem is one decoded etcd value, reused while its revision holds.
-type decodedItem struct {
-	modRev int64
-	w      *meridianv1.Workload
-	r      *Record
-	q      *meridianv1.Queue
-	c      *clusterSettings
-	err    error
-	// sw is w converted for the core (no avoid list), or swErr.
-	sw    *scheduler.Workload
-	swErr error
-}
-
-// decodeCache keeps decoded values across cycles so that an unchanged key is
-// not decoded again. Values are shared: treat them as read-only.
-type decodeCache struct {
-	mu    sync.Mutex
-	items map[string]decodedItem
-}
 
 // wl is a workload with the revision the cycle read it at.
 type wl struct {
@@ -77,76 +58,104 @@ var (
 	prefClusters   = store.Prefix(store.KindClusters)
 )
 
-// readState decodes the cache. Undecodable values are logged once per
-// revision and skipped.
-func (l *Loop) readState() *state {
-	items, rev := l.cache.Snapshot()
-	s := &state{rev: rev, workloads: map[string]*wl{}, dispatches: map[string]*rec{}, drain: map[string]clusterSettings{}}
-	l.decoded.mu.Lock()
-	defer l.decoded.mu.Unlock()
-	seen := make(map[string]bool, len(items))
-	for k, it := range items {
-		var kind store.Kind
-		switch {
-		case strings.HasPrefix(k, prefWorkloads):
-			kind = store.KindWorkloads
-		case strings.HasPrefix(k, prefDispatches):
-			kind = store.KindDispatches
-		case strings.HasPrefix(k, prefQueues):
-			kind = store.KindQueues
-		case strings.HasPrefix(k, prefClusters):
-			kind = store.KindClusters
-		default:
-			continue
-		}
-		seen[k] = true
-		d, ok := l.decoded.items[k]
-		if !ok || d.modRev != it.ModRev {
-			d = decodedItem{modRev: it.ModRev}
-			switch kind {
-			case store.KindWorkloads:
-				d.w, d.err = decodeWorkload(it.Value)
-				if d.err == nil {
-					d.sw, d.swErr = convert.Workload(d.w, nil)
-				}
-			case store.KindDispatches:
-				d.r, d.err = decodeRecord(it.Value)
-			case store.KindQueues:
-				q := &meridianv1.Queue{}
-				if d.err = protoUnmarshal(it.Value, q); d.err == nil {
-					d.q = q
-				}
-			case store.KindClusters:
-				c := &clusterSettings{}
-				if d.err = json.Unmarshal(it.Value, c); d.err == nil {
-					d.c = c
-				}
-			}
-			if d.err != nil {
-				l.log.Error("undecodable record skipped", "key", k, "err", d.err)
-			}
-			l.decoded.items[k] = d
-		}
-		if d.err != nil {
-			continue
-		}
-		switch kind {
-		case store.KindWorkloads:
-			if d.w.GetId() != "" {
-				s.workloads[d.w.GetId()] = &wl{key: k, modRev: it.ModRev, w: d.w, sw: d.sw, swErr: d.swErr}
-			}
-		case store.KindDispatches:
-			s.dispatches[d.r.DispatchID] = &rec{key: k, modRev: it.ModRev, r: d.r}
-		case store.KindQueues:
-			s.queues = append(s.queues, d.q)
-		case store.KindClusters:
-			s.drain[strings.TrimPrefix(k, prefClusters)] = *d.c
+// mirror is the loop's decoded copy of the cache. Each readState applies
+// only the keys that changed since the last one (the cache's Delta), so a
+// cycle's cost follows the rate of change, not the number of workloads
+// stored. Decoded values are shared by every state handed out: treat them
+// as read-only.
+type mirror struct {
+	mu         sync.Mutex
+	pos        uint64
+	workloads  map[string]*wl  // by etcd key
+	byID       map[string]*wl  // by workload id
+	dispatches map[string]*rec // by etcd key
+	byDispatch map[string]*rec // by dispatch id
+	queues     map[string]*meridianv1.Queue
+	drain      map[string]clusterSettings // by cluster id
+}
+
+func (m *mirror) reset() {
+	m.workloads, m.byID = map[string]*wl{}, map[string]*wl{}
+	m.dispatches, m.byDispatch = map[string]*rec{}, map[string]*rec{}
+	m.queues, m.drain = map[string]*meridianv1.Queue{}, map[string]clusterSettings{}
+}
+
+// remove forgets key, whatever it held.
+func (m *mirror) remove(k string) {
+	if w, ok := m.workloads[k]; ok {
+		delete(m.workloads, k)
+		if m.byID[w.w.GetId()] == w {
+			delete(m.byID, w.w.GetId())
 		}
 	}
-	for k := range l.decoded.items {
-		if !seen[k] {
-			delete(l.decoded.items, k)
+	if r, ok := m.dispatches[k]; ok {
+		delete(m.dispatches, k)
+		if m.byDispatch[r.r.DispatchID] == r {
+			delete(m.byDispatch, r.r.DispatchID)
 		}
+	}
+	delete(m.queues, k)
+	if strings.HasPrefix(k, prefClusters) {
+		delete(m.drain, strings.TrimPrefix(k, prefClusters))
+	}
+}
+
+// put decodes one changed item. An undecodable value is logged and left
+// out, as if the key were absent.
+func (m *mirror) put(l *Loop, k string, it store.Item) {
+	m.remove(k)
+	var err error
+	switch {
+	case strings.HasPrefix(k, prefWorkloads):
+		var w *meridianv1.Workload
+		if w, err = decodeWorkload(it.Value); err == nil && w.GetId() != "" {
+			sw, swErr := convert.Workload(w, nil)
+			e := &wl{key: k, modRev: it.ModRev, w: w, sw: sw, swErr: swErr}
+			m.workloads[k], m.byID[w.GetId()] = e, e
+		}
+	case strings.HasPrefix(k, prefDispatches):
+		var r *Record
+		if r, err = decodeRecord(it.Value); err == nil {
+			e := &rec{key: k, modRev: it.ModRev, r: r}
+			m.dispatches[k], m.byDispatch[r.DispatchID] = e, e
+		}
+	case strings.HasPrefix(k, prefQueues):
+		q := &meridianv1.Queue{}
+		if err = protoUnmarshal(it.Value, q); err == nil {
+			m.queues[k] = q
+		}
+	case strings.HasPrefix(k, prefClusters):
+		c := clusterSettings{}
+		if err = json.Unmarshal(it.Value, &c); err == nil {
+			m.drain[strings.TrimPrefix(k, prefClusters)] = c
+		}
+	}
+	if err != nil {
+		l.log.Error("undecodable record skipped", "key", k, "mod_rev", it.ModRev, "err", err)
+	}
+}
+
+// readState brings the mirror up to date with the cache and returns a
+// consistent state: its maps are the caller's own, their values shared.
+func (l *Loop) readState() *state {
+	m := &l.mirror
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := l.cache.Delta(m.pos)
+	if d.Full || m.workloads == nil {
+		m.reset()
+	}
+	for k, it := range d.Items {
+		m.put(l, k, it)
+	}
+	for _, k := range d.Deleted {
+		m.remove(k)
+	}
+	m.pos = d.Pos
+	s := &state{rev: d.Rev, workloads: maps.Clone(m.byID), dispatches: maps.Clone(m.byDispatch), drain: maps.Clone(m.drain)}
+	s.queues = make([]*meridianv1.Queue, 0, len(m.queues))
+	for _, q := range m.queues {
+		s.queues = append(s.queues, q)
 	}
 	sort.Slice(s.queues, func(a, b int) bool { return s.queues[a].GetPath() < s.queues[b].GetPath() })
 	return s
@@ -226,11 +235,17 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	for _, v := range views {
 		b.snap.Clusters = append(b.snap.Clusters, v.Cluster)
 	}
-	for _, id := range sortedKeys(s.workloads) {
-		w := s.workloads[id]
-		if w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || hasCondition(w.w, ConditionCancelRequested) {
-			continue
+	// Most workloads are running or finished: pick the queued ones first and
+	// sort only those, so the core sees them in a stable order.
+	var queued []string
+	for id, w := range s.workloads {
+		if w.w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED && !hasCondition(w.w, ConditionCancelRequested) {
+			queued = append(queued, id)
 		}
+	}
+	sort.Strings(queued)
+	for _, id := range queued {
+		w := s.workloads[id]
 		if held(w.w, now) {
 			continue // preempted recently; its reason says until when
 		}

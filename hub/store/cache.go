@@ -60,6 +60,7 @@ type Cache struct {
 	revCond chan struct{} // closed and replaced whenever rev advances
 	subs    map[*subscriber]struct{}
 	relists int
+	journal journal // changed keys, for Delta
 }
 
 // CacheOptions tune a Cache.
@@ -358,6 +359,7 @@ func (c *Cache) Subscribe() (<-chan Event, func()) {
 }
 
 func (c *Cache) publishLocked(ev Event) {
+	c.journalLocked(ev.Key)
 	for s := range c.subs {
 		s.push(ev)
 	}
