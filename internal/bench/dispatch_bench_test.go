@@ -22,7 +22,11 @@ import (
 
 const (
 	benchClusters = 10
-	benchNodes    = 32 // per cluster, 8 GPUs each
+	benchNodes    = 128 // per cluster, 8 GPUs each: 10,240 GPUs, room for every workload
+	// pacedFor is how long each paced case offers its rate: long enough
+	// for the hub's state to grow and for latency to show whether it
+	// keeps up.
+	pacedFor = 5 * time.Second
 )
 
 // BenchmarkSubmitToAccepted measures the whole dispatch path: workloads
@@ -36,7 +40,7 @@ const (
 // (gRPC + validation + etcd), which bounds what the dispatch path can reach.
 //
 // The burst case sends as fast as 32 clients can; the paced cases offer a
-// constant rate (open loop), which is what "sustained" means: latency stays
+// constant rate (open loop) for 5 s, which is what "sustained" means: latency stays
 // flat while the hub keeps up and grows once it falls behind.
 func BenchmarkSubmitToAccepted(b *testing.B) {
 	const n = 2000
@@ -46,9 +50,10 @@ func BenchmarkSubmitToAccepted(b *testing.B) {
 		}
 	})
 	for _, rate := range []int{500, 1000, 2000} {
-		b.Run(fmt.Sprintf("paced=%d-per-s/workloads=%d", rate, n), func(b *testing.B) {
+		m := rate * int(pacedFor/time.Second)
+		b.Run(fmt.Sprintf("paced=%d-per-s/workloads=%d", rate, m), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				runSubmitToAccepted(b, n, rate, true)
+				runSubmitToAccepted(b, m, rate, true)
 			}
 		})
 	}
