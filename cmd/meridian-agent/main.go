@@ -53,6 +53,7 @@ type options struct {
 	simDuration    time.Duration
 	heartbeat      time.Duration
 	advertise      time.Duration
+	parallelism    int
 	metricsAddr    string
 	logLevel       string
 	logFormat      string
@@ -134,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.simDuration, "sim-default-duration", 0, "simcluster: run time of workloads that declare none (0 = the file's defaultDuration, else 30s)")
 	fs.DurationVar(&o.heartbeat, "heartbeat-interval", agent.DefaultHeartbeatInterval, "time between heartbeats")
 	fs.DurationVar(&o.advertise, "advertise-interval", agent.DefaultAdvertiseInterval, "time between full capacity advertisements")
+	fs.IntVar(&o.parallelism, "launch-parallelism", agent.DefaultLaunchParallelism, "dispatches and cancels handled at the same time (never two for one dispatch); 1 = one at a time")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this address, e.g. 127.0.0.1:9464 (empty = off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -230,6 +232,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.advertise <= 0 {
 		return nil, fmt.Errorf("--advertise-interval %s: must be positive", o.advertise)
 	}
+	if o.parallelism < 1 || o.parallelism > agent.MaxLaunchParallelism {
+		return nil, fmt.Errorf("--launch-parallelism %d: must be between 1 and %d", o.parallelism, agent.MaxLaunchParallelism)
+	}
 	if o.connectTimeout <= 0 {
 		return nil, fmt.Errorf("--connect-timeout %s: must be positive", o.connectTimeout)
 	}
@@ -285,7 +290,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	a, err := agent.New(agent.Config{
 		ClusterID: o.clusterID, Bus: bus, Connector: conn, Logger: log, Version: version,
-		HeartbeatInterval: o.heartbeat, AdvertiseInterval: o.advertise,
+		HeartbeatInterval: o.heartbeat, AdvertiseInterval: o.advertise, LaunchParallelism: o.parallelism,
 	})
 	if err != nil {
 		return err

@@ -49,6 +49,8 @@ func TestFlagErrors(t *testing.T) {
 		"both sim sources":   {with("--sim-example", "h100-nvlink"), "exactly one of"},
 		"zero time scale":    {with("--time-scale", "0"), "--time-scale"},
 		"negative heartbeat": {with("--heartbeat-interval", "-1s"), "--heartbeat-interval"},
+		"zero parallelism":   {with("--launch-parallelism", "0"), "--launch-parallelism"},
+		"huge parallelism":   {with("--launch-parallelism", "100000"), "--launch-parallelism"},
 		"zero advertise":     {with("--advertise-interval", "0s"), "--advertise-interval"},
 		"bad metrics addr":   {with("--metrics-addr", "nope"), "--metrics-addr"},
 		"bad log level":      {with("--log-level", "loud"), "--log-level"},

@@ -285,7 +285,7 @@ func TestDeploymentCarriesTheSettings(t *testing.T) {
 			"nodeSelector": map[string]any{"pool": "gpu"}, "tolerations": []any{"nvidia.com/gpu", "dedicated"},
 			"classes": map[string]any{"NVIDIA-H100-80GB-HBM3": "h100"}, "labels": map[string]any{"region": "eu"},
 		},
-		"agent":        map[string]any{"metricsPort": 9100, "heartbeatInterval": "3s"},
+		"agent":        map[string]any{"metricsPort": 9100, "heartbeatInterval": "3s", "launchParallelism": 4},
 		"nodeSelector": map[string]any{"kubernetes.io/os": "linux"},
 		"affinity":     map[string]any{"nodeAffinity": map[string]any{}},
 		"tolerations":  []any{map[string]any{"key": "infra", "operator": "Exists"}},
@@ -309,6 +309,7 @@ func TestDeploymentCarriesTheSettings(t *testing.T) {
 		"--label":                {"region=eu"},
 		"--metrics-addr":         {":9100"},
 		"--heartbeat-interval":   {"3s"},
+		"--launch-parallelism":   {"4"},
 	} {
 		if got := flags[flag]; !slices.Equal(got, want) {
 			t.Errorf("%s = %q, want %q", flag, got, want)
@@ -428,6 +429,7 @@ func TestBadValuesAreRefusedNamingTheField(t *testing.T) {
 		"bad Jobs namespace":             {minimal(map[string]any{"connector": map[string]any{"namespace": "ML_Jobs"}}), "namespace"},
 		"misspelt connector key":         {minimal(map[string]any{"connector": map[string]any{"gangs": "none"}}), "gangs"},
 		"bad duration":                   {minimal(map[string]any{"agent": map[string]any{"heartbeatInterval": "5 seconds"}}), "heartbeatInterval"},
+		"negative parallelism":           {minimal(map[string]any{"agent": map[string]any{"launchParallelism": -1}}), "launchParallelism"},
 		"bad log level":                  {minimal(map[string]any{"agent": map[string]any{"logLevel": "verbose"}}), "logLevel"},
 		"metrics port out of range":      {minimal(map[string]any{"agent": map[string]any{"metricsPort": 70000}}), "metricsPort"},
 		"startup probe period zero":      {minimal(map[string]any{"startupProbe": map[string]any{"periodSeconds": 0}}), "startupProbe"},
