@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/json"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -179,7 +180,7 @@ type built struct {
 
 // buildSnapshot turns a state and the fleet into the core's input.
 func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *built {
-	b := &built{snap: &scheduler.Snapshot{Now: now, Ledger: ledger}, byID: s.workloads, current: map[string]*rec{}, invalid: map[string]string{}}
+	b := &built{snap: &scheduler.Snapshot{Now: now, Ledger: ledger}, byID: s.workloads, invalid: map[string]string{}}
 	tree, bad, err := convert.QueueTree(s.queues)
 	if err != nil {
 		l.log.Error("queue tree", "err", err)
@@ -187,24 +188,38 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	}
 	b.snap.Queues, b.badQ = tree, bad
 
+	// One pass finds the current records with their workloads; sorting that
+	// list (not the map's keys) keeps the core's input in a stable order
+	// without looking every id up again.
+	type cur struct {
+		id string
+		r  *rec
+		w  *wl
+	}
+	currents := make([]cur, 0, len(s.dispatches))
+	b.current = make(map[string]*rec, len(s.dispatches))
 	for id, r := range s.dispatches {
 		w := s.workloads[r.r.WorkloadID]
 		if w == nil || w.w.GetStatus().GetDispatchId() != id || !active(w.w.GetStatus().GetPhase()) {
 			continue
 		}
 		b.current[id] = r
+		currents = append(currents, cur{id: id, r: r, w: w})
 	}
+	slices.SortFunc(currents, func(a, b cur) int { return strings.Compare(a.id, b.id) })
 
 	views := l.fleet.Views()
+	viewOf := make(map[string]int, len(views))
 	for i := range views {
+		viewOf[views[i].Cluster.ID] = i
 		if ds, ok := s.drain[views[i].Cluster.ID]; ok && ds.Draining && views[i].Cluster.State == scheduler.ClusterReady {
 			views[i].Cluster.State = scheduler.ClusterDraining
 		}
 	}
 	idx := make([]map[string]int, len(views)) // node indexes, built on first use
-	for _, id := range sortedKeys(b.current) {
-		r := b.current[id]
-		w := s.workloads[r.r.WorkloadID]
+	b.snap.Running = make([]scheduler.Running, 0, len(currents))
+	for _, c := range currents {
+		r, w := c.r, c.w
 		sw := w.sw
 		if w.swErr != nil {
 			l.log.Error("running workload does not convert; its usage is still charged", "workload", w.w.GetId(), "err", w.swErr)
@@ -219,11 +234,8 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 		})
 		// Work the agent has not yet reflected in its advertisement is
 		// subtracted from the advertised free capacity here.
-		for vi := range views {
+		if vi, ok := viewOf[r.r.Cluster]; ok {
 			v := &views[vi]
-			if v.Cluster.ID != r.r.Cluster {
-				continue
-			}
 			if !r.r.Acked || !r.r.AckedAt.Before(v.AdvertAt) {
 				if idx[vi] == nil {
 					idx[vi] = nodeIndex(&v.Cluster)
