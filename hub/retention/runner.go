@@ -1,0 +1,445 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meridian-gpu/meridian/hub/api"
+	"github.com/meridian-gpu/meridian/hub/leader"
+	"github.com/meridian-gpu/meridian/hub/store"
+)
+
+// Runner defaults for Config's zero fields.
+const (
+	// DefaultInterval is the gap between two passes. Retention works in
+	// days and thousands, so a pass every few minutes keeps well within
+	// the policy while listing the workloads rarely.
+	DefaultInterval = 5 * time.Minute
+	// DefaultBatchSize is how many workloads one transaction deletes.
+	DefaultBatchSize = 64
+	// DefaultMaxPerPass bounds the deletes of one pass; the rest wait for
+	// the next, so a hub that just turned retention on catches up gently.
+	DefaultMaxPerPass = 10_000
+	// DefaultPageSize is how many workload keys one list request reads.
+	DefaultPageSize = 500
+)
+
+// maxAttempts bounds how often one batch is retried after conflicts.
+const maxAttempts = 3
+
+// commitTimeout bounds each etcd call of a pass.
+const commitTimeout = 10 * time.Second
+
+// FenceSource says whether this replica leads, and the fence of its term.
+// *leader.Elector implements it. Fence must not block; belief is not
+// proof, which is why every delete is also fenced in etcd.
+type FenceSource interface {
+	Fence() (leader.Fence, bool)
+}
+
+// Config tunes a Runner. Zero fields other than Policy take the defaults.
+type Config struct {
+	// Policy says what to delete; its zero value deletes nothing.
+	Policy Policy
+	// Interval is the gap between passes (DefaultInterval).
+	Interval time.Duration
+	// BatchSize is how many workloads one transaction deletes
+	// (DefaultBatchSize); it is lowered to half the store's MaxTxnOps,
+	// since each workload may take two ops.
+	BatchSize int
+	// MaxPerPass bounds the deletes of one pass (DefaultMaxPerPass).
+	MaxPerPass int
+	// PageSize is how many keys one list request reads (DefaultPageSize).
+	PageSize int
+}
+
+// Validate returns an error naming the field for negative values.
+func (c Config) Validate() error {
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Interval < 0:
+		return fmt.Errorf("retention: Config.Interval %s is negative", c.Interval)
+	case c.BatchSize < 0:
+		return fmt.Errorf("retention: Config.BatchSize %d is negative", c.BatchSize)
+	case c.MaxPerPass < 0:
+		return fmt.Errorf("retention: Config.MaxPerPass %d is negative", c.MaxPerPass)
+	case c.PageSize < 0:
+		return fmt.Errorf("retention: Config.PageSize %d is negative", c.PageSize)
+	}
+	return nil
+}
+
+// Deps are a Runner's collaborators.
+type Deps struct {
+	// Store reads and deletes in etcd. Required.
+	Store *store.Store
+	// Leader says whether this replica leads; pass the hub's
+	// *leader.Elector. Required.
+	Leader FenceSource
+	// Logger; nil drops logs.
+	Logger *slog.Logger
+	// Clock; nil means time.Now.
+	Clock func() time.Time
+	// Registerer receives the metrics; nil means a private registry.
+	Registerer prometheus.Registerer
+	// Config tunes the runner.
+	Config Config
+}
+
+// Runner deletes finished workloads on the leader. Build it with New and
+// drive it with Run (or Pass, one pass at a time).
+type Runner struct {
+	st     *store.Store
+	leader FenceSource
+	log    *slog.Logger
+	clock  func() time.Time
+	cfg    Config
+	m      *metrics
+
+	// afterSelect, when set, runs between the list and the first delete
+	// (tests: change state in that window).
+	afterSelect func()
+}
+
+// New checks deps and returns a Runner.
+func New(d Deps) (*Runner, error) {
+	switch {
+	case d.Store == nil:
+		return nil, errors.New("retention: Deps.Store is required")
+	case d.Leader == nil:
+		return nil, errors.New("retention: Deps.Leader is required")
+	}
+	if err := d.Config.Validate(); err != nil {
+		return nil, err
+	}
+	c := d.Config
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	c.BatchSize = max(1, min(c.BatchSize, d.Store.MaxTxnOps()/2))
+	if c.MaxPerPass == 0 {
+		c.MaxPerPass = DefaultMaxPerPass
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	r := &Runner{st: d.Store, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.log = r.log.With("component", "retention")
+	if r.clock == nil {
+		r.clock = time.Now
+	}
+	reg := d.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	r.m = m
+	return r, nil
+}
+
+// Config is the runner's configuration with defaults applied.
+func (r *Runner) Config() Config { return r.cfg }
+
+// Run makes a pass every Interval while this replica leads, until ctx
+// ends (it then returns nil). With a disabled policy it returns at once.
+// A failed pass is logged and retried at the next tick.
+func (r *Runner) Run(ctx context.Context) error {
+	if !r.cfg.Policy.Enabled() {
+		r.log.Info("retention disabled: finished workloads are kept forever")
+		return nil
+	}
+	r.log.Info("retention on", "ttl", r.cfg.Policy.TTL.String(), "max_per_queue", r.cfg.Policy.MaxPerQueue, "interval", r.cfg.Interval.String())
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		fence, ok := r.leader.Fence()
+		if !ok {
+			continue
+		}
+		// Pass logs its own outcome.
+		_, _ = r.Pass(ctx, fence)
+	}
+}
+
+// Result counts what one pass saw and did.
+type Result struct {
+	// Scanned is how many workload records were listed.
+	Scanned int
+	// Finished is how many of them are in a terminal phase.
+	Finished int
+	// Undecodable records are skipped (and logged).
+	Undecodable int
+	// ExpiredTTL and OverCap are how many the policy chose, by reason.
+	ExpiredTTL, OverCap int
+	// Deleted is how many workloads were deleted, and IdempotencyKeys how
+	// many idempotency keys went with them.
+	Deleted, IdempotencyKeys int
+	// Changed is how many chosen workloads changed or vanished before
+	// their delete and were kept.
+	Changed int
+	// Deferred is how many chosen workloads were left for the next pass
+	// (MaxPerPass, repeated conflicts, or a pass cut short by an error).
+	Deferred int
+}
+
+// entry is one finished workload as listed.
+type entry struct {
+	Finished
+	key     string
+	modRev  int64
+	idemKey string // "" when the workload has no idempotency key
+	reason  Reason
+}
+
+// Pass lists the workloads, selects what the policy deletes at the
+// runner's clock, and deletes it in batches, each commit fenced by fence.
+// It returns what it did even on error. A lost fence stops the pass with
+// an error matching leader.IsNotLeader; nothing is written after that.
+func (r *Runner) Pass(ctx context.Context, fence leader.Fence) (Result, error) {
+	start := time.Now()
+	res, err := r.pass(ctx, fence)
+	outcome := "ok"
+	switch {
+	case leader.IsNotLeader(err):
+		outcome = "not_leader"
+	case err != nil:
+		outcome = "error"
+	}
+	r.m.passes.WithLabelValues(outcome).Inc()
+	attrs := []any{"scanned", res.Scanned, "finished", res.Finished, "expired_ttl", res.ExpiredTTL, "over_cap", res.OverCap,
+		"deleted", res.Deleted, "idempotency_keys", res.IdempotencyKeys, "changed", res.Changed, "deferred", res.Deferred,
+		"took", time.Since(start).Round(time.Millisecond).String()}
+	if res.Undecodable > 0 {
+		attrs = append(attrs, "undecodable", res.Undecodable)
+	}
+	if err != nil {
+		r.log.Warn("retention pass stopped", append(attrs, "err", err)...)
+		return res, err
+	}
+	r.log.Info("retention pass", attrs...)
+	return res, nil
+}
+
+func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
+	var res Result
+	if err := fence.Validate(); err != nil {
+		return res, fmt.Errorf("retention: %w", err)
+	}
+	if !r.cfg.Policy.Enabled() {
+		return res, nil
+	}
+	entries, err := r.listFinished(ctx, &res)
+	if err != nil {
+		return res, err
+	}
+	r.m.finished.Set(float64(res.Finished))
+	fin := make([]Finished, len(entries))
+	byID := make(map[string]*entry, len(entries))
+	for i := range entries {
+		fin[i] = entries[i].Finished
+		byID[entries[i].ID] = &entries[i]
+	}
+	var chosen []*entry
+	for _, d := range Select(fin, r.cfg.Policy, r.clock()) {
+		e := byID[d.ID]
+		if e == nil || !api.IsTerminal(e.Phase) {
+			// Select never returns these; refuse rather than trust it.
+			continue
+		}
+		e.reason = d.Reason
+		switch d.Reason {
+		case ReasonTTL:
+			res.ExpiredTTL++
+		case ReasonQueueCap:
+			res.OverCap++
+		}
+		chosen = append(chosen, e)
+	}
+	if r.afterSelect != nil {
+		r.afterSelect()
+	}
+	if len(chosen) > r.cfg.MaxPerPass {
+		res.Deferred += len(chosen) - r.cfg.MaxPerPass
+		chosen = chosen[:r.cfg.MaxPerPass]
+	}
+	for i := 0; i < len(chosen); i += r.cfg.BatchSize {
+		batch := chosen[i:min(i+r.cfg.BatchSize, len(chosen))]
+		if err := r.deleteBatch(ctx, fence, batch, &res); err != nil {
+			res.Deferred += len(chosen) - i - len(batch)
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// listFinished pages through the workload keys at one revision and keeps
+// what Select and the deletes need of each finished one. Only those
+// summaries stay in memory, not the records.
+func (r *Runner) listFinished(ctx context.Context, res *Result) ([]entry, error) {
+	prefix := store.Prefix(store.KindWorkloads)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	cli := r.st.Client()
+	var (
+		out   []entry
+		rev   int64
+		start = prefix
+	)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(r.cfg.PageSize))}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		gctx, cancel := context.WithTimeout(ctx, commitTimeout)
+		resp, err := cli.Get(gctx, start, opts...)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("retention: list workloads at rev %d: %w", rev, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			res.Scanned++
+			key := string(kv.Key)
+			w, err := api.DecodeWorkloadRecord(kv.Value)
+			if err != nil {
+				res.Undecodable++
+				r.log.Warn("skipping undecodable workload record", "key", key, "err", err)
+				continue
+			}
+			if !api.IsTerminal(w.GetStatus().GetPhase()) {
+				continue
+			}
+			res.Finished++
+			e := entry{
+				Finished: Finished{ID: strings.TrimPrefix(key, prefix), Queue: w.GetQueue(), Phase: w.GetStatus().GetPhase(), End: EndTime(w)},
+				key:      key, modRev: kv.ModRevision,
+			}
+			if k := w.GetIdempotencyKey(); k != "" {
+				e.idemKey = api.IdempotencyKey(w.GetQueue(), k)
+			}
+			out = append(out, e)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// idemState is an idempotency key as read just before a delete.
+type idemState struct {
+	value  string
+	modRev int64
+}
+
+// readIdem reads the idempotency keys of batch in one transaction.
+func (r *Runner) readIdem(ctx context.Context, batch []*entry) (map[string]idemState, error) {
+	var ops []clientv3.Op
+	var keys []string
+	for _, e := range batch {
+		if e.idemKey != "" {
+			ops = append(ops, clientv3.OpGet(e.idemKey))
+			keys = append(keys, e.idemKey)
+		}
+	}
+	out := map[string]idemState{}
+	if len(ops) == 0 {
+		return out, nil
+	}
+	gctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	resp, err := r.st.Client().Txn(gctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("retention: read %d idempotency keys: %w", len(ops), err)
+	}
+	for i, rr := range resp.Responses {
+		if kvs := rr.GetResponseRange().GetKvs(); len(kvs) == 1 {
+			out[keys[i]] = idemState{value: string(kvs[0].Value), modRev: kvs[0].ModRevision}
+		}
+	}
+	return out, nil
+}
+
+// deleteBatch deletes batch in one fenced transaction, each workload
+// guarded by its listed mod revision and its idempotency key deleted only
+// while it names that workload. On a conflict it drops the workloads that
+// changed and tries the rest again, a few times at most.
+func (r *Runner) deleteBatch(ctx context.Context, fence leader.Fence, batch []*entry, res *Result) error {
+	pending := batch
+	for attempt := 0; attempt < maxAttempts && len(pending) > 0; attempt++ {
+		idem, err := r.readIdem(ctx, pending)
+		if err != nil {
+			res.Deferred += len(pending)
+			return err
+		}
+		ops := make([]store.Op, 0, 2*len(pending))
+		idemDeletes := 0
+		for _, e := range pending {
+			ops = append(ops, store.Delete(e.key, e.modRev))
+			if is, ok := idem[e.idemKey]; ok && e.idemKey != "" && is.value == e.ID {
+				ops = append(ops, store.Delete(e.idemKey, is.modRev))
+				idemDeletes++
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, commitTimeout)
+		_, err = r.st.Commit(cctx, &fence, ops...)
+		cancel()
+		if err == nil {
+			res.Deleted += len(pending)
+			res.IdempotencyKeys += idemDeletes
+			for _, e := range pending {
+				r.m.deleted.WithLabelValues(string(e.reason)).Inc()
+				r.log.Debug("deleted finished workload", "workload", e.ID, "queue", e.Queue, "reason", string(e.reason))
+			}
+			return nil
+		}
+		var ce *store.ConflictError
+		if !errors.As(err, &ce) {
+			res.Deferred += len(pending)
+			return fmt.Errorf("retention: delete %d workloads: %w", len(pending), err)
+		}
+		// A workload whose key conflicted changed (or went) since the
+		// list: keep it. A conflict on an idempotency key only means it
+		// changed after readIdem; the retry reads it again.
+		changed := map[string]bool{}
+		for _, k := range ce.Keys {
+			changed[k.Key] = true
+		}
+		var next []*entry
+		for _, e := range pending {
+			if changed[e.key] {
+				res.Changed++
+				r.m.changed.Inc()
+				continue
+			}
+			next = append(next, e)
+		}
+		pending = next
+	}
+	res.Deferred += len(pending)
+	return nil
+}
