@@ -25,6 +25,7 @@ func main() {
 	fs.StringVar(&o.DataDir, "data-dir", "", "keep etcd, NATS and the log here (default: a temporary directory)")
 	live := fs.String("live", "auto", "redraw a live table: auto (when stdout is a terminal), always or never")
 	withSlurm := fs.Bool("slurm", false, "replace the simulated us-east with the local real Slurm cluster (root; starts it with scripts/slurm-up.sh)")
+	withK8s := fs.Bool("k8s", false, "add the local real Kubernetes control plane (KWOK GPU nodes) to the simulated clusters (root; starts it with scripts/k8s-up.sh)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			os.Exit(0)
@@ -49,8 +50,25 @@ func main() {
 			"Run it as root, e.g. sudo make demo-slurm, or run make demo for the all-simulated federation.\n")
 		os.Exit(exitNeedsRoot)
 	}
+	if *withSlurm && *withK8s {
+		fmt.Fprintf(os.Stderr, "meridian-demo: --slurm and --k8s: choose one\n")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *withK8s {
+		spoke, closeSpoke, err := demo.KubernetesSpoke(ctx, os.Stderr)
+		if demo.KubernetesUnavailable(err) {
+			skipK8s(err)
+			return
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "meridian-demo: --k8s: %v\n", err)
+			os.Exit(1)
+		}
+		defer closeSpoke()
+		o.Real = spoke
+	}
 	if *withSlurm {
 		spoke, closeSpoke, err := slurmSpoke(ctx, os.Stderr)
 		if err != nil {
@@ -71,4 +89,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "meridian-demo: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// skipK8s says, loudly, why `make demo-k8s` cannot run here. It is a skip,
+// not a failure (exit 0), as the real-Kubernetes tests skip.
+func skipK8s(err error) {
+	const bar = "**********************************************************************"
+	fmt.Fprintf(os.Stderr, "%s\nSKIPPED make demo-k8s: %v\n"+
+		"Run it as root (e.g. sudo make demo-k8s), or run make demo for the all-simulated federation.\n%s\n", bar, err, bar)
 }

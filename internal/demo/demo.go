@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +49,8 @@ type Options struct {
 	// lines are printed.
 	Live bool
 	// Real, when set, puts a real cluster in the place of one simulated
-	// cluster (make demo-slurm: the local Slurm cluster instead of us-east).
+	// cluster (make demo-slurm: the local Slurm cluster instead of us-east)
+	// or beside them (make demo-k8s).
 	Real *Spoke
 }
 
@@ -57,7 +59,8 @@ type Options struct {
 type Spoke struct {
 	// ID and What name the cluster in the output.
 	ID, What string
-	// Replaces is the id of the simulated cluster it stands in for.
+	// Replaces is the id of the simulated cluster it stands in for; empty
+	// means it joins the three simulated clusters.
 	Replaces string
 	// Connector drives the cluster. Run starts an agent on it but does not
 	// close it.
@@ -70,6 +73,10 @@ type Spoke struct {
 	Runtime func(run time.Duration, exitCode int) *meridianv1.RuntimeTemplate
 	// Launches, when set, counts the cluster's launches for the summary.
 	Launches func() int
+	// Hints, when set, returns lines printed with the commands to try
+	// after the summary (how to look at the real cluster), given the hub's
+	// gRPC address.
+	Hints func(hubGRPC string) []string
 }
 
 // DefaultOptions is what `make demo` runs.
@@ -96,11 +103,15 @@ func (o Options) spokes() ([]clusterSpec, error) {
 	if o.Real.Connector == nil || o.Real.Runtime == nil || o.Real.ID == "" {
 		return nil, errors.New("demo: Options.Real needs an ID, a Connector and a Runtime")
 	}
+	real := clusterSpec{id: o.Real.ID, what: o.Real.What, conn: o.Real.Connector}
+	if o.Real.Replaces == "" {
+		return append(slices.Clone(clusters), real), nil
+	}
 	var out []clusterSpec
 	found := false
 	for _, c := range clusters {
 		if c.id == o.Real.Replaces {
-			c, found = clusterSpec{id: o.Real.ID, what: o.Real.What, conn: o.Real.Connector}, true
+			c, found = real, true
 		}
 		out = append(out, c)
 	}
@@ -285,6 +296,11 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s clusters\n", addrs.GRPC)
 	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s submit -f examples/workloads/gang.yaml\n", addrs.GRPC)
 	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s explain <workload id>\n", addrs.GRPC)
+	if o.Real != nil && o.Real.Hints != nil {
+		for _, h := range o.Real.Hints(addrs.GRPC) {
+			fmt.Fprintf(stdout, "  %s\n", h)
+		}
+	}
 	if o.DataDir != "" || o.Forever {
 		fmt.Fprintf(stdout, "  log      %s\n", logPath)
 	}
