@@ -24,6 +24,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/api"
 	"github.com/meridian-gpu/meridian/hub/dispatch"
 	"github.com/meridian-gpu/meridian/hub/leader"
+	"github.com/meridian-gpu/meridian/hub/retention"
 	"github.com/meridian-gpu/meridian/hub/store"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
@@ -85,6 +86,15 @@ type Config struct {
 	// Dispatch tunes the loop; SchedulePeriod and ClusterTimeout override
 	// its MaxIdle and ClusterTimeout when set.
 	Dispatch dispatch.Config
+	// RetentionTTL is how long the leader keeps a finished workload after
+	// it ended, and RetentionPerQueue how many finished workloads it keeps
+	// per queue (the newest); 0 disables each. meridian-hub's flags default
+	// to retention.DefaultTTL and retention.DefaultMaxPerQueue.
+	RetentionTTL      time.Duration
+	RetentionPerQueue int
+	// RetentionInterval is the gap between retention passes; 0 means
+	// retention.DefaultInterval.
+	RetentionInterval time.Duration
 	// Logger receives the hub's logs; nil drops them.
 	Logger *slog.Logger
 	// Clock is the hub's time source; nil means time.Now.
@@ -116,6 +126,9 @@ func (c *Config) validate() error {
 	if c.MaxRequestBytes < 0 {
 		return fmt.Errorf("server: Config.MaxRequestBytes %d is negative", c.MaxRequestBytes)
 	}
+	if err := c.validateRetention(); err != nil {
+		return err
+	}
 	for name, d := range map[string]time.Duration{"SchedulePeriod": c.SchedulePeriod, "ClusterTimeout": c.ClusterTimeout, "LeaderTTL": c.LeaderTTL} {
 		if d < 0 {
 			return fmt.Errorf("server: Config.%s %s is negative", name, d)
@@ -145,6 +158,7 @@ type Server struct {
 	bus     *natsbus.Bus
 	elector *leader.Elector
 	loop    *dispatch.Loop
+	retain  *retention.Runner // nil with NoScheduler or retention off
 	svc     *api.Service
 	reg     *prometheus.Registry
 	natsURL string
@@ -237,6 +251,9 @@ func New(cfg Config) (s *Server, err error) {
 		})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
+		}
+		if s.retain, err = s.newRetention(); err != nil {
+			return nil, err
 		}
 	}
 	if err := s.buildAPI(); err != nil {
@@ -480,6 +497,9 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	if s.retain != nil {
+		goRun("retention", func() error { return s.retain.Run(ctx) })
+	}
 	loopDone := make(chan struct{})
 	if s.loop != nil {
 		go func() {

@@ -1,0 +1,44 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/meridian-gpu/meridian/hub/retention"
+)
+
+// retentionConfig is the retention runner's configuration from Config.
+func (c *Config) retentionConfig() retention.Config {
+	return retention.Config{
+		Policy:   retention.Policy{TTL: c.RetentionTTL, MaxPerQueue: c.RetentionPerQueue},
+		Interval: c.RetentionInterval,
+	}
+}
+
+func (c *Config) validateRetention() error {
+	switch {
+	case c.RetentionTTL < 0:
+		return fmt.Errorf("server: Config.RetentionTTL %s is negative (0 keeps finished workloads forever)", c.RetentionTTL)
+	case c.RetentionPerQueue < 0:
+		return fmt.Errorf("server: Config.RetentionPerQueue %d is negative (0 means no per-queue cap)", c.RetentionPerQueue)
+	case c.RetentionInterval < 0:
+		return fmt.Errorf("server: Config.RetentionInterval %s is negative", c.RetentionInterval)
+	}
+	return nil
+}
+
+// newRetention builds the retention runner, or returns nil when the policy
+// deletes nothing. It runs in every scheduling replica but deletes only
+// while that replica leads, fenced by the same election as the loop.
+func (s *Server) newRetention() (*retention.Runner, error) {
+	rc := s.cfg.retentionConfig()
+	if !rc.Policy.Enabled() {
+		return nil, nil
+	}
+	r, err := retention.New(retention.Deps{
+		Store: s.st, Leader: s.elector, Logger: s.log, Clock: s.cfg.Clock, Registerer: s.reg, Config: rc,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// TestHubRetentionDeletesOldestFinishedOverTheCap runs a whole hub with a
+// per-queue cap of one finished workload: of two cancelled workloads the
+// older is deleted (REST GET says 404), the newer and a queued one stay,
+// and /metrics counts the delete.
+func TestHubRetentionDeletesOldestFinishedOverTheCap(t *testing.T) {
+	s, err := New(Config{DataDir: t.TempDir(), HubID: "hub-r", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(),
+		RetentionPerQueue: 1, RetentionTTL: 7 * 24 * time.Hour, RetentionInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("Run did not return within 15s of cancel")
+		}
+		_ = s.Close()
+	})
+	waitReady(t, s)
+	base := "http://" + s.Addrs().HTTP
+	for _, q := range []string{"acme", "acme/vision"} {
+		if code, body := post(t, base+"/v1/queues", `{"path":"`+q+`","weight":1,"quotas":[{"acceleratorClass":"nvidia-h100-80gb","nominalMilliGpus":8000}]}`); code != 200 {
+			t.Fatalf("create queue %s: %d %s", q, code, body)
+		}
+	}
+	submit := func() string {
+		t.Helper()
+		// No cluster serves this class, so the workload stays queued.
+		code, body := post(t, base+"/v1/workloads", `{"queue":"acme/vision","podSets":[{"name":"w","replicas":1,"resources":{"gpuMilli":1000,"acceleratorClass":"nvidia-h100-80gb"}}]}`)
+		if code != 200 {
+			t.Fatalf("submit: %d %s", code, body)
+		}
+		var sub meridianv1.SubmitWorkloadResponse
+		if err := protojson.Unmarshal([]byte(body), &sub); err != nil {
+			t.Fatal(err)
+		}
+		return sub.GetWorkload().GetId()
+	}
+	older, newer, queued := submit(), submit(), submit()
+	for _, id := range []string{older, newer} {
+		if code, body := post(t, base+"/v1/workloads/"+id+":cancel", `{"reason":"done"}`); code != 200 || !strings.Contains(body, "CANCELLED") {
+			t.Fatalf("cancel %s: %d %s", id, code, body)
+		}
+		// Distinct end times, so "newest" is not decided by id alone.
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _ := get(t, base+"/v1/workloads/"+older)
+		if code == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the older finished workload is still there (GET %d) 20s after it went over the cap", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range []string{newer, queued} {
+		if code, body := get(t, base+"/v1/workloads/"+id); code != 200 {
+			t.Fatalf("workload %s: %d %s; want it kept", id, code, body)
+		}
+	}
+	code, metrics := get(t, base+"/metrics")
+	if code != 200 || !strings.Contains(metrics, `meridian_retention_deleted_workloads_total{reason="queue_cap"} 1`) {
+		t.Fatalf("metrics %d lack the retention counter:\n%.3000s", code, metrics)
+	}
+}
+
+func TestRetentionConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"negative ttl", Config{DataDir: "x", RetentionTTL: -time.Hour}, "Config.RetentionTTL"},
+		{"negative cap", Config{DataDir: "x", RetentionPerQueue: -1}, "Config.RetentionPerQueue"},
+		{"negative interval", Config{DataDir: "x", RetentionInterval: -time.Second}, "Config.RetentionInterval"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := New(c.cfg)
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("New accepted a bad config")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q does not mention %q", err, c.want)
+			}
+		})
+	}
+}
