@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meridian-gpu/meridian/hub/retention"
 	"github.com/meridian-gpu/meridian/hub/server"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
@@ -111,6 +112,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err != nil {
 		return nil, err
 	}
+	retTTL, err := envDuration("MERIDIAN_RETENTION_TTL", retention.DefaultTTL)
+	if err != nil {
+		return nil, err
+	}
+	retCap, err := envInt("MERIDIAN_RETENTION_MAX_FINISHED_PER_QUEUE", retention.DefaultMaxPerQueue)
+	if err != nil {
+		return nil, err
+	}
 	var endpoints string
 	fs.StringVar(&o.cfg.DataDir, "data-dir", envOr("meridian-data", "MERIDIAN_HUB_DATA_DIR", "MERIDIAN_DATA_DIR"),
 		"directory for the embedded etcd and NATS data (env MERIDIAN_HUB_DATA_DIR, then MERIDIAN_DATA_DIR)")
@@ -129,6 +138,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.cfg.ClusterTimeout, "cluster-timeout", timeout, "silence after which a cluster is LOST (env MERIDIAN_CLUSTER_TIMEOUT)")
 	fs.DurationVar(&o.cfg.LeaderTTL, "leader-ttl", ttl, "leader election lease; a dead leader is replaced after about this long (env MERIDIAN_LEADER_TTL)")
 	fs.IntVar(&o.cfg.MaxRequestBytes, "max-request-bytes", maxReq, "largest gRPC request message and REST body (env MERIDIAN_MAX_REQUEST_BYTES)")
+	fs.DurationVar(&o.cfg.RetentionTTL, "retention-ttl", retTTL,
+		"delete a finished (SUCCEEDED, FAILED, CANCELLED) workload this long after it ended; 0 keeps them forever (env MERIDIAN_RETENTION_TTL)")
+	fs.IntVar(&o.cfg.RetentionPerQueue, "retention-max-finished-per-queue", retCap,
+		"keep at most this many finished workloads per queue, deleting the oldest first; 0 means no cap (env MERIDIAN_RETENTION_MAX_FINISHED_PER_QUEUE)")
 	fs.BoolVar(&o.cfg.NoScheduler, "no-scheduler", os.Getenv("MERIDIAN_NO_SCHEDULER") == "1", "serve the API only: no leader election, no scheduling loop (env MERIDIAN_NO_SCHEDULER=1)")
 	fs.StringVar(&o.addrFile, "addr-file", os.Getenv("MERIDIAN_ADDR_FILE"), "write the listening addresses as JSON to this file once ready (env MERIDIAN_ADDR_FILE)")
 	fs.StringVar(&o.logLevel, "log-level", envOr("info", "MERIDIAN_LOG_LEVEL"), "log level: debug, info, warn, error (env MERIDIAN_LOG_LEVEL)")
@@ -158,6 +171,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if d <= 0 {
 			return nil, fmt.Errorf("%s must be positive (got %s)", name, d)
 		}
+	}
+	if o.cfg.RetentionTTL < 0 {
+		return nil, fmt.Errorf("--retention-ttl must be 0 (keep finished workloads forever) or positive (got %s)", o.cfg.RetentionTTL)
+	}
+	if o.cfg.RetentionPerQueue < 0 {
+		return nil, fmt.Errorf("--retention-max-finished-per-queue must be 0 (no cap) or positive (got %d)", o.cfg.RetentionPerQueue)
 	}
 	if o.cfg.MaxRequestBytes < 4096 {
 		return nil, fmt.Errorf("--max-request-bytes must be at least 4096 (got %d)", o.cfg.MaxRequestBytes)
