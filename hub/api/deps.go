@@ -95,6 +95,7 @@ type Service struct {
 	now func() time.Time
 
 	bookmarkEvery time.Duration
+	submits       *groupCommitter // shares etcd transactions between concurrent submits
 }
 
 // New checks deps and returns the service.
@@ -120,5 +121,6 @@ func New(d Deps) (*Service, error) {
 	if be == 0 {
 		be = 10 * time.Second
 	}
-	return &Service{d: d, st: d.Store, cli: d.Store.Client(), log: l, ids: newIDGen(), now: now, bookmarkEvery: be}, nil
+	return &Service{d: d, st: d.Store, cli: d.Store.Client(), log: l, ids: newIDGen(), now: now, bookmarkEvery: be,
+		submits: newGroupCommitter(d.Store)}, nil
 }

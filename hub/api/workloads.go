@@ -107,7 +107,7 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		if k := w.GetIdempotencyKey(); k != "" {
 			ops = append(ops, store.PutIfModRev(IdempotencyKey(w.GetQueue(), k), []byte(id), 0))
 		}
-		_, err = s.st.Commit(ctx, nil, ops...)
+		err = s.submits.Commit(ctx, ops)
 		if err == nil {
 			s.log.Debug("workload submitted", "workload", id, "queue", stored.GetQueue())
 			return &meridianv1.SubmitWorkloadResponse{Workload: stored}, nil

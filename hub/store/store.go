@@ -77,6 +77,12 @@ func Check(key string, modRev int64) Op { return Op{kind: opCheck, key: key, mod
 // Key is the op's key.
 func (o Op) Key() string { return o.key }
 
+// SameCheck reports whether o and p are the same Check (one key, one
+// expected revision): two callers' ops that may share one transaction.
+func (o Op) SameCheck(p Op) bool {
+	return o.kind == opCheck && p.kind == opCheck && o.key == p.key && o.modRev == p.modRev
+}
+
 func (o Op) conditional() bool {
 	return o.kind == opPutIfModRev || o.kind == opDelete || o.kind == opCheck
 }

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/store"
+)
+
+// groupCommitTimeout bounds one shared transaction. It is not any one
+// caller's deadline: a caller that gives up early must not fail the others.
+const groupCommitTimeout = 10 * time.Second
+
+// groupCommitter merges concurrent submits into shared etcd transactions.
+// The first caller to find no commit in flight commits; callers arriving
+// meanwhile queue up and go out together in the next transaction, so under
+// load there is about one etcd round trip per batch instead of one per
+// submit, and with one caller at a time nothing waits. Every caller still
+// gets its own answer: when a shared transaction fails its compares, each
+// member is committed alone to learn which one conflicted.
+type groupCommitter struct {
+	commit func(ctx context.Context, ops ...store.Op) error
+	maxOps int
+
+	mu    sync.Mutex
+	queue []*pendingCommit
+	busy  bool
+}
+
+type pendingCommit struct {
+	ops  []store.Op
+	done chan error // buffered: the committer never blocks on it
+}
+
+func newGroupCommitter(st *store.Store) *groupCommitter {
+	return &groupCommitter{
+		commit: func(ctx context.Context, ops ...store.Op) error {
+			_, err := st.Commit(ctx, nil, ops...)
+			return err
+		},
+		maxOps: st.MaxTxnOps(),
+	}
+}
+
+// Commit stores ops atomically, possibly in one transaction with other
+// callers' ops, and returns this caller's own outcome.
+func (g *groupCommitter) Commit(ctx context.Context, ops []store.Op) error {
+	p := &pendingCommit{ops: ops, done: make(chan error, 1)}
+	g.mu.Lock()
+	g.queue = append(g.queue, p)
+	if !g.busy {
+		g.busy = true
+		g.mu.Unlock()
+		g.drainOnce()
+	} else {
+		g.mu.Unlock()
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// drainOnce commits what is queued now. If more arrived meanwhile, another
+// goroutine takes over, so the caller that started it is not held up by
+// other callers' work.
+func (g *groupCommitter) drainOnce() {
+	g.mu.Lock()
+	batch := g.queue
+	g.queue = nil
+	g.mu.Unlock()
+	for len(batch) > 0 {
+		members, rest := g.pack(batch)
+		g.run(members)
+		batch = rest
+	}
+	g.mu.Lock()
+	if len(g.queue) == 0 {
+		g.busy = false
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	go g.drainOnce()
+}
+
+// pack takes callers in order while their ops fit one transaction: no key
+// touched twice (two identical Checks may share), at most maxOps ops.
+func (g *groupCommitter) pack(batch []*pendingCommit) (members, rest []*pendingCommit) {
+	seen := map[string]store.Op{}
+	n := 0
+	for i, p := range batch {
+		fits := n+len(p.ops) <= g.maxOps || len(members) == 0
+		for _, o := range p.ops {
+			if prev, ok := seen[o.Key()]; ok && !prev.SameCheck(o) {
+				fits = false
+				break
+			}
+		}
+		if !fits {
+			return members, batch[i:]
+		}
+		for _, o := range p.ops {
+			if _, ok := seen[o.Key()]; !ok {
+				seen[o.Key()] = o
+				n++
+			}
+		}
+		members = append(members, p)
+	}
+	return members, nil
+}
+
+// run commits members in one transaction, or one by one when it fails its
+// compares or is too large.
+func (g *groupCommitter) run(members []*pendingCommit) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupCommitTimeout)
+	defer cancel()
+	if len(members) == 1 {
+		members[0].done <- g.commit(ctx, members[0].ops...)
+		return
+	}
+	var ops []store.Op
+	seen := map[string]bool{}
+	for _, p := range members {
+		for _, o := range p.ops {
+			if !seen[o.Key()] {
+				seen[o.Key()] = true
+				ops = append(ops, o)
+			}
+		}
+	}
+	err := g.commit(ctx, ops...)
+	if err == nil || !(store.IsConflict(err) || store.IsTooManyOps(err)) {
+		for _, p := range members {
+			p.done <- err
+		}
+		return
+	}
+	for _, p := range members {
+		p.done <- g.commit(ctx, p.ops...)
+	}
+}
