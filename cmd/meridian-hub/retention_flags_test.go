@@ -48,6 +48,7 @@ func TestRetentionFlagErrors(t *testing.T) {
 		want string
 	}{
 		{"negative ttl", []string{"--retention-ttl", "-1h"}, nil, "--retention-ttl must be 0"},
+		{"ttl under a day", []string{"--retention-ttl", "12h"}, nil, "--retention-ttl must be 0 (keep finished workloads forever) or at least 24h"},
 		{"ttl without a unit", []string{"--retention-ttl", "7"}, nil, "retention-ttl"},
 		{"negative cap", []string{"--retention-max-finished-per-queue", "-5"}, nil, "--retention-max-finished-per-queue must be 0"},
 		{"cap not a number", []string{"--retention-max-finished-per-queue", "lots"}, nil, "retention-max-finished-per-queue"},

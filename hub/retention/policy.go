@@ -19,6 +19,11 @@ const (
 	DefaultTTL = 7 * 24 * time.Hour
 	// DefaultMaxPerQueue is how many finished workloads a queue keeps.
 	DefaultMaxPerQueue = 10_000
+	// IdempotencyWindow is how long the API promises to keep an
+	// idempotency key after its workload ended (docs/api.md). The hub uses
+	// it as Policy.MinAge, so neither limit makes a client's retried
+	// submit create a second workload within that window.
+	IdempotencyWindow = 24 * time.Hour
 )
 
 // Policy says how long finished workloads are kept.
@@ -29,6 +34,10 @@ type Policy struct {
 	// MaxPerQueue is how many finished workloads each queue keeps, the
 	// newest; 0 disables the cap.
 	MaxPerQueue int
+	// MinAge is a floor under both limits: a workload that ended less than
+	// MinAge ago is never deleted, so a busy queue may briefly hold more
+	// than MaxPerQueue. A nonzero TTL must not be shorter. 0 means no floor.
+	MinAge time.Duration
 }
 
 // Enabled reports whether the policy deletes anything at all.
@@ -41,6 +50,12 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxPerQueue < 0 {
 		return fmt.Errorf("retention: Policy.MaxPerQueue %d is negative (0 disables it)", p.MaxPerQueue)
+	}
+	if p.MinAge < 0 {
+		return fmt.Errorf("retention: Policy.MinAge %s is negative (0 means no floor)", p.MinAge)
+	}
+	if p.TTL > 0 && p.TTL < p.MinAge {
+		return fmt.Errorf("retention: Policy.TTL %s is shorter than Policy.MinAge %s", p.TTL, p.MinAge)
 	}
 	return nil
 }
@@ -75,9 +90,10 @@ type Decision struct {
 }
 
 // Select returns the workloads to delete at now under p, oldest first (ties
-// by id). It never returns a workload whose phase is not terminal, and
-// never one whose end time is unknown because of the TTL alone (such a
-// workload counts as the oldest of its queue for the cap). A workload that
+// by id). It never returns a workload whose phase is not terminal, nor one
+// that ended less than p.MinAge ago, nor one whose end time is unknown
+// because of the TTL alone (such a workload counts as the oldest of its
+// queue for the cap). A workload that
 // qualifies for both limits is reported with ReasonQueueCap. Select does not
 // modify ws.
 func Select(ws []Finished, p Policy, now time.Time) []Decision {
@@ -101,6 +117,10 @@ func Select(ws []Finished, p Policy, now time.Time) []Decision {
 			return cmp.Compare(b.ID, a.ID)
 		})
 		for i, w := range list {
+			if p.MinAge > 0 && !w.End.IsZero() && now.Before(w.End.Add(p.MinAge)) {
+				// Too recent to delete; it still takes a place under the cap.
+				continue
+			}
 			switch {
 			case p.MaxPerQueue > 0 && i >= p.MaxPerQueue:
 				out = append(out, Decision{ID: w.ID, Queue: q, End: w.End, Reason: ReasonQueueCap})

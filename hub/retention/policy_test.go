@@ -112,6 +112,23 @@ func TestSelect(t *testing.T) {
 			policy: Policy{TTL: time.Minute},
 		},
 		{
+			name: "min age: the cap never deletes what ended within it",
+			ws: []Finished{
+				fin("n1", "q", succeeded, 1*time.Hour), fin("n2", "q", succeeded, 2*time.Hour),
+				fin("n3", "q", succeeded, 3*time.Hour), fin("o1", "q", succeeded, 2*day),
+			},
+			policy: Policy{MaxPerQueue: 1, MinAge: day},
+			want:   []string{"o1:queue_cap"},
+		},
+		{
+			name: "min age equal to the ttl deletes at the ttl",
+			ws: []Finished{
+				fin("young", "q", succeeded, day-time.Second), fin("old", "q", succeeded, day),
+			},
+			policy: Policy{TTL: day, MinAge: day},
+			want:   []string{"old:ttl"},
+		},
+		{
 			name:   "empty input",
 			policy: Policy{TTL: time.Minute, MaxPerQueue: 1},
 		},
@@ -159,6 +176,15 @@ func TestPolicyValidate(t *testing.T) {
 	}
 	if err := (Policy{MaxPerQueue: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "Policy.MaxPerQueue") {
 		t.Fatalf("negative MaxPerQueue: %v", err)
+	}
+	if err := (Policy{MinAge: -time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "Policy.MinAge") {
+		t.Fatalf("negative MinAge: %v", err)
+	}
+	if err := (Policy{TTL: time.Hour, MinAge: 24 * time.Hour}).Validate(); err == nil || !strings.Contains(err.Error(), "shorter than Policy.MinAge") {
+		t.Fatalf("TTL under MinAge: %v", err)
+	}
+	if err := (Policy{MaxPerQueue: 5, MinAge: 24 * time.Hour}).Validate(); err != nil {
+		t.Fatalf("cap with a floor: %v", err)
 	}
 	if err := (Policy{}).Validate(); err != nil {
 		t.Fatalf("zero policy: %v", err)

@@ -7,9 +7,11 @@ import (
 )
 
 // retentionConfig is the retention runner's configuration from Config.
+// Nothing is deleted within retention.IdempotencyWindow of its end, the
+// time the API promises to keep an idempotency key.
 func (c *Config) retentionConfig() retention.Config {
 	return retention.Config{
-		Policy:   retention.Policy{TTL: c.RetentionTTL, MaxPerQueue: c.RetentionPerQueue},
+		Policy:   retention.Policy{TTL: c.RetentionTTL, MaxPerQueue: c.RetentionPerQueue, MinAge: retention.IdempotencyWindow},
 		Interval: c.RetentionInterval,
 	}
 }
@@ -18,6 +20,8 @@ func (c *Config) validateRetention() error {
 	switch {
 	case c.RetentionTTL < 0:
 		return fmt.Errorf("server: Config.RetentionTTL %s is negative (0 keeps finished workloads forever)", c.RetentionTTL)
+	case c.RetentionTTL > 0 && c.RetentionTTL < retention.IdempotencyWindow:
+		return fmt.Errorf("server: Config.RetentionTTL %s is shorter than %s, the time idempotency keys are kept after a workload ends", c.RetentionTTL, retention.IdempotencyWindow)
 	case c.RetentionPerQueue < 0:
 		return fmt.Errorf("server: Config.RetentionPerQueue %d is negative (0 means no per-queue cap)", c.RetentionPerQueue)
 	case c.RetentionInterval < 0:

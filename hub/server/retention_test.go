@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,10 +15,12 @@ import (
 
 // TestHubRetentionDeletesOldestFinishedOverTheCap runs a whole hub with a
 // per-queue cap of one finished workload: of two cancelled workloads the
-// older is deleted (REST GET says 404), the newer and a queued one stay,
-// and /metrics counts the delete.
+// older is deleted once a day has passed (REST GET says 404), the newer
+// and a queued one stay, and /metrics counts the delete.
 func TestHubRetentionDeletesOldestFinishedOverTheCap(t *testing.T) {
-	s, err := New(Config{DataDir: t.TempDir(), HubID: "hub-r", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(),
+	var skew atomic.Int64 // how far the hub's clock runs ahead
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	s, err := New(Config{DataDir: t.TempDir(), HubID: "hub-r", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(), Clock: clock,
 		RetentionPerQueue: 1, RetentionTTL: 7 * 24 * time.Hour, RetentionInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +65,13 @@ func TestHubRetentionDeletesOldestFinishedOverTheCap(t *testing.T) {
 		// Distinct end times, so "newest" is not decided by id alone.
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Within a day of their end both stay: a client may still replay
+	// their idempotency keys.
+	time.Sleep(200 * time.Millisecond)
+	if code, body := get(t, base+"/v1/workloads/"+older); code != 200 {
+		t.Fatalf("the older workload went within a day of its end: %d %s", code, body)
+	}
+	skew.Store(int64(25 * time.Hour))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		code, _ := get(t, base+"/v1/workloads/"+older)
@@ -92,6 +102,7 @@ func TestRetentionConfigErrors(t *testing.T) {
 	}{
 		{"negative ttl", Config{DataDir: "x", RetentionTTL: -time.Hour}, "Config.RetentionTTL"},
 		{"negative cap", Config{DataDir: "x", RetentionPerQueue: -1}, "Config.RetentionPerQueue"},
+		{"ttl under the idempotency window", Config{DataDir: "x", RetentionTTL: time.Hour}, "Config.RetentionTTL 1h0m0s is shorter than 24h"},
 		{"negative interval", Config{DataDir: "x", RetentionInterval: -time.Second}, "Config.RetentionInterval"},
 	}
 	for _, c := range cases {
