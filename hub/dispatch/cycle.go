@@ -373,7 +373,7 @@ var decideFn = scheduler.Decide
 // clusters, cancel requests, and records nobody points at.
 func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 	var ms []mutation
-	lost := lostSet(l.fleet.Views())
+	lost := lostClusters(l.fleet)
 	handled := map[string]bool{}
 	// Only a few records need action in any cycle: find them without
 	// sorting every key, then act on them in a stable order.

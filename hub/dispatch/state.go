@@ -328,12 +328,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// lostViews lists clusters the fleet reports LOST.
-func lostSet(views []fleet.View) map[string]bool {
+// lostClusters lists clusters the fleet reports LOST, without converting
+// every advertisement as Views does.
+func lostClusters(f *fleet.Registry) map[string]bool {
 	out := map[string]bool{}
-	for _, v := range views {
-		if v.Cluster.State == scheduler.ClusterLost {
-			out[v.Cluster.ID] = true
+	for _, id := range f.IDs() {
+		if st, ok := f.State(id); ok && st == scheduler.ClusterLost {
+			out[id] = true
 		}
 	}
 	return out
