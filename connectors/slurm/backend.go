@@ -217,7 +217,30 @@ type restBackend struct {
 	hc   *http.Client
 	tok  *tokenSource
 	ad   Adapter
+
+	// The last job list, kept for conditional listings (see jobs).
+	jobsMu      sync.Mutex
+	jobsCache   []JobInfo
+	jobsSince   int64     // update_time for the next listing
+	jobsFullAt  time.Time // when the last unconditional listing was asked for
+	notModified int64     // listings answered 304 (for tests)
 }
+
+// Conditional job listings. slurmctld answers a listing with update_time=U
+// "no change" (slurmrestd: 304, no body) when no job changed since before
+// second U-1, and otherwise with every job. The connector asks with U a
+// few seconds before its previous listing began, so a quiet cluster costs
+// neither slurmctld, slurmrestd nor the connector a full listing. The
+// slack covers a slurmctld clock up to jobsSinceSlack behind the agent's;
+// an unconditional listing at least every jobsFullEvery bounds how stale
+// a larger skew could leave the list.
+const (
+	jobsSinceSlack = 2 * time.Second
+	jobsFullEvery  = 30 * time.Second
+)
+
+// errNotModified is a 304 answer to a conditional request.
+var errNotModified = errors.New("not modified")
 
 func (r *restBackend) name() string { return "rest" }
 
@@ -245,6 +268,9 @@ func (r *restBackend) do(ctx context.Context, op, method, path string, body []by
 		return nil, &Error{Op: op, Backend: "rest", Err: err}
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified {
+		return nil, errNotModified
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
 		return nil, &Error{Op: op, Backend: "rest", HTTPStatus: resp.StatusCode, Err: err}
@@ -279,14 +305,37 @@ func (r *restBackend) nodes(ctx context.Context) ([]NodeInfo, error) {
 	return nodes, nil
 }
 
+// jobs lists every job, conditionally when it has a recent list: a 304
+// answer returns that list again (shared; callers only read it).
 func (r *restBackend) jobs(ctx context.Context) ([]JobInfo, error) {
-	data, err := r.do(ctx, "list jobs", http.MethodGet, "/jobs", nil)
+	r.jobsMu.Lock()
+	defer r.jobsMu.Unlock()
+	// The wall clock, not Config.Now: update_time is compared with
+	// slurmctld's clock.
+	start := time.Now()
+	path := "/jobs"
+	full := r.jobsCache == nil || start.Sub(r.jobsFullAt) >= jobsFullEvery
+	if !full {
+		path += "?update_time=" + strconv.FormatInt(r.jobsSince, 10)
+	}
+	data, err := r.do(ctx, "list jobs", http.MethodGet, path, nil)
+	if errors.Is(err, errNotModified) && !full {
+		r.notModified++
+		return r.jobsCache, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	jobs, errs, err := r.ad.DecodeJobs(data)
 	if err != nil || len(errs) > 0 {
 		return nil, &Error{Op: "list jobs", Backend: "rest", Slurm: errs, Err: err}
+	}
+	if jobs == nil {
+		jobs = []JobInfo{} // an empty list is still a list to reuse
+	}
+	r.jobsCache, r.jobsSince = jobs, start.Add(-jobsSinceSlack).Unix()
+	if full {
+		r.jobsFullAt = start
 	}
 	return jobs, nil
 }

@@ -196,15 +196,11 @@ var benchRound atomic.Int64
 func (f *fixture) waitNoActiveJobs(tb testing.TB, ctx context.Context, clusterID string) {
 	tb.Helper()
 	for {
-		jobs, err := f.local.Jobs(ctx, clusterID)
+		// A text squeue in a child process: decoding squeue --json here
+		// would count as Meridian's CPU in the measurement windows.
+		active, err := f.local.ActiveJobs(ctx, clusterID)
 		if err != nil {
 			tb.Fatalf("list jobs: %v", err)
-		}
-		active := 0
-		for _, j := range jobs {
-			if j.State == "PENDING" || j.State == "RUNNING" || j.State == "COMPLETING" || j.State == "CONFIGURING" {
-				active++
-			}
 		}
 		if active == 0 {
 			return
