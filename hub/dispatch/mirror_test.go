@@ -1,0 +1,112 @@
+package dispatch
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-gpu/meridian/hub/store"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// The mirror, fed only the keys that changed, always equals a mirror built
+// from scratch out of the whole key space: through creates, updates,
+// deletes and undecodable values.
+func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
+	l := &Loop{log: slog.New(slog.DiscardHandler)}
+	rng := rand.New(rand.NewPCG(7, 11))
+	items := map[string]store.Item{}
+	rev := int64(0)
+	value := func(k string) []byte {
+		switch {
+		case rng.IntN(20) == 0:
+			return []byte("\\xff not a value") // undecodable: left out
+		case strings.HasPrefix(k, prefWorkloads):
+			w := &meridianv1.Workload{Id: k[len(prefWorkloads):], Queue: "t/a",
+				Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase(1 + rng.IntN(3))}}
+			b, _ := proto.Marshal(w)
+			return b
+		case strings.HasPrefix(k, prefDispatches):
+			b, _ := encodeRecord(&Record{DispatchID: k[len(prefDispatches):], WorkloadID: fmt.Sprint(rng.IntN(8)), Cluster: "east"})
+			return b
+		case strings.HasPrefix(k, prefQueues):
+			b, _ := proto.Marshal(&meridianv1.Queue{Path: k[len(prefQueues):]})
+			return b
+		default:
+			return []byte(fmt.Sprintf(`{"draining":%v}`, rng.IntN(2) == 0))
+		}
+	}
+	keys := func() []string {
+		var out []string
+		for i := range 8 {
+			out = append(out, prefWorkloads+fmt.Sprint(i), prefDispatches+fmt.Sprint(i))
+		}
+		return append(out, prefQueues+"t", prefQueues+"t/a", prefClusters+"east", prefClusters+"west")
+	}()
+
+	var inc mirror
+	inc.reset()
+	for step := range 500 {
+		changed := map[string]bool{}
+		for range 1 + rng.IntN(4) {
+			k := keys[rng.IntN(len(keys))]
+			rev++
+			if rng.IntN(4) == 0 {
+				delete(items, k)
+			} else {
+				items[k] = store.Item{Key: k, Value: value(k), ModRev: rev}
+			}
+			changed[k] = true
+		}
+		for _, k := range slices.Sorted(maps.Keys(changed)) {
+			if it, ok := items[k]; ok {
+				inc.put(l, k, it)
+			} else {
+				inc.remove(k)
+			}
+		}
+		var full mirror
+		full.reset()
+		for k, it := range items {
+			full.put(l, k, it)
+		}
+		if d := mirrorDiff(&inc, &full); d != "" {
+			t.Fatalf("step %d: %s", step, d)
+		}
+	}
+}
+
+// mirrorDiff compares what a state would be built from.
+func mirrorDiff(a, b *mirror) string {
+	revs := func(m map[string]*wl) map[string]int64 {
+		out := map[string]int64{}
+		for id, w := range m {
+			out[id] = w.modRev
+		}
+		return out
+	}
+	recs := func(m map[string]*rec) map[string]int64 {
+		out := map[string]int64{}
+		for id, r := range m {
+			out[id] = r.modRev
+		}
+		return out
+	}
+	switch {
+	case !maps.Equal(revs(a.byID), revs(b.byID)):
+		return fmt.Sprintf("workloads by id %v, want %v", revs(a.byID), revs(b.byID))
+	case !maps.Equal(recs(a.byDispatch), recs(b.byDispatch)):
+		return fmt.Sprintf("dispatches by id %v, want %v", recs(a.byDispatch), recs(b.byDispatch))
+	case !slices.Equal(slices.Sorted(maps.Keys(a.queues)), slices.Sorted(maps.Keys(b.queues))):
+		return fmt.Sprintf("queues %v, want %v", slices.Sorted(maps.Keys(a.queues)), slices.Sorted(maps.Keys(b.queues)))
+	case !maps.Equal(a.drain, b.drain):
+		return fmt.Sprintf("drain %v, want %v", a.drain, b.drain)
+	}
+	return ""
+}
