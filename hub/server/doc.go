@@ -1,7 +1,8 @@
 // Package server assembles one hub replica: state (embedded etcd unless
 // external endpoints are given), messaging (embedded NATS with JetStream
 // unless a URL is given), the store and its watch cache, the leader
-// elector, the scheduling loop from hub/dispatch, the gRPC API from
+// elector, the scheduling loop from hub/dispatch, finished-workload
+// retention from hub/retention (on the leader), the gRPC API from
 // hub/api and its grpc-gateway REST front, and the operational HTTP
 // endpoints /healthz, /readyz and /metrics.
 //
@@ -22,7 +23,7 @@
 //   - listen on anything but loopback unless the operator configured an
 //     address;
 //   - make scheduling decisions or write workload state itself: the API
-//     and the loop own those writes;
+//     the loop and retention own those writes;
 //   - exit with running agents' work affected: stopping a hub only stops
 //     dispatching.
 package server
