@@ -46,7 +46,16 @@ type Config struct {
 	// UnsafeNoFsync skips fsync. Only for throwaway test data: a machine crash
 	// loses recent writes.
 	UnsafeNoFsync bool
+	// CompactEvery drops history older than this, periodically (etcd's
+	// periodic auto-compaction), so the data dir does not grow with every
+	// write a long-running hub makes. 0 means DefaultCompactEvery; a
+	// negative value keeps all history. Watchers that fall further behind
+	// than this must list again, which the hub's cache does by itself.
+	CompactEvery time.Duration
 }
+
+// DefaultCompactEvery is the history an embedded member keeps.
+const DefaultCompactEvery = 10 * time.Minute
 
 // Server is a running embedded etcd member.
 type Server struct {
@@ -125,6 +134,12 @@ func (s *Server) start(ctx context.Context) error {
 	ec.ElectionMs = 100
 	ec.MaxTxnOps = uint(s.cfg.MaxTxnOps)
 	ec.UnsafeNoFsync = s.cfg.UnsafeNoFsync
+	switch c := s.cfg.CompactEvery; {
+	case c == 0:
+		ec.AutoCompactionMode, ec.AutoCompactionRetention = embed.CompactorModePeriodic, DefaultCompactEvery.String()
+	case c > 0:
+		ec.AutoCompactionMode, ec.AutoCompactionRetention = embed.CompactorModePeriodic, c.String()
+	}
 	ec.EnableGRPCGateway = false
 	ec.Metrics = "basic"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newZapLogger(s.cfg.Logger, zapcore.ErrorLevel))

@@ -218,3 +218,37 @@ func TestInProcessClientSharesTheMember(t *testing.T) {
 		t.Fatal("InProcessClient on a closed member succeeded")
 	}
 }
+
+// History older than CompactEvery is dropped by the member itself.
+func TestOldHistoryIsCompacted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{DataDir: t.TempDir(), UnsafeNoFsync: true, CompactEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.InProcessClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	first, err := c.Put(ctx, "/h/k", "v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 1; ; i++ {
+		if _, err := c.Put(ctx, "/h/k", fmt.Sprint("v", i)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.Get(ctx, "/h/k", clientv3.WithRev(first.Header.Revision))
+		if err != nil && strings.Contains(err.Error(), "compacted") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("revision %d still readable after 15 s with CompactEvery 1s (last err %v)", first.Header.Revision, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
