@@ -250,6 +250,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	sort.Float64s(toAccept)
 	if len(toDispatch) > 0 && len(toAccept) > 0 {
 		b.ReportMetric(toDispatch[len(toDispatch)/2], "p50-to-dispatch-ms")
+		b.ReportMetric(toDispatch[len(toDispatch)*99/100], "p99-to-dispatch-ms")
 		b.ReportMetric(toAccept[len(toAccept)/2], "p50-dispatch-to-accepted-ms")
 		b.ReportMetric(toAccept[len(toAccept)*99/100], "p99-dispatch-to-accepted-ms")
 	}
