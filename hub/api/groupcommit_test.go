@@ -16,9 +16,9 @@ import (
 // bad fails as a conflict. The first call waits on hold, so that callers
 // pile up behind it.
 type fakeCommits struct {
-	mu    sync.Mutex
-	txns  [][]string
-	bad   map[string]bool
+	mu      sync.Mutex
+	txns    [][]string
+	bad     map[string]bool
 	hold    chan struct{}
 	entered chan struct{} // closed when the first transaction starts
 	first   sync.Once

@@ -42,11 +42,13 @@ func (l *Loop) viewOf(b *built, now time.Time) *lastView {
 	return v
 }
 
-// remember keeps the latest cycle's accounting for QueueStatus.
+// remember keeps the latest cycle's snapshot for QueueStatus. The view is
+// built from it only when the API asks (viewOf walks every running
+// workload), so a busy loop does not pay for accounting nobody reads. The
+// snapshot is not changed after its cycle, so reading it later is safe.
 func (l *Loop) remember(b *built, now time.Time) {
-	v := l.viewOf(b, now)
 	l.mu.Lock()
-	l.last = v
+	l.lastBuilt, l.lastBuiltAt = b, now
 	l.mu.Unlock()
 }
 
@@ -54,6 +56,15 @@ func (l *Loop) remember(b *built, now time.Time) {
 // when it is older than a second) one built from this replica's cache.
 func (l *Loop) currentView() *lastView {
 	l.mu.Lock()
+	if b := l.lastBuilt; b != nil && (l.last == nil || l.last.at.Before(l.lastBuiltAt)) {
+		at := l.lastBuiltAt
+		l.mu.Unlock()
+		v := l.viewOf(b, at)
+		l.mu.Lock()
+		if l.last == nil || l.last.at.Before(v.at) {
+			l.last = v
+		}
+	}
 	v := l.last
 	leading := l.leading
 	l.mu.Unlock()
@@ -198,7 +209,10 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 	}
 	var led *quota.Ledger
 	l.mu.Lock()
-	if l.last != nil {
+	switch {
+	case l.lastBuilt != nil:
+		led = l.lastBuilt.snap.Ledger
+	case l.last != nil:
 		led = l.last.ledger
 	}
 	l.mu.Unlock()

@@ -144,7 +144,9 @@ type Loop struct {
 	mu          sync.Mutex // guards the fields below
 	leading     bool
 	leaderSince time.Time
-	last        *lastView // the latest cycle's accounting, for the API
+	last        *lastView // the latest accounting built for the API
+	lastBuilt   *built    // the latest cycle's snapshot, turned into last on demand
+	lastBuiltAt time.Time
 }
 
 // New checks deps and returns a Loop.
