@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/store"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // mutation is a set of ops on distinct keys that must apply together, plus
@@ -579,53 +580,65 @@ func dispatchMsg(w *meridianv1.Workload, r *Record) *agentv1.Dispatch {
 	}
 }
 
-// publishAll publishes dispatches with bounded parallelism. A failed
-// publish is retried by republishStale later.
+// publishAll publishes dispatches in batches of async publishes, one
+// round trip per batch (natsbus.PublishDispatches), in dispatch id order. A
+// failed publish is retried by republishStale later.
 func publishAll[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.Workload, *Record)) {
-	sem := make(chan struct{}, l.cfg.PublishParallelism)
-	var wg sync.WaitGroup
 	sort.SliceStable(items, func(a, b int) bool {
 		_, ra := get(items[a])
 		_, rb := get(items[b])
 		return ra.DispatchID < rb.DispatchID
 	})
-	for _, it := range items {
-		w, r := get(it)
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			l.publishDispatch(t, w, r)
-		}()
+	for len(items) > 0 {
+		n := min(len(items), natsbus.MaxPublishBatch)
+		publishBatch(l, t, items[:n], get)
+		items = items[n:]
 	}
-	wg.Wait()
 }
 
-func (l *Loop) publishDispatch(t *term, w *meridianv1.Workload, r *Record) {
+func publishBatch[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.Workload, *Record)) {
+	recs := make([]*Record, 0, len(items))
+	msgs := make([]natsbus.Dispatch, 0, len(items))
+	for _, it := range items {
+		w, r := get(it)
+		b, err := marshalDet(&agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: dispatchMsg(w, r)}})
+		if err != nil {
+			l.log.Error("encode dispatch", "dispatch", r.DispatchID, "err", err)
+			continue
+		}
+		recs = append(recs, r)
+		msgs = append(msgs, natsbus.Dispatch{Cluster: r.Cluster, MsgID: r.DispatchID, Payload: b})
+	}
+	var (
+		errs []error
+		dups []bool
+	)
 	if l.dropPublishes.Load() {
-		t.mu.Lock()
-		t.published[r.DispatchID] = time.Now()
-		t.mu.Unlock()
-		return
+		errs, dups = make([]error, len(msgs)), make([]bool, len(msgs))
+	} else {
+		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+		errs, dups = l.bus.PublishDispatches(ctx, msgs)
+		cancel()
 	}
-	b, err := marshalDet(&agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: dispatchMsg(w, r)}})
-	if err != nil {
-		l.log.Error("encode dispatch", "dispatch", r.DispatchID, "err", err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
-	dup, err := l.bus.PublishDispatch(ctx, r.Cluster, r.DispatchID, b)
-	cancel()
+	now := time.Now()
 	t.mu.Lock()
-	t.published[r.DispatchID] = time.Now()
+	for _, r := range recs {
+		t.published[r.DispatchID] = now
+	}
 	t.mu.Unlock()
-	if err != nil {
-		l.log.Warn("publish dispatch; will retry", "dispatch", r.DispatchID, "cluster", r.Cluster, "err", err)
+	if l.dropPublishes.Load() {
 		return
 	}
-	l.m.published.Inc()
-	if dup {
-		l.m.duplicates.Inc()
+	for i, r := range recs {
+		switch {
+		case errs[i] != nil:
+			l.log.Warn("publish dispatch; will retry", "dispatch", r.DispatchID, "cluster", r.Cluster, "err", errs[i])
+		case dups[i]:
+			l.m.published.Inc()
+			l.m.duplicates.Inc()
+		default:
+			l.m.published.Inc()
+		}
 	}
 }
 

@@ -52,8 +52,6 @@ type Config struct {
 	// work running, and heartbeats come every few seconds, so accruing on
 	// every cycle would walk every running workload for nothing.
 	AccrueEvery time.Duration
-	// PublishParallelism bounds concurrent JetStream publishes (16).
-	PublishParallelism int
 	// EventBatch is how many agent events one fetch applies together (256).
 	EventBatch int
 	// EventAckWait is how long an event handed to a leader that died stays
@@ -81,9 +79,6 @@ func (c *Config) defaults() {
 	def(&c.LedgerHalfLife, 7*24*time.Hour)
 	def(&c.LedgerPersistEvery, 10*time.Second)
 	def(&c.AccrueEvery, time.Second)
-	if c.PublishParallelism <= 0 {
-		c.PublishParallelism = 16
-	}
 	if c.EventBatch <= 0 {
 		c.EventBatch = 256
 	}

@@ -29,26 +29,66 @@ type Event struct {
 // when the caller retries it; readers rely on the dispatch's state order,
 // not on stream order, for that rare case.
 func (b *Bus) PublishEvents(ctx context.Context, cluster string, events []Event) []error {
-	errs := make([]error, len(events))
 	subj, err := EventsSubject(cluster)
-	if err == nil && len(events) > MaxPublishBatch {
-		err = fmt.Errorf("natsbus: %d events in one batch, at most %d", len(events), MaxPublishBatch)
+	msgs := make([]outMsg, len(events))
+	for i, ev := range events {
+		msgs[i] = outMsg{subj: subj, err: err, id: ev.MsgID, data: ev.Payload}
 	}
-	if err != nil {
+	errs, _ := b.publishBatch(ctx, msgs)
+	return errs
+}
+
+// Dispatch is one message for PublishDispatches.
+type Dispatch struct {
+	Cluster string
+	MsgID   string
+	Payload []byte
+}
+
+// PublishDispatches stores dispatches (for any clusters) on the DISPATCH
+// stream, one round trip for the batch, like PublishEvents. A dispatch
+// whose id the stream has already stored is not stored twice: its error is
+// nil and dup[i] is true.
+func (b *Bus) PublishDispatches(ctx context.Context, ds []Dispatch) (errs []error, dup []bool) {
+	msgs := make([]outMsg, len(ds))
+	for i, d := range ds {
+		subj, err := DispatchSubject(d.Cluster)
+		msgs[i] = outMsg{subj: subj, err: err, id: d.MsgID, data: d.Payload}
+	}
+	return b.publishBatch(ctx, msgs)
+}
+
+type outMsg struct {
+	subj string
+	err  error // the subject could not be made
+	id   string
+	data []byte
+}
+
+// publishBatch sends every message with an async publish, then waits for
+// all the acks; dup[i] says the stream already had message i's id.
+func (b *Bus) publishBatch(ctx context.Context, msgs []outMsg) (errs []error, dup []bool) {
+	errs, dup = make([]error, len(msgs)), make([]bool, len(msgs))
+	if len(msgs) > MaxPublishBatch {
+		err := fmt.Errorf("natsbus: %d messages in one batch, at most %d", len(msgs), MaxPublishBatch)
 		for i := range errs {
 			errs[i] = err
 		}
-		return errs
+		return errs, dup
 	}
-	futures := make([]jetstream.PubAckFuture, len(events))
-	for i, ev := range events {
-		if err := validateMsgID(ev.MsgID); err != nil {
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		if m.err != nil {
+			errs[i] = m.err
+			continue
+		}
+		if err := validateMsgID(m.id); err != nil {
 			errs[i] = err
 			continue
 		}
-		f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: ev.Payload}, jetstream.WithMsgID(ev.MsgID))
+		f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: m.subj, Data: m.data}, jetstream.WithMsgID(m.id))
 		if err != nil {
-			errs[i] = fmt.Errorf("natsbus: publish %s id %s: %w", subj, ev.MsgID, err)
+			errs[i] = fmt.Errorf("natsbus: publish %s id %s: %w", m.subj, m.id, err)
 			continue
 		}
 		futures[i] = f
@@ -58,12 +98,13 @@ func (b *Bus) PublishEvents(ctx context.Context, cluster string, events []Event)
 			continue
 		}
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			dup[i] = ack != nil && ack.Duplicate
 		case err := <-f.Err():
-			errs[i] = fmt.Errorf("natsbus: publish %s id %s: %w", subj, events[i].MsgID, err)
+			errs[i] = fmt.Errorf("natsbus: publish %s id %s: %w", msgs[i].subj, msgs[i].id, err)
 		case <-ctx.Done():
-			errs[i] = fmt.Errorf("natsbus: publish %s id %s: %w", subj, events[i].MsgID, errors.Join(ctx.Err(), errors.New("no ack yet")))
+			errs[i] = fmt.Errorf("natsbus: publish %s id %s: %w", msgs[i].subj, msgs[i].id, errors.Join(ctx.Err(), errors.New("no ack yet")))
 		}
 	}
-	return errs
+	return errs, dup
 }
