@@ -162,3 +162,38 @@ func waitBacklog(t *testing.T, b *Bus, cluster string, want uint64) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// PublishDispatches stores a batch for several clusters, reports a
+// republished id as a duplicate, and refuses a bad cluster alone.
+func TestPublishDispatchesBatch(t *testing.T) {
+	s := newServer(t)
+	b := newBus(t, s)
+	ctx := testCtx(t, 10*time.Second)
+	ds := []Dispatch{
+		{Cluster: "c1", MsgID: "d-1", Payload: []byte("one")},
+		{Cluster: "c2", MsgID: "d-2", Payload: []byte("two")},
+		{Cluster: "bad.cluster", MsgID: "d-3", Payload: []byte("three")},
+	}
+	errs, dup := b.PublishDispatches(ctx, ds)
+	if errs[0] != nil || errs[1] != nil || dup[0] || dup[1] {
+		t.Fatalf("first batch: errs %v dup %v", errs, dup)
+	}
+	if errs[2] == nil || !strings.Contains(errs[2].Error(), "cluster id") {
+		t.Fatalf("bad cluster: %v", errs[2])
+	}
+	errs, dup = b.PublishDispatches(ctx, ds[:1])
+	if errs[0] != nil || !dup[0] {
+		t.Fatalf("republish: err %v dup %v, want a duplicate", errs[0], dup[0])
+	}
+	for _, c := range []string{"c1", "c2"} {
+		rec := newRecorder()
+		if _, err := b.ConsumeDispatches(ctx, c, func(_ context.Context, d Delivery) error { rec.ch <- d; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		d := rec.next(t, 3*time.Second)
+		if want := map[string]string{"c1": "d-1", "c2": "d-2"}[c]; d.MsgID != want {
+			t.Fatalf("%s got %s, want %s", c, d.MsgID, want)
+		}
+		rec.none(t, 200*time.Millisecond)
+	}
+}
