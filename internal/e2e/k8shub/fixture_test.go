@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/meridian-gpu/meridian/connectors/kubernetes"
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
@@ -33,8 +34,9 @@ import (
 // behind a real agent and the Kubernetes connector (its Jobs in a
 // namespace of this test binary), and a simulated 6 x 4 A100-40GB
 // cluster. The two share no accelerator class, so where a workload runs
-// is decided by its class alone. All tests of the package share the
-// fixture; TestMain stops it and deletes the namespace.
+// is decided by its class alone (TestFractionalModesThroughTheHub adds
+// four Kubernetes spokes of its own for its run). All tests of the package
+// share the fixture; TestMain stops it and deletes the namespace.
 
 const (
 	h100     = "nvidia-h100-80gb" // only on the KWOK nodes gpu-h100-0/1
@@ -208,15 +210,7 @@ func start() (*fixture, error) {
 	}
 
 	// The Kubernetes spoke.
-	cfg := local.Config(f.k8sID, f.ns)
-	cfg.Labels = map[string]string{"scheduler": "kubernetes"}
-	cfg.Logger = f.log.With("connector", "kubernetes")
-	kc, err := kubernetes.New(ctx, cfg)
-	if err != nil {
-		return fail(fmt.Errorf("kubernetes connector: %w", err))
-	}
-	f.stops = append(f.stops, kc.Close)
-	stop, err := f.startAgent(ctx, f.k8sID, kc)
+	stop, err := f.startKubeSpoke(ctx, f.k8sID, map[string]string{"scheduler": "kubernetes"}, nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -240,6 +234,26 @@ func start() (*fixture, error) {
 		return fail(err)
 	}
 	return f, nil
+}
+
+// startKubeSpoke starts a Kubernetes connector on the local control plane
+// (its Jobs in the fixture's namespace, its objects labelled with id) and
+// an agent for it; stop stops the agent, then the connector.
+func (f *fixture) startKubeSpoke(ctx context.Context, id string, labels map[string]string, modes []string) (stop func(), err error) {
+	cfg := f.local.Config(id, f.ns)
+	cfg.Labels = labels
+	cfg.FractionalModes = modes
+	cfg.Logger = f.log.With("connector", "kubernetes", "cluster", id)
+	kc, err := kubernetes.New(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes connector %s: %w", id, err)
+	}
+	stopAgent, err := f.startAgent(ctx, id, kc)
+	if err != nil {
+		kc.Close()
+		return nil, err
+	}
+	return func() { stopAgent(); kc.Close() }, nil
 }
 
 func (f *fixture) startAgent(ctx context.Context, id string, conn agent.Connector) (func(), error) {
@@ -440,9 +454,16 @@ func (f *fixture) eventually(t *testing.T, limit time.Duration, what string, con
 // dispatch id of its annotation).
 func (f *fixture) jobsOf(t *testing.T, dispatchID string) []batchv1.Job {
 	t.Helper()
+	return f.clusterJobs(t, f.k8sID, dispatchID)
+}
+
+// clusterJobs is jobsOf for the Kubernetes spoke cluster (the fractional
+// spokes share the namespace; the cluster-id label tells them apart).
+func (f *fixture) clusterJobs(t *testing.T, cluster, dispatchID string) []batchv1.Job {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := f.kube.BatchV1().Jobs(f.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelCluster + "=" + f.k8sID})
+	l, err := f.kube.BatchV1().Jobs(f.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelCluster + "=" + cluster})
 	if err != nil {
 		t.Fatalf("list jobs of %s: %v", dispatchID, err)
 	}
@@ -459,9 +480,15 @@ func (f *fixture) jobsOf(t *testing.T, dispatchID string) []batchv1.Job {
 // included.
 func (f *fixture) podsOf(t *testing.T, dispatchID string) []corev1.Pod {
 	t.Helper()
+	return f.clusterPods(t, f.k8sID, dispatchID)
+}
+
+// clusterPods is podsOf for the Kubernetes spoke cluster.
+func (f *fixture) clusterPods(t *testing.T, cluster, dispatchID string) []corev1.Pod {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := f.kube.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelCluster + "=" + f.k8sID})
+	l, err := f.kube.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelCluster + "=" + cluster})
 	if err != nil {
 		t.Fatalf("list pods of %s: %v", dispatchID, err)
 	}
@@ -501,4 +528,30 @@ func jobCondition(j *batchv1.Job, typ batchv1.JobConditionType) (corev1.Conditio
 		}
 	}
 	return "", errNoCondition
+}
+
+// failPod makes the pod fail as a crashed container would: KWOK always
+// completes a pod with exit 0 (its stages have no failure), so the test
+// writes the status the kubelet would, phase Failed with the container
+// terminated by exit code, retrying when KWOK updates the pod meanwhile.
+func (f *fixture) failPod(t *testing.T, name string, exitCode int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := f.kube.CoreV1().Pods(f.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodFailed
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: exitCode, Reason: "Error", StartedAt: now, FinishedAt: now}}}}
+		_, err = f.kube.CoreV1().Pods(f.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("fail pod %s: %v", name, err)
+	}
 }
