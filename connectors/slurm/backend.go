@@ -271,7 +271,14 @@ func (r *restBackend) do(ctx context.Context, op, method, path string, body []by
 	if resp.StatusCode == http.StatusNotModified {
 		return nil, errNotModified
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	// Sized from Content-Length: a job list is megabytes, and growing a
+	// buffer to it by doubling copies it several times.
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n < maxResponse {
+		buf.Grow(int(n) + 1)
+	}
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxResponse))
+	data := buf.Bytes()
 	if err != nil {
 		return nil, &Error{Op: op, Backend: "rest", HTTPStatus: resp.StatusCode, Err: err}
 	}
@@ -289,6 +296,9 @@ func (r *restBackend) do(ctx context.Context, op, method, path string, body []by
 	}
 	return data, nil
 }
+
+// maxResponse bounds a slurmrestd answer read into memory.
+const maxResponse = 256 << 20
 
 // ErrAuth marks an authentication failure (a missing or rejected token).
 var ErrAuth = errors.New("slurm authentication failed")

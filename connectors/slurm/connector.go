@@ -113,6 +113,10 @@ type Connector struct {
 	// topology is read again after topologyTTL.
 	topo   map[string]string
 	topoAt time.Time
+	// topoMu is held while scontrol reads the topology, so concurrent
+	// inventories (the first Launches all learn the cluster's shape) fork
+	// it once.
+	topoMu sync.Mutex
 	shape  *clusterShape
 	closed bool
 
@@ -368,6 +372,8 @@ func (c *Connector) topology(ctx context.Context) map[string]string {
 	if c.cli == nil {
 		return nil
 	}
+	c.topoMu.Lock()
+	defer c.topoMu.Unlock()
 	c.mu.Lock()
 	topo, at := c.topo, c.topoAt
 	c.mu.Unlock()

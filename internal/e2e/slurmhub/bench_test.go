@@ -22,7 +22,7 @@ import (
 )
 
 // BenchmarkDispatchVsSbatch measures, in one run against the same
-// slurmctld, two submission rates for b.N jobs of one shape (one task on
+// slurmctld, the submission rates of b.N jobs of one shape (one task on
 // one node with a 1 % MPS share of an H100, script "true"):
 //
 //   - meridian: b.N workloads submitted over gRPC to the hub, scheduled,
@@ -30,7 +30,8 @@ import (
 //     Slurm connector over slurmrestd; the clock stops when Slurm has
 //     accepted (given a job id to) all of them.
 //   - connector: the Slurm connector alone, Launch called b.N times in a
-//     loop (no hub, no NATS): what the agent's side costs.
+//     loop (no hub, no NATS): what the agent's side costs; then b.N more
+//     from 4 goroutines at once (connector-4x), as the agent now calls it.
 //   - sbatch: b.N "sbatch --parsable" commands run one after the other
 //     with the same options, as a user's submit script would.
 //
@@ -138,6 +139,37 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 	b.StopTimer()
 	f.waitNoActiveJobs(b, ctx, connID)
 
+	// ---- The connector alone, Launch called by 4 goroutines at once (the
+	// agent launches different dispatches concurrently).
+	b.StartTimer()
+	start = time.Now()
+	var nextP atomic.Int64
+	var launchErr atomic.Value
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := nextP.Add(1)
+				if i > int64(n) {
+					return
+				}
+				id := fmt.Sprintf("bench-connp-%d-%d-%d", os.Getpid(), round, i)
+				if err := bc.Launch(ctx, &agentv1.Dispatch{DispatchId: id, WorkloadId: id, ClusterId: connID, Workload: w}); err != nil {
+					launchErr.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	connectorPar := time.Since(start)
+	b.StopTimer()
+	if err := launchErr.Load(); err != nil {
+		b.Fatalf("Launch: %v", err)
+	}
+	f.waitNoActiveJobs(b, ctx, connID)
+
 	// ---- sbatch, one command after the other, same job shape.
 	req := slurm.SubmitRequest{
 		Script: "#!/bin/bash\ntrue\n", Partition: f.local.Vars[slurm.EnvPartition], Nodes: 1, TasksPerNode: 1,
@@ -169,10 +201,12 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 
 	mRate := float64(n) / meridian.Seconds()
 	cRate := float64(n) / connector.Seconds()
+	cpRate := float64(n) / connectorPar.Seconds()
 	sRate := float64(n) / sbatch.Seconds()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(mRate, "meridian-jobs/s")
 	b.ReportMetric(cRate, "connector-jobs/s")
+	b.ReportMetric(cpRate, "connector-4x-jobs/s")
 	b.ReportMetric(sRate, "sbatch-jobs/s")
 	b.ReportMetric(mRate/sRate, "meridian/sbatch")
 	b.ReportMetric(0, "ns/op")
@@ -184,8 +218,9 @@ func BenchmarkDispatchVsSbatch(b *testing.B) {
 		"Slurm daemons (slurmctld, slurmrestd, 4 slurmd) %.2f ms; sbatch phase: the sbatch commands %.2f ms, Slurm daemons %.2f ms, this process idling %.2f ms",
 		perJob(mCPU.self), perJob(mCPU.slurm), perJob(sCPU.children), perJob(sCPU.slurm), perJob(sCPU.self))
 	b.Logf("%d jobs: Meridian (gRPC submit -> hub -> agent -> slurmrestd accepted) %.1f jobs/s in %s (gRPC submits done after %s); "+
-		"connector alone (Launch over slurmrestd) %.1f jobs/s in %s; sbatch %.1f jobs/s in %s (p50 %s, p99 %s); Meridian/sbatch %.2f",
+		"connector alone (Launch over slurmrestd) %.1f jobs/s in %s, with 4 concurrent callers %.1f jobs/s in %s; sbatch %.1f jobs/s in %s (p50 %s, p99 %s); Meridian/sbatch %.2f",
 		n, mRate, meridian.Round(time.Millisecond), submitted.Round(time.Millisecond), cRate, connector.Round(time.Millisecond),
+		cpRate, connectorPar.Round(time.Millisecond),
 		sRate, sbatch.Round(time.Millisecond), lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond), mRate/sRate)
 }
 
