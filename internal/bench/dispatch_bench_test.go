@@ -225,6 +225,17 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	}
 	sort.Float64s(lat)
 	sort.Float64s(late)
+	// The sustained rate: ACCEPTED per second between the first second and
+	// the last submit, when the pipeline is full and not yet draining.
+	if from, to := start.Add(time.Second), start.Add(submitDone); to.Sub(from) >= time.Second {
+		inWindow := 0
+		for _, t1 := range accepted {
+			if !t1.Before(from) && t1.Before(to) {
+				inWindow++
+			}
+		}
+		b.ReportMetric(float64(inWindow)/to.Sub(from).Seconds(), "steady-accepted/s")
+	}
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "workloads/s")
 	b.ReportMetric(lat[len(lat)/2], "p50-ms")
 	b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
