@@ -379,10 +379,14 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 	// Only a few records need action in any cycle: find them without
 	// sorting every key, then act on them in a stable order.
 	var orphanOrLost []string
-	for id, r := range s.dispatches {
-		w := s.workloads[r.r.WorkloadID]
-		if w == nil || w.w.GetStatus().GetDispatchId() != id || !active(w.w.GetStatus().GetPhase()) || lost[r.r.Cluster] {
-			orphanOrLost = append(orphanOrLost, id)
+	for id := range s.orphans {
+		orphanOrLost = append(orphanOrLost, id)
+	}
+	if len(lost) > 0 {
+		for id, c := range s.current {
+			if lost[c.r.r.Cluster] {
+				orphanOrLost = append(orphanOrLost, id)
+			}
 		}
 	}
 	sort.Strings(orphanOrLost)
@@ -416,8 +420,8 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		ms = append(ms, m)
 	}
 	var cancelRequested []string
-	for id, w := range s.workloads {
-		if !handled[id] && hasCondition(w.w, ConditionCancelRequested) {
+	for id := range s.cancelReq {
+		if !handled[id] {
 			cancelRequested = append(cancelRequested, id)
 		}
 	}

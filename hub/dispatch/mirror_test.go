@@ -17,7 +17,8 @@ import (
 
 // The mirror, fed only the keys that changed, always equals a mirror built
 // from scratch out of the whole key space: through creates, updates,
-// deletes and undecodable values.
+// deletes and undecodable values; so do the sets derived from them
+// (current and orphan dispatches, queued and cancel-requested workloads).
 func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 	l := &Loop{log: slog.New(slog.DiscardHandler)}
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -29,7 +30,10 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 			return []byte("\\xff not a value") // undecodable: left out
 		case strings.HasPrefix(k, prefWorkloads):
 			w := &meridianv1.Workload{Id: k[len(prefWorkloads):], Queue: "t/a",
-				Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase(1 + rng.IntN(3))}}
+				Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase(1 + rng.IntN(5)), DispatchId: fmt.Sprint(rng.IntN(8))}}
+			if rng.IntN(4) == 0 {
+				w.Status.Conditions = []*meridianv1.Condition{{Type: ConditionCancelRequested, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE}}
+			}
 			b, _ := proto.Marshal(w)
 			return b
 		case strings.HasPrefix(k, prefDispatches):
@@ -107,6 +111,33 @@ func mirrorDiff(a, b *mirror) string {
 		return fmt.Sprintf("queues %v, want %v", slices.Sorted(maps.Keys(a.queues)), slices.Sorted(maps.Keys(b.queues)))
 	case !maps.Equal(a.drain, b.drain):
 		return fmt.Sprintf("drain %v, want %v", a.drain, b.drain)
+	case !maps.Equal(revs(a.queued), revs(b.queued)):
+		return fmt.Sprintf("queued %v, want %v", revs(a.queued), revs(b.queued))
+	case !maps.Equal(revs(a.cancelReq), revs(b.cancelReq)):
+		return fmt.Sprintf("cancel requested %v, want %v", revs(a.cancelReq), revs(b.cancelReq))
+	case !maps.Equal(recs(a.orphans), recs(b.orphans)):
+		return fmt.Sprintf("orphans %v, want %v", recs(a.orphans), recs(b.orphans))
+	}
+	cur := func(m map[string]curRef) map[string][2]int64 {
+		out := map[string][2]int64{}
+		for id, c := range m {
+			out[id] = [2]int64{c.r.modRev, c.w.modRev}
+		}
+		return out
+	}
+	if !maps.Equal(cur(a.current), cur(b.current)) {
+		return fmt.Sprintf("current %v, want %v", cur(a.current), cur(b.current))
+	}
+	// And the sets agree with their definitions.
+	for d, r := range b.byDispatch {
+		w := b.byID[r.r.WorkloadID]
+		isCur := w != nil && w.w.GetStatus().GetDispatchId() == d && active(w.w.GetStatus().GetPhase())
+		if _, ok := b.current[d]; ok != isCur {
+			return fmt.Sprintf("dispatch %s current=%v, want %v", d, ok, isCur)
+		}
+		if _, ok := b.orphans[d]; ok == isCur {
+			return fmt.Sprintf("dispatch %s orphan=%v, want %v", d, ok, !isCur)
+		}
 	}
 	return ""
 }

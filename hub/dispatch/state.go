@@ -50,6 +50,19 @@ type state struct {
 	dispatches map[string]*rec // by dispatch id
 	queues     []*meridianv1.Queue
 	drain      map[string]clusterSettings
+
+	// Derived from the above by the mirror as keys change, so that a cycle
+	// does not walk every workload and record to find these.
+	current   map[string]curRef // dispatch id -> current record and its workload
+	orphans   map[string]*rec   // dispatch id -> record whose workload moved on
+	queued    map[string]*wl    // QUEUED workloads by id
+	cancelReq map[string]*wl    // workloads with CancelRequested, by id
+}
+
+// curRef is a current dispatch: its record and the workload pointing at it.
+type curRef struct {
+	r *rec
+	w *wl
 }
 
 var (
@@ -73,26 +86,78 @@ type mirror struct {
 	byDispatch map[string]*rec // by dispatch id
 	queues     map[string]*meridianv1.Queue
 	drain      map[string]clusterSettings // by cluster id
+
+	// Derived sets (see state), and the index that keeps them right: a
+	// record's standing depends only on the workload it names.
+	current   map[string]curRef
+	orphans   map[string]*rec
+	queued    map[string]*wl
+	cancelReq map[string]*wl
+	recsOf    map[string]map[string]bool // workload id -> dispatch ids of its records
 }
 
 func (m *mirror) reset() {
 	m.workloads, m.byID = map[string]*wl{}, map[string]*wl{}
 	m.dispatches, m.byDispatch = map[string]*rec{}, map[string]*rec{}
 	m.queues, m.drain = map[string]*meridianv1.Queue{}, map[string]clusterSettings{}
+	m.current, m.orphans = map[string]curRef{}, map[string]*rec{}
+	m.queued, m.cancelReq = map[string]*wl{}, map[string]*wl{}
+	m.recsOf = map[string]map[string]bool{}
+}
+
+// classify files dispatch d as current or orphan, or forgets it when it
+// has no record.
+func (m *mirror) classify(d string) {
+	delete(m.current, d)
+	delete(m.orphans, d)
+	r := m.byDispatch[d]
+	if r == nil {
+		return
+	}
+	if w := m.byID[r.r.WorkloadID]; w != nil && w.w.GetStatus().GetDispatchId() == d && active(w.w.GetStatus().GetPhase()) {
+		m.current[d] = curRef{r: r, w: w}
+		return
+	}
+	m.orphans[d] = r
+}
+
+// workloadChanged refreshes the sets after workload id changed (or went).
+func (m *mirror) workloadChanged(id string) {
+	delete(m.queued, id)
+	delete(m.cancelReq, id)
+	if w := m.byID[id]; w != nil {
+		if w.w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+			m.queued[id] = w
+		}
+		if hasCondition(w.w, ConditionCancelRequested) {
+			m.cancelReq[id] = w
+		}
+	}
+	for d := range m.recsOf[id] {
+		m.classify(d)
+	}
 }
 
 // remove forgets key, whatever it held.
 func (m *mirror) remove(k string) {
 	if w, ok := m.workloads[k]; ok {
 		delete(m.workloads, k)
-		if m.byID[w.w.GetId()] == w {
-			delete(m.byID, w.w.GetId())
+		if id := w.w.GetId(); m.byID[id] == w {
+			delete(m.byID, id)
+			m.workloadChanged(id)
 		}
 	}
 	if r, ok := m.dispatches[k]; ok {
 		delete(m.dispatches, k)
-		if m.byDispatch[r.r.DispatchID] == r {
-			delete(m.byDispatch, r.r.DispatchID)
+		if d := r.r.DispatchID; m.byDispatch[d] == r {
+			delete(m.byDispatch, d)
+			if set := m.recsOf[r.r.WorkloadID]; set != nil {
+				delete(set, d)
+				if len(set) == 0 {
+					delete(m.recsOf, r.r.WorkloadID)
+				}
+			}
+			m.classify(d)
 		}
 	}
 	delete(m.queues, k)
@@ -113,12 +178,18 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			sw, swErr := convert.Workload(w, nil)
 			e := &wl{key: k, modRev: it.ModRev, w: w, sw: sw, swErr: swErr}
 			m.workloads[k], m.byID[w.GetId()] = e, e
+			m.workloadChanged(w.GetId())
 		}
 	case strings.HasPrefix(k, prefDispatches):
 		var r *Record
 		if r, err = decodeRecord(it.Value); err == nil {
 			e := &rec{key: k, modRev: it.ModRev, r: r}
 			m.dispatches[k], m.byDispatch[r.DispatchID] = e, e
+			if m.recsOf[r.WorkloadID] == nil {
+				m.recsOf[r.WorkloadID] = map[string]bool{}
+			}
+			m.recsOf[r.WorkloadID][r.DispatchID] = true
+			m.classify(r.DispatchID)
 		}
 	case strings.HasPrefix(k, prefQueues):
 		q := &meridianv1.Queue{}
@@ -153,7 +224,8 @@ func (l *Loop) readState() *state {
 		m.remove(k)
 	}
 	m.pos = d.Pos
-	s := &state{rev: d.Rev, workloads: maps.Clone(m.byID), dispatches: maps.Clone(m.byDispatch), drain: maps.Clone(m.drain)}
+	s := &state{rev: d.Rev, workloads: maps.Clone(m.byID), dispatches: maps.Clone(m.byDispatch), drain: maps.Clone(m.drain),
+		current: maps.Clone(m.current), orphans: maps.Clone(m.orphans), queued: maps.Clone(m.queued), cancelReq: maps.Clone(m.cancelReq)}
 	s.queues = make([]*meridianv1.Queue, 0, len(m.queues))
 	for _, q := range m.queues {
 		s.queues = append(s.queues, q)
@@ -196,15 +268,11 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 		r  *rec
 		w  *wl
 	}
-	currents := make([]cur, 0, len(s.dispatches))
-	b.current = make(map[string]*rec, len(s.dispatches))
-	for id, r := range s.dispatches {
-		w := s.workloads[r.r.WorkloadID]
-		if w == nil || w.w.GetStatus().GetDispatchId() != id || !active(w.w.GetStatus().GetPhase()) {
-			continue
-		}
-		b.current[id] = r
-		currents = append(currents, cur{id: id, r: r, w: w})
+	currents := make([]cur, 0, len(s.current))
+	b.current = make(map[string]*rec, len(s.current))
+	for id, c := range s.current {
+		b.current[id] = c.r
+		currents = append(currents, cur{id: id, r: c.r, w: c.w})
 	}
 	slices.SortFunc(currents, func(a, b cur) int { return strings.Compare(a.id, b.id) })
 
@@ -250,8 +318,8 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	// Most workloads are running or finished: pick the queued ones first and
 	// sort only those, so the core sees them in a stable order.
 	var queued []string
-	for id, w := range s.workloads {
-		if w.w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED && !hasCondition(w.w, ConditionCancelRequested) {
+	for id := range s.queued {
+		if s.cancelReq[id] == nil {
 			queued = append(queued, id)
 		}
 	}
