@@ -2,16 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +12,7 @@ import (
 	"time"
 
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+	"github.com/meridian-gpu/meridian/internal/testpki"
 )
 
 // clearNATSEnv keeps the caller's MERIDIAN_NATS_* variables out of a test.
@@ -38,37 +31,6 @@ func writeTemp(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// testPKI returns a CA file and a server certificate for 127.0.0.1
-// signed by it.
-func testPKI(t *testing.T) (caFile string, server tls.Certificate) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nats"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalPKCS8PrivateKey(key)
-	server, err = tls.X509KeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writeTemp(t, "ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))), server
 }
 
 func TestNATSAuthFlagErrors(t *testing.T) {
@@ -116,7 +78,8 @@ func TestNATSAuthFlagErrors(t *testing.T) {
 // a wrong token it exits with the server's refusal.
 func TestRunWithNATSTokenAndTLS(t *testing.T) {
 	clearNATSEnv(t)
-	caFile, serverCert := testPKI(t)
+	pki := testpki.New(t)
+	caFile, serverCert := pki.CAFile, pki.Server
 	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir(), Security: &embednats.Security{
 		Token: "agent-token", TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}}})
 	if err != nil {

@@ -2,17 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +13,7 @@ import (
 	"time"
 
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+	"github.com/meridian-gpu/meridian/internal/testpki"
 )
 
 func clearNATSEnv(t *testing.T) {
@@ -39,43 +32,6 @@ func writeTemp(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// testPKI returns a CA file, a server certificate for 127.0.0.1 and a
-// client certificate and key file, all signed by the CA.
-func testPKI(t *testing.T) (caFile string, server tls.Certificate, pool *x509.CertPool, clientCrt, clientKey string) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	pool = x509.NewCertPool()
-	pool.AddCert(ca)
-	leaf := func(serial int64, name string) ([]byte, []byte) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, _ := x509.MarshalPKCS8PrivateKey(key)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
-	}
-	sc, sk := leaf(2, "nats")
-	if server, err = tls.X509KeyPair(sc, sk); err != nil {
-		t.Fatal(err)
-	}
-	cc, ck := leaf(3, "hub")
-	return writeTemp(t, "ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))), server, pool,
-		writeTemp(t, "hub.crt", string(cc)), writeTemp(t, "hub.key", string(ck))
 }
 
 func TestNATSAuthFlagErrors(t *testing.T) {
@@ -118,7 +74,8 @@ func TestNATSAuthFlagErrors(t *testing.T) {
 // password: with them it becomes ready; with a wrong password it fails.
 func TestRunWithNATSUserAndMutualTLS(t *testing.T) {
 	clearNATSEnv(t)
-	caFile, serverCert, pool, crt, key := testPKI(t)
+	pki := testpki.New(t)
+	caFile, serverCert, pool, crt, key := pki.CAFile, pki.Server, pki.Pool, pki.ClientCertFile, pki.ClientKeyFile
 	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir(), Security: &embednats.Security{
 		Users: map[string]string{"hub": "hub-pw"},
 		TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: pool,
