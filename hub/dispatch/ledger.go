@@ -1,8 +1,12 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/quota"
@@ -40,6 +44,20 @@ func (l *Loop) loadLedger(ctx context.Context, t *term) error {
 // accrueOne adds a running workload's usage to the ledger up to `to`.
 // Callers hold t.mu.
 func accrueOneLocked(t *term, w *meridianv1.Workload, r *Record, to time.Time) {
+	accrueInto(t, w, r, to, t.ledger.Accrue)
+}
+
+// accrual is one (queue, class, interval) of usage to charge; many running
+// workloads share one, so accrue charges each once with their summed milli
+// (the ledger's charge is linear in milli).
+type accrual struct {
+	leaf, class string
+	from, to    int64 // unix nanoseconds
+}
+
+// accrueInto works out a running workload's interval to charge since its
+// last accrual, up to `to`, and hands it to add. Callers hold t.mu.
+func accrueInto(t *term, w *meridianv1.Workload, r *Record, to time.Time, add func(leaf, class string, milli int64, from, to time.Time)) {
 	if w.GetStatus().GetStartTime() == nil {
 		return
 	}
@@ -54,7 +72,7 @@ func accrueOneLocked(t *term, w *meridianv1.Workload, r *Record, to time.Time) {
 		return
 	}
 	for _, u := range r.Usage {
-		t.ledger.Accrue(w.GetQueue(), u.Class, u.Milli, from, to)
+		add(w.GetQueue(), u.Class, u.Milli, from, to)
 	}
 	t.accruedTo[w.GetId()] = to
 }
@@ -99,7 +117,11 @@ func (l *Loop) accrue(t *term, b *built, now time.Time) error {
 		hb[c] = seen{ids: set, at: at}
 	}
 	t.mu.Lock()
-	live := map[string]bool{}
+	live := make(map[string]bool, len(b.current))
+	sums := map[accrual]int64{}
+	add := func(leaf, class string, milli int64, from, to time.Time) {
+		sums[accrual{leaf: leaf, class: class, from: from.UnixNano(), to: to.UnixNano()}] += milli
+	}
 	for id, r := range b.current {
 		w := b.byID[r.r.WorkloadID]
 		if w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
@@ -111,8 +133,15 @@ func (l *Loop) accrue(t *term, b *built, now time.Time) error {
 			if now.Before(to) {
 				to = now
 			}
-			accrueOneLocked(t, w.w, r.r, to)
+			accrueInto(t, w.w, r.r, to, add)
 		}
+	}
+	// In a fixed order, so that float sums come out the same every time.
+	keys := slices.SortedFunc(maps.Keys(sums), func(a, b accrual) int {
+		return cmp.Or(strings.Compare(a.leaf, b.leaf), strings.Compare(a.class, b.class), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
+	})
+	for _, k := range keys {
+		t.ledger.Accrue(k.leaf, k.class, sums[k], time.Unix(0, k.from), time.Unix(0, k.to))
 	}
 	for id := range t.accruedTo {
 		if !live[id] {

@@ -360,7 +360,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 
 // cycleDuty is how many times the last cycle's duration must pass between
 // cycle starts: 3 keeps the loop under a third of a core.
-const cycleDuty = 3
+const cycleDuty = 2
 
 // drain empties a channel of pending triggers without blocking.
 func drain(ch <-chan store.Event) {

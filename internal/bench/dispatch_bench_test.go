@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,12 +25,41 @@ import (
 
 const (
 	benchClusters = 10
-	benchNodes    = 128 // per cluster, 8 GPUs each: 10,240 GPUs, room for every workload
+	benchNodes    = 128 // per cluster at least, 8 GPUs each: 10,240 GPUs
 	// pacedFor is how long each paced case offers its rate: long enough
 	// for the hub's state to grow and for latency to show whether it
 	// keeps up.
 	pacedFor = 5 * time.Second
 )
+
+// pacedCases are the offered rates and how long each is offered.
+// MERIDIAN_BENCH_RATES (e.g. "2000,2500") and MERIDIAN_BENCH_SECONDS
+// (e.g. 15) explore other loads; the defaults are what docs/benchmarks.md
+// reports.
+func pacedCases(b *testing.B) (rates []int, seconds int) {
+	rates, seconds = []int{500, 1000, 2000}, int(pacedFor/time.Second)
+	if v := os.Getenv("MERIDIAN_BENCH_RATES"); v != "" {
+		rates = nil
+		for _, f := range strings.Split(v, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || r <= 0 {
+				b.Fatalf("MERIDIAN_BENCH_RATES: %q is not a positive rate", f)
+			}
+			rates = append(rates, r)
+		}
+	}
+	if v := os.Getenv("MERIDIAN_BENCH_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 600 {
+			b.Fatalf("MERIDIAN_BENCH_SECONDS: %q is not between 1 and 600", v)
+		}
+		seconds = n
+	}
+	return rates, seconds
+}
+
+// nodesFor sizes each cluster so that n one-GPU workloads all fit.
+func nodesFor(n int) int { return max(benchNodes, (n+benchClusters*8-1)/(benchClusters*8)) }
 
 // BenchmarkSubmitToAccepted measures the whole dispatch path: workloads
 // submitted over gRPC by concurrent clients, stored in etcd, scheduled by
@@ -49,8 +81,9 @@ func BenchmarkSubmitToAccepted(b *testing.B) {
 			runSubmitToAccepted(b, n, 0, true)
 		}
 	})
-	for _, rate := range []int{500, 1000, 2000} {
-		m := rate * int(pacedFor/time.Second)
+	rates, seconds := pacedCases(b)
+	for _, rate := range rates {
+		m := rate * seconds
 		b.Run(fmt.Sprintf("paced=%d-per-s/workloads=%d", rate, m), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				runSubmitToAccepted(b, m, rate, true)
@@ -98,14 +131,14 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	})
 	if withAgents {
 		for c := 0; c < benchClusters; c++ {
-			startAgent(b, ctx, hub.NATSURL(), fmt.Sprintf("bench-%02d", c))
+			startAgent(b, ctx, hub.NATSURL(), fmt.Sprintf("bench-%02d", c), nodesFor(n))
 		}
 		waitFor(b, 60*time.Second, "clusters ready", func() bool {
 			resp, err := cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
 			return err == nil && len(resp.GetClusters()) == benchClusters
 		})
 	}
-	gpus := int64(benchClusters * benchNodes * 8)
+	gpus := int64(benchClusters * nodesFor(n) * 8)
 	for _, q := range []*meridianv1.Queue{{Path: "bench", Weight: 1}, {Path: "bench/load", Weight: 1,
 		Quotas: []*meridianv1.QueueQuota{{AcceleratorClass: "nvidia-h100-80gb", NominalMilliGpus: gpus * 1000}}}} {
 		if _, err := qs.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q}); err != nil {
@@ -280,7 +313,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	}
 }
 
-func startAgent(b *testing.B, ctx context.Context, natsURL, id string) {
+func startAgent(b *testing.B, ctx context.Context, natsURL, id string, nodes int) {
 	cfg, err := simcluster.ParseConfig([]byte(fmt.Sprintf(`labels: {bench: "yes"}
 defaultDuration: 1h
 nodes:
@@ -291,7 +324,7 @@ nodes:
     gpuMemoryMiB: 81920
     cpuMilli: 192000
     memoryMiB: 2097152
-`, id, benchNodes)))
+`, id, nodes)))
 	if err != nil {
 		b.Fatal(err)
 	}
