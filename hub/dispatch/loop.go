@@ -328,8 +328,8 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		case <-l.kick:
 		}
 		// At least MinPeriod from one cycle's start to the next, and at
-		// least three times as long as the last cycle took, so the loop
-		// takes at most a third of a core while the state is large and
+		// least cycleDuty times as long as the last cycle took, so the
+		// loop takes at most half a core while the state is large and
 		// changes constantly, and leaves the rest to the API, etcd and
 		// the event consumer on a small machine.
 		if wait := max(l.cfg.MinPeriod, cycleDuty*lastTook) - time.Since(lastCycle); wait > 0 {
@@ -359,7 +359,8 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 }
 
 // cycleDuty is how many times the last cycle's duration must pass between
-// cycle starts: 3 keeps the loop under a third of a core.
+// cycle starts: 2 keeps the loop under half a core. (3 left more CPU to the
+// rest but made dispatch latency at 2,000 workloads/s worse, not better.)
 const cycleDuty = 2
 
 // drain empties a channel of pending triggers without blocking.
