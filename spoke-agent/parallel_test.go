@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
 )
 
 // gatedLaunch holds every Launch until the gate opens, and records the
