@@ -462,7 +462,7 @@ func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
 			continue
 		}
 		for _, id := range ids {
-			if r, cur := b.current[id]; (cur && r.r.Cluster == cluster) || finished[id] {
+			if c, cur := b.current[id]; (cur && c.r.r.Cluster == cluster) || finished[id] {
 				continue // current, or stopped and reported by the agent itself
 			}
 			l.sendCancel(t, cluster, id, "", "dispatch is no longer current for this cluster", false)
@@ -480,9 +480,9 @@ func markTerminating(t *term, b *built) {
 		return
 	}
 	stopping := map[string]bool{}
-	for id, r := range b.current {
+	for id, c := range b.current {
 		if _, sent := t.cancelled[id]; sent {
-			stopping[r.r.WorkloadID] = true
+			stopping[c.r.r.WorkloadID] = true
 		}
 	}
 	for i := range b.snap.Running {
@@ -655,9 +655,12 @@ func (l *Loop) republishStale(t *term, b *built, now time.Time) {
 	}
 	var due []item
 	t.mu.Lock()
-	for id, r := range b.current {
+	for id, c := range b.current {
+		r := c.r
 		if r.r.Acked {
-			delete(t.published, id)
+			if len(t.published) > 0 {
+				delete(t.published, id)
+			}
 			continue
 		}
 		last, ok := t.published[id]
@@ -669,7 +672,7 @@ func (l *Loop) republishStale(t *term, b *built, now time.Time) {
 			// missed by republishUnacked, or newer): publish now.
 			t.published[id] = time.Time{}
 		}
-		due = append(due, item{w: b.byID[r.r.WorkloadID].w, r: r.r})
+		due = append(due, item{w: c.w.w, r: r.r})
 	}
 	t.mu.Unlock()
 	if len(due) > 0 {

@@ -122,8 +122,8 @@ func (l *Loop) accrue(t *term, b *built, now time.Time) error {
 	add := func(leaf, class string, milli int64, from, to time.Time) {
 		sums[accrual{leaf: leaf, class: class, from: from.UnixNano(), to: to.UnixNano()}] += milli
 	}
-	for id, r := range b.current {
-		w := b.byID[r.r.WorkloadID]
+	for id, c := range b.current {
+		r, w := c.r, c.w
 		if w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
 			continue
 		}

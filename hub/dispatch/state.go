@@ -246,7 +246,7 @@ type built struct {
 	snap    *scheduler.Snapshot
 	badQ    []string
 	byID    map[string]*wl
-	current map[string]*rec // dispatch id -> record whose workload still points at it
+	current map[string]curRef // dispatch id -> record whose workload still points at it (the state's own map)
 	invalid map[string]string
 }
 
@@ -269,9 +269,8 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 		w  *wl
 	}
 	currents := make([]cur, 0, len(s.current))
-	b.current = make(map[string]*rec, len(s.current))
+	b.current = s.current
 	for id, c := range s.current {
-		b.current[id] = c.r
 		currents = append(currents, cur{id: id, r: c.r, w: c.w})
 	}
 	slices.SortFunc(currents, func(a, b cur) int { return strings.Compare(a.id, b.id) })
