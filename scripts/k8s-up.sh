@@ -139,6 +139,24 @@ start() { # start NAME ARGS...: runs the binary in its own session, logs and pid
 	log "started $name (pid $!)"
 }
 
+# A test may hold the apiserver frozen (SIGSTOP) on purpose for a few
+# seconds, leaving $STATE/frozen while it does. Wait for it rather than
+# take the silence for a dead control plane and restart it under the test.
+# A marker older than two minutes is a test that died: thaw and go on.
+if [[ -f $STATE/frozen ]]; then
+	log "a test holds the apiserver frozen on purpose; waiting for it to resume"
+	for _ in $(seq 1 120); do
+		[[ -f $STATE/frozen ]] || break
+		if [[ -n $(find "$STATE/frozen" -mmin +2 2>/dev/null) ]]; then
+			log "a stale freeze marker (over 2 minutes old): resuming the apiserver"
+			kill -CONT "$(cat "$STATE/frozen")" 2>/dev/null || true
+			rm -f "$STATE/frozen"
+			break
+		fi
+		sleep 1
+	done
+fi
+
 running=0
 if [[ -f $ENV ]]; then
 	# shellcheck disable=SC1090

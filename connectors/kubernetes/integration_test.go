@@ -911,7 +911,16 @@ func TestK8sAPIServerOutage(t *testing.T) {
 	}
 	waitEvent(t, c, running, agent.StateRunning, 60*time.Second)
 
+	// Other test packages share this control plane and may run
+	// scripts/k8s-up.sh meanwhile. The marker tells it the apiserver is
+	// frozen on purpose, so it waits instead of restarting the control
+	// plane (which would wake the apiserver up in the middle of the test).
+	marker := filepath.Join(dir, "frozen")
+	if err := os.WriteFile(marker, []byte(strconv.Itoa(pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		_ = os.Remove(marker)
 		t.Fatalf("freeze the apiserver: %v", err)
 	}
 	resumed := false
@@ -921,6 +930,7 @@ func TestK8sAPIServerOutage(t *testing.T) {
 			if err := proc.Signal(syscall.SIGCONT); err != nil {
 				t.Errorf("resume the apiserver: %v", err)
 			}
+			_ = os.Remove(marker)
 		}
 	}
 	t.Cleanup(resume)
