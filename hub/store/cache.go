@@ -373,22 +373,46 @@ type subscriber struct {
 	quit   chan struct{}
 	once   sync.Once
 	mu     sync.Mutex
-	queue  []string
-	latest map[string]Event
+	seq    uint64
+	queue  []queuedKey          // in order of each key's latest change; stale entries skipped
+	latest map[string]pendingEv // key -> its undelivered latest event
+}
+
+type queuedKey struct {
+	key string
+	seq uint64
+}
+
+type pendingEv struct {
+	ev  Event
+	seq uint64
 }
 
 func newSubscriber() *subscriber {
-	s := &subscriber{out: make(chan Event), wake: make(chan struct{}, 1), quit: make(chan struct{}), latest: map[string]Event{}}
+	s := &subscriber{out: make(chan Event), wake: make(chan struct{}, 1), quit: make(chan struct{}), latest: map[string]pendingEv{}}
 	go s.loop()
 	return s
 }
 
+// push queues ev. A key with an undelivered event keeps only the newest
+// one, which moves to the back of the queue: events leave in the order of
+// their revisions (a reader that resumes from the last revision it saw
+// misses nothing), and the queue stays within twice the keys pending.
 func (s *subscriber) push(ev Event) {
 	s.mu.Lock()
-	if _, pending := s.latest[ev.Key]; !pending {
-		s.queue = append(s.queue, ev.Key)
+	s.seq++
+	s.latest[ev.Key] = pendingEv{ev: ev, seq: s.seq}
+	s.queue = append(s.queue, queuedKey{key: ev.Key, seq: s.seq})
+	if len(s.queue) > 2*len(s.latest)+16 {
+		live := s.queue[:0]
+		for _, q := range s.queue {
+			if p, ok := s.latest[q.key]; ok && p.seq == q.seq {
+				live = append(live, q)
+			}
+		}
+		clear(s.queue[len(live):])
+		s.queue = live
 	}
-	s.latest[ev.Key] = ev
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -396,23 +420,28 @@ func (s *subscriber) push(ev Event) {
 	}
 }
 
+// pop takes the next current event, skipping entries superseded by a
+// later change of their key.
+func (s *subscriber) pop() (Event, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) > 0 {
+		q := s.queue[0]
+		s.queue = s.queue[1:]
+		if p, ok := s.latest[q.key]; ok && p.seq == q.seq {
+			delete(s.latest, q.key)
+			return p.ev, true
+		}
+	}
+	return Event{}, false
+}
+
 func (s *subscriber) close() { s.once.Do(func() { close(s.quit) }) }
 
 func (s *subscriber) loop() {
 	defer close(s.out)
 	for {
-		s.mu.Lock()
-		var (
-			ev Event
-			ok bool
-		)
-		if len(s.queue) > 0 {
-			k := s.queue[0]
-			s.queue = s.queue[1:]
-			ev, ok = s.latest[k], true
-			delete(s.latest, k)
-		}
-		s.mu.Unlock()
+		ev, ok := s.pop()
 		if !ok {
 			select {
 			case <-s.wake:
