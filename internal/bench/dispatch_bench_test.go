@@ -178,6 +178,17 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	}()
 
 	const clients = 32
+	// How long each workload runs once launched. The default (an hour)
+	// keeps every workload in flight; MERIDIAN_BENCH_RUN_FOR (e.g. 5s)
+	// makes them finish, so the hub also handles completions and the
+	// number in flight levels off at rate x run time, as in a steady state.
+	runFor := "1h"
+	if v := os.Getenv("MERIDIAN_BENCH_RUN_FOR"); v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			b.Fatalf("MERIDIAN_BENCH_RUN_FOR: %q is not a positive duration", v)
+		}
+		runFor = v
+	}
 	cpu0 := processCPU()
 	start := time.Now()
 	b.StartTimer()
@@ -200,7 +211,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 				}
 				w := &meridianv1.Workload{
 					Name: fmt.Sprintf("b-%05d", j), Queue: "bench/load", Preemptible: true,
-					Labels: map[string]string{simcluster.LabelDuration: "1h"},
+					Labels: map[string]string{simcluster.LabelDuration: runFor},
 					PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: 1, Resources: &meridianv1.Resources{
 						GpuMilli: 1000, CpuMilli: 1000, MemoryMib: 1024, AcceleratorClass: "nvidia-h100-80gb"}}},
 				}
