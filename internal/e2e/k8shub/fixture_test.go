@@ -1,7 +1,6 @@
 package k8shub
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/meridian-gpu/meridian/connectors/kubernetes"
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/e2e/e2eutil"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -63,7 +63,7 @@ type fixture struct {
 	cl      meridianv1.ClusterServiceClient
 	q       meridianv1.QueueServiceClient
 	log     *slog.Logger
-	logBuf  *syncBuffer
+	logBuf  *e2eutil.LogBuffer
 	stops   []func() // in start order; close runs them backwards
 }
 
@@ -79,19 +79,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if fix != nil {
 		fix.close()
-		if p := os.Getenv("MERIDIAN_E2E_LOG"); p != "" {
-			_ = os.WriteFile(p, []byte(fix.logBuf.tail(4<<20)), 0o644)
-		}
+		fix.logBuf.WriteOnExit()
 	}
 	os.Exit(code)
 }
 
 func skipOrFail(t testing.TB, msg string) {
 	t.Helper()
-	if os.Getenv("MERIDIAN_REQUIRE_K8S") == "1" {
-		t.Fatalf("MERIDIAN_REQUIRE_K8S=1 and %s", msg)
-	}
-	t.Skipf("SKIPPING end-to-end Kubernetes test: %s (set MERIDIAN_REQUIRE_K8S=1 to make this a failure)", msg)
+	e2eutil.SkipOrFail(t, "K8S", "end-to-end Kubernetes test", msg)
 }
 
 // need returns the shared fixture, starting it on first use; it skips (or
@@ -115,31 +110,6 @@ func need(t testing.TB) *fixture {
 	return fix
 }
 
-// syncBuffer keeps the fixture's logs, printed when a test fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 4<<20 {
-		s.b.Reset()
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) tail(n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.b.Bytes()
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
 func start() (*fixture, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -151,7 +121,7 @@ func start() (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fixture{local: local, kube: kube, logBuf: &syncBuffer{},
+	f := &fixture{local: local, kube: kube, logBuf: &e2eutil.LogBuffer{},
 		ns: fmt.Sprintf("mrd-k8shub-%d", os.Getpid()), k8sID: fmt.Sprintf("k8s-e2e-%d", os.Getpid())}
 	f.log = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	// From here on a failure is the fixture's fault, not a missing control
@@ -433,7 +403,7 @@ func (f *fixture) waitPhase(t *testing.T, id string, want meridianv1.WorkloadPha
 
 func (f *fixture) failf(t *testing.T, format string, args ...any) {
 	t.Helper()
-	t.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.tail(6000))...)
+	t.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.Tail(6000))...)
 }
 
 // eventually polls cond until it holds, failing after limit.

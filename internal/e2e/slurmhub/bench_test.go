@@ -250,7 +250,7 @@ func (f *fixture) waitNoActiveJobs(tb testing.TB, ctx context.Context, clusterID
 
 func (f *fixture) failfTB(tb testing.TB, format string, args ...any) {
 	tb.Helper()
-	tb.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.tail(6000))...)
+	tb.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.Tail(6000))...)
 }
 
 // hubMetrics reads the hub's unlabelled meridian_* samples from /metrics.

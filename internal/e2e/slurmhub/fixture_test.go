@@ -21,6 +21,7 @@ import (
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/connectors/slurm"
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/e2e/e2eutil"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -51,7 +52,7 @@ type fixture struct {
 	cl      meridianv1.ClusterServiceClient
 	slurmID string
 	log     *slog.Logger
-	logBuf  *syncBuffer
+	logBuf  *e2eutil.LogBuffer
 
 	mu        sync.Mutex
 	slurmConn *slurm.Connector
@@ -72,19 +73,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if fix != nil {
 		fix.close()
-		if p := os.Getenv("MERIDIAN_E2E_LOG"); p != "" {
-			_ = os.WriteFile(p, []byte(fix.logBuf.tail(4<<20)), 0o644)
-		}
+		fix.logBuf.WriteOnExit()
 	}
 	os.Exit(code)
 }
 
 func skipOrFail(t testing.TB, msg string) {
 	t.Helper()
-	if os.Getenv("MERIDIAN_REQUIRE_SLURM") == "1" {
-		t.Fatalf("MERIDIAN_REQUIRE_SLURM=1 and %s", msg)
-	}
-	t.Skipf("SKIPPING end-to-end Slurm test: %s (set MERIDIAN_REQUIRE_SLURM=1 to make this a failure)", msg)
+	e2eutil.SkipOrFail(t, "SLURM", "end-to-end Slurm test", msg)
 }
 
 // need returns the shared fixture, starting it on first use; it skips (or
@@ -107,31 +103,6 @@ func need(t testing.TB) *fixture {
 	return fix
 }
 
-// syncBuffer keeps the fixture's logs, printed when a test fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 4<<20 {
-		s.b.Reset()
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) tail(n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.b.Bytes()
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
 func start() (*fixture, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -149,7 +120,7 @@ func start() (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fixture{local: local, slurmID: fmt.Sprintf("slurm-e2e-%d", os.Getpid()), logBuf: &syncBuffer{}}
+	f := &fixture{local: local, slurmID: fmt.Sprintf("slurm-e2e-%d", os.Getpid()), logBuf: &e2eutil.LogBuffer{}}
 	f.log = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	dir, err := os.MkdirTemp("", "meridian-slurm-e2e-")
 	if err != nil {
@@ -480,7 +451,7 @@ func exitOf(w *meridianv1.Workload) string {
 
 func (f *fixture) failf(t *testing.T, format string, args ...any) {
 	t.Helper()
-	t.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.tail(6000))...)
+	t.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.Tail(6000))...)
 }
 
 // jobOf returns the one Slurm job of dispatch id (failing when there is

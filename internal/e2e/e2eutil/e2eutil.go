@@ -1,0 +1,60 @@
+package e2eutil
+
+import (
+	"bytes"
+	"os"
+	"sync"
+	"testing"
+)
+
+// SkipOrFail skips t because what cannot run here (msg says why), or fails
+// it when MERIDIAN_REQUIRE_<part>=1 says the component must be there.
+func SkipOrFail(t testing.TB, part, what, msg string) {
+	t.Helper()
+	env := "MERIDIAN_REQUIRE_" + part
+	if os.Getenv(env) == "1" {
+		t.Fatalf("%s=1 and %s", env, msg)
+	}
+	t.Skipf("SKIPPING %s: %s (set %s=1 to make this a failure)", what, msg, env)
+}
+
+// LogBuffer keeps the last few MiB of logs written to it; safe for
+// concurrent writers.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// logCap bounds the buffer: past it, the older half is dropped.
+const logCap = 4 << 20
+
+func (s *LogBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() > logCap {
+		keep := s.b.Bytes()[s.b.Len()-logCap/2:]
+		rest := append([]byte(nil), keep...)
+		s.b.Reset()
+		s.b.Write(rest)
+	}
+	return s.b.Write(p)
+}
+
+// Tail returns the last n bytes written.
+func (s *LogBuffer) Tail(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.b.Bytes()
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// WriteOnExit writes the buffer's tail to the file MERIDIAN_E2E_LOG names,
+// if any, for a TestMain to call after the tests ran.
+func (s *LogBuffer) WriteOnExit() {
+	if p := os.Getenv("MERIDIAN_E2E_LOG"); p != "" && s != nil {
+		_ = os.WriteFile(p, []byte(s.Tail(logCap)), 0o644)
+	}
+}
