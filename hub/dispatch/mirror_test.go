@@ -128,6 +128,14 @@ func mirrorDiff(a, b *mirror) string {
 	if !maps.Equal(cur(a.current), cur(b.current)) {
 		return fmt.Sprintf("current %v, want %v", cur(a.current), cur(b.current))
 	}
+	// Each current dispatch's core view is made from its own record and
+	// workload.
+	for d, c := range a.current {
+		want := (&mirror{}).running(c.r, c.w)
+		if c.run == nil || c.run.Cluster != want.Cluster || !c.run.StartedAt.Equal(want.StartedAt) || c.run.Workload.ID != want.Workload.ID {
+			return fmt.Sprintf("dispatch %s: running view %+v, want %+v", d, c.run, want)
+		}
+	}
 	// And the sets agree with their definitions.
 	for d, r := range b.byDispatch {
 		w := b.byID[r.r.WorkloadID]

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"slices"
 	"sort"
@@ -63,6 +64,9 @@ type state struct {
 type curRef struct {
 	r *rec
 	w *wl
+	// run is the core's view of it, made once when the record or the
+	// workload changes rather than on every cycle. Shared: copy it.
+	run *scheduler.Running
 }
 
 var (
@@ -94,6 +98,7 @@ type mirror struct {
 	queued    map[string]*wl
 	cancelReq map[string]*wl
 	recsOf    map[string]map[string]bool // workload id -> dispatch ids of its records
+	log       *slog.Logger
 }
 
 func (m *mirror) reset() {
@@ -115,10 +120,26 @@ func (m *mirror) classify(d string) {
 		return
 	}
 	if w := m.byID[r.r.WorkloadID]; w != nil && w.w.GetStatus().GetDispatchId() == d && active(w.w.GetStatus().GetPhase()) {
-		m.current[d] = curRef{r: r, w: w}
+		m.current[d] = curRef{r: r, w: w, run: m.running(r, w)}
 		return
 	}
 	m.orphans[d] = r
+}
+
+// running makes the core's view of a current dispatch.
+func (m *mirror) running(r *rec, w *wl) *scheduler.Running {
+	sw := w.sw
+	if w.swErr != nil {
+		if m.log != nil {
+			m.log.Error("running workload does not convert; its usage is still charged", "workload", w.w.GetId(), "err", w.swErr)
+		}
+		sw = &scheduler.Workload{ID: w.w.GetId(), Queue: w.w.GetQueue()}
+	}
+	started := r.r.CreatedAt
+	if st := w.w.GetStatus().GetStartTime(); st != nil {
+		started = st.AsTime()
+	}
+	return &scheduler.Running{Workload: sw, Cluster: r.r.Cluster, StartedAt: started, Usage: r.r.Usage, Placement: r.r.Placement}
 }
 
 // workloadChanged refreshes the sets after workload id changed (or went).
@@ -213,6 +234,7 @@ func (l *Loop) readState() *state {
 	m := &l.mirror
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.log = l.log
 	d := l.cache.Delta(m.pos)
 	if d.Full || m.workloads == nil {
 		m.reset()
@@ -264,14 +286,15 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	// list (not the map's keys) keeps the core's input in a stable order
 	// without looking every id up again.
 	type cur struct {
-		id string
-		r  *rec
-		w  *wl
+		id  string
+		r   *rec
+		w   *wl
+		run *scheduler.Running
 	}
 	currents := make([]cur, 0, len(s.current))
 	b.current = s.current
 	for id, c := range s.current {
-		currents = append(currents, cur{id: id, r: c.r, w: c.w})
+		currents = append(currents, cur{id: id, r: c.r, w: c.w, run: c.run})
 	}
 	slices.SortFunc(currents, func(a, b cur) int { return strings.Compare(a.id, b.id) })
 
@@ -286,19 +309,13 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	idx := make([]map[string]int, len(views)) // node indexes, built on first use
 	b.snap.Running = make([]scheduler.Running, 0, len(currents))
 	for _, c := range currents {
-		r, w := c.r, c.w
-		sw := w.sw
-		if w.swErr != nil {
-			l.log.Error("running workload does not convert; its usage is still charged", "workload", w.w.GetId(), "err", w.swErr)
-			sw = &scheduler.Workload{ID: w.w.GetId(), Queue: w.w.GetQueue()}
+		r := c.r
+		run := c.run
+		if run == nil { // a state not made by the mirror (tests)
+			run = (&mirror{}).running(r, c.w)
 		}
-		started := r.r.CreatedAt
-		if st := w.w.GetStatus().GetStartTime(); st != nil {
-			started = st.AsTime()
-		}
-		b.snap.Running = append(b.snap.Running, scheduler.Running{
-			Workload: sw, Cluster: r.r.Cluster, StartedAt: started, Usage: r.r.Usage, Placement: r.r.Placement,
-		})
+		sw := run.Workload
+		b.snap.Running = append(b.snap.Running, *run)
 		// Work the agent has not yet reflected in its advertisement is
 		// subtracted from the advertised free capacity here.
 		if vi, ok := viewOf[r.r.Cluster]; ok {
