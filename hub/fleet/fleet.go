@@ -53,6 +53,7 @@ type Registry struct {
 type entry struct {
 	id          string
 	ad          *agentv1.Advertisement // current inventory, deltas applied
+	conv        scheduler.Cluster      // ad converted for the core (state and freshness filled in by Views)
 	session     string
 	seq         uint64
 	advertAt    time.Time // hub time the inventory last changed
@@ -183,7 +184,8 @@ func (r *Registry) ApplyAdvert(subjectCluster string, ad *agentv1.Advertisement)
 	if err := checkSender("advertisement", subjectCluster, id); err != nil {
 		return err
 	}
-	if _, err := convert.Cluster(ad, scheduler.ClusterReady, time.Time{}); err != nil {
+	conv, err := convert.Cluster(ad, scheduler.ClusterReady, time.Time{})
+	if err != nil {
 		return fmt.Errorf("fleet: advertisement from %s: %w", id, err)
 	}
 	now := r.clock()
@@ -193,7 +195,7 @@ func (r *Registry) ApplyAdvert(subjectCluster string, ad *agentv1.Advertisement)
 	if e.ad != nil && e.session == ad.GetSessionId() && ad.GetSeq() <= e.seq && ad.GetSeq() != 0 {
 		return nil // stale or repeated
 	}
-	e.ad = proto.Clone(ad).(*agentv1.Advertisement)
+	e.ad, e.conv = proto.Clone(ad).(*agentv1.Advertisement), conv
 	e.session, e.seq = ad.GetSessionId(), ad.GetSeq()
 	e.advertAt = now
 	r.seenLocked(e, r.seenAt(now, ad.GetSentAt()))
@@ -248,10 +250,11 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 	}
 	sort.Slice(nodes, func(a, b int) bool { return nodes[a].GetName() < nodes[b].GetName() })
 	next.Nodes, next.Seq, next.SentAt = nodes, d.GetSeq(), d.GetSentAt()
-	if _, err := convert.Cluster(next, scheduler.ClusterReady, time.Time{}); err != nil {
+	conv, err := convert.Cluster(next, scheduler.ClusterReady, time.Time{})
+	if err != nil {
 		return fmt.Errorf("fleet: delta %d from %s: %w", d.GetSeq(), id, err)
 	}
-	e.ad, e.seq, e.advertAt = next, d.GetSeq(), now
+	e.ad, e.conv, e.seq, e.advertAt = next, conv, d.GetSeq(), now
 	r.seenLocked(e, r.seenAt(now, d.GetSentAt()))
 	r.notify()
 	return nil
@@ -376,10 +379,14 @@ func (r *Registry) Views() []View {
 		if e.ad == nil {
 			continue
 		}
-		c, err := convert.Cluster(e.ad, stateOf(e), e.lastSeen)
-		if err != nil { // validated on the way in; keep going regardless
-			r.log.Error("fleet: stored advertisement no longer converts", "cluster", e.id, "err", err)
-			continue
+		// The conversion was made when the advertisement arrived; the
+		// caller gets its own copy of the nodes, which it may charge.
+		c := e.conv
+		c.State, c.LastSeen = stateOf(e), e.lastSeen
+		c.Nodes = make([]scheduler.Node, len(e.conv.Nodes))
+		for i := range e.conv.Nodes {
+			c.Nodes[i] = e.conv.Nodes[i]
+			c.Nodes[i].Res = e.conv.Nodes[i].Res.Clone()
 		}
 		out = append(out, View{Cluster: c, AdvertAt: e.advertAt})
 	}
