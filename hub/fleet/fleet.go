@@ -222,31 +222,25 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 		return fmt.Errorf("fleet: delta %d of %s builds on %d, which is not the last applied advertisement; waiting for a full one", d.GetSeq(), id, d.GetBaseSeq())
 	}
 	next := proto.Clone(e.ad).(*agentv1.Advertisement)
-	byName := map[string]int{}
-	for i, n := range next.Nodes {
-		byName[n.GetName()] = i
-	}
 	removed := map[string]bool{}
 	for _, n := range d.GetRemovedNodes() {
 		removed[n] = true
 	}
 	var nodes []*agentv1.Node
+	at := map[string]int{} // node name -> index in nodes
 	for _, n := range next.Nodes {
 		if !removed[n.GetName()] {
+			at[n.GetName()] = len(nodes)
 			nodes = append(nodes, n)
 		}
 	}
 	for _, up := range d.GetUpsertedNodes() {
-		replaced := false
-		for i, n := range nodes {
-			if n.GetName() == up.GetName() {
-				nodes[i], replaced = up, true
-				break
-			}
+		if i, ok := at[up.GetName()]; ok {
+			nodes[i] = up
+			continue
 		}
-		if !replaced {
-			nodes = append(nodes, up)
-		}
+		at[up.GetName()] = len(nodes)
+		nodes = append(nodes, up)
 	}
 	sort.Slice(nodes, func(a, b int) bool { return nodes[a].GetName() < nodes[b].GetName() })
 	next.Nodes, next.Seq, next.SentAt = nodes, d.GetSeq(), d.GetSentAt()
