@@ -163,6 +163,16 @@ func TestK8sConcurrentLaunchAndCancel(t *testing.T) {
 		t.Fatal("List and Inventory never ran beside the launches and cancels")
 	}
 
+	// Cancel returns once the deletion is asked for; the final state comes
+	// on Events after the pods go, which takes longer on a loaded machine.
+	eventually(t, 60*time.Second, "every cancelled dispatch to report Cancelled", func() bool {
+		for _, id := range long {
+			if !events.has(id, agent.StateCancelled) {
+				return false
+			}
+		}
+		return true
+	})
 	for _, id := range long {
 		if got := events.states(id); len(got) != 2 || got[0] != agent.StateRunning || got[1] != agent.StateCancelled {
 			t.Errorf("cancelled dispatch %s: events %v, want [Running Cancelled]", id, got)
