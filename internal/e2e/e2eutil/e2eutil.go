@@ -58,3 +58,46 @@ func (s *LogBuffer) WriteOnExit() {
 		_ = os.WriteFile(p, []byte(s.Tail(logCap)), 0o644)
 	}
 }
+
+// Shared is one fixture for a whole test binary, started on first use:
+// the real component, a hub, agents. Its skip rules are the same in every
+// end-to-end package: -short, not root, or the component missing skip the
+// test (or fail it under MERIDIAN_REQUIRE_<Part>=1); a fixture that starts
+// and then breaks fails it.
+type Shared[F any] struct {
+	// Part names the MERIDIAN_REQUIRE_<Part> variable; What names the
+	// tests in skip messages; Component names what -short does not start.
+	Part, What, Component string
+	// NotRoot explains why root is needed; nil when it is not.
+	NotRoot error
+	// Start starts the fixture. It returns a nil fixture with an error when
+	// the component is not available here (skip), and the fixture with an
+	// error when the fixture itself failed (fail).
+	Start func() (*F, error)
+
+	once sync.Once
+	f    *F
+	err  error
+}
+
+// Need returns the fixture, starting it on first use.
+func (s *Shared[F]) Need(t testing.TB) *F {
+	t.Helper()
+	if testing.Short() {
+		SkipOrFail(t, s.Part, s.What, "-short: not starting "+s.Component)
+	}
+	if s.NotRoot != nil && os.Geteuid() != 0 {
+		SkipOrFail(t, s.Part, s.What, "not root: "+s.NotRoot.Error())
+	}
+	s.once.Do(func() { s.f, s.err = s.Start() })
+	if s.err != nil {
+		if s.f == nil {
+			SkipOrFail(t, s.Part, s.What, "cannot start it here: "+s.err.Error())
+		}
+		t.Fatalf("fixture: %v", s.err)
+	}
+	return s.f
+}
+
+// Started returns the fixture if a test started it, for TestMain to stop.
+func (s *Shared[F]) Started() *F { return s.f }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,16 +67,14 @@ type fixture struct {
 }
 
 var (
-	fixOnce sync.Once
-	fix     *fixture
-	fixErr  error
+	shared = &e2eutil.Shared[fixture]{Part: "K8S", What: "end-to-end Kubernetes test", Component: "the local Kubernetes control plane and a hub", NotRoot: ErrNotRoot, Start: start}
 )
 
 // TestMain stops the shared fixture; with MERIDIAN_E2E_LOG=<file> it also
 // writes the hub's, agents' and connector's logs there.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fix != nil {
+	if fix := shared.Started(); fix != nil {
 		fix.close()
 		fix.logBuf.WriteOnExit()
 	}
@@ -86,28 +83,14 @@ func TestMain(m *testing.M) {
 
 func skipOrFail(t testing.TB, msg string) {
 	t.Helper()
-	e2eutil.SkipOrFail(t, "K8S", "end-to-end Kubernetes test", msg)
+	e2eutil.SkipOrFail(t, shared.Part, shared.What, msg)
 }
 
-// need returns the shared fixture, starting it on first use; it skips (or
-// fails under MERIDIAN_REQUIRE_K8S=1) when the control plane cannot run
-// here. Tests never start the cold build of the kube binaries.
+// need returns the shared fixture, starting it on first use (see
+// e2eutil.Shared for when it skips or fails).
 func need(t testing.TB) *fixture {
 	t.Helper()
-	if testing.Short() {
-		skipOrFail(t, "-short: not starting the Kubernetes control plane and a hub")
-	}
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "not root: "+ErrNotRoot.Error())
-	}
-	fixOnce.Do(func() { fix, fixErr = start() })
-	if fixErr != nil {
-		if fix == nil {
-			skipOrFail(t, "the local Kubernetes control plane is not available: "+fixErr.Error())
-		}
-		t.Fatalf("fixture: %v", fixErr)
-	}
-	return fix
+	return shared.Need(t)
 }
 
 func start() (*fixture, error) {

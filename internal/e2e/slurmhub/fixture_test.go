@@ -62,16 +62,14 @@ type fixture struct {
 
 var (
 	fixLock *os.File
-	fixOnce sync.Once
-	fix     *fixture
-	fixErr  error
+	shared  = &e2eutil.Shared[fixture]{Part: "SLURM", What: "end-to-end Slurm test", Component: "Slurm daemons and a hub", NotRoot: ErrNotRoot, Start: start}
 )
 
 // TestMain stops the shared fixture; with MERIDIAN_E2E_LOG=<file> it also
 // writes the hub's and agents' logs there.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fix != nil {
+	if fix := shared.Started(); fix != nil {
 		fix.close()
 		fix.logBuf.WriteOnExit()
 	}
@@ -80,27 +78,14 @@ func TestMain(m *testing.M) {
 
 func skipOrFail(t testing.TB, msg string) {
 	t.Helper()
-	e2eutil.SkipOrFail(t, "SLURM", "end-to-end Slurm test", msg)
+	e2eutil.SkipOrFail(t, shared.Part, shared.What, msg)
 }
 
-// need returns the shared fixture, starting it on first use; it skips (or
-// fails under MERIDIAN_REQUIRE_SLURM=1) when Slurm cannot run here.
+// need returns the shared fixture, starting it on first use (see
+// e2eutil.Shared for when it skips or fails).
 func need(t testing.TB) *fixture {
 	t.Helper()
-	if testing.Short() {
-		skipOrFail(t, "-short: not starting Slurm daemons and a hub")
-	}
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "not root: "+ErrNotRoot.Error())
-	}
-	fixOnce.Do(func() { fix, fixErr = start() })
-	if fixErr != nil {
-		if fix == nil {
-			skipOrFail(t, "Slurm is not available: "+fixErr.Error())
-		}
-		t.Fatalf("fixture: %v", fixErr)
-	}
-	return fix
+	return shared.Need(t)
 }
 
 func start() (*fixture, error) {
