@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -145,7 +144,7 @@ func start() (*fixture, error) {
 		os.RemoveAll(dir)
 	}
 	f.grpcAdr = hub.Addrs().GRPC
-	if err := waitHTTP(ctx, "http://"+hub.Addrs().HTTP+"/readyz", 30*time.Second); err != nil {
+	if err := e2eutil.WaitHTTP(ctx, "http://"+hub.Addrs().HTTP+"/readyz", 30*time.Second); err != nil {
 		return fail(err)
 	}
 	if f.conn, err = grpc.NewClient(f.grpcAdr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
@@ -254,49 +253,9 @@ func (f *fixture) close() {
 	}
 }
 
-func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s: %v", url, limit, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitClusters waits until every id is READY and advertises capacity.
 func (f *fixture) waitClusters(ctx context.Context, limit time.Duration, ids ...string) error {
-	deadline := time.Now().Add(limit)
-	for {
-		resp, err := f.cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
-		ready := map[string]bool{}
-		if err == nil {
-			for _, c := range resp.GetClusters() {
-				if c.GetState() == meridianv1.ClusterState_CLUSTER_STATE_READY && len(c.GetCapacity()) > 0 {
-					ready[c.GetId()] = true
-				}
-			}
-		}
-		all := true
-		for _, id := range ids {
-			all = all && ready[id]
-		}
-		if all {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("clusters %v not all READY within %s (ready %v, err %v)", ids, limit, ready, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return e2eutil.WaitClusters(ctx, f.cl, limit, ids...)
 }
 
 // ---- workloads ---------------------------------------------------------------
