@@ -1,8 +1,8 @@
 package agent
 
 import (
-	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -14,8 +14,7 @@ func TestKeyedMutexSerializesOneKey(t *testing.T) {
 	counters := map[string]*int{"a": new(int), "b": new(int)}
 	inside := map[string]*int{"a": new(int), "b": new(int)}
 	var wg sync.WaitGroup
-	var bad sync.Once
-	failed := false
+	var failed atomic.Bool
 	for g := range goroutines {
 		key := []string{"a", "b"}[g%2]
 		wg.Add(1)
@@ -25,7 +24,7 @@ func TestKeyedMutexSerializesOneKey(t *testing.T) {
 				unlock := k.lock(key)
 				*inside[key]++
 				if *inside[key] != 1 {
-					bad.Do(func() { failed = true })
+					failed.Store(true)
 				}
 				*counters[key]++
 				*inside[key]--
@@ -34,7 +33,7 @@ func TestKeyedMutexSerializesOneKey(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if failed {
+	if failed.Load() {
 		t.Fatal("two goroutines held one key at once")
 	}
 	for key, c := range counters {
@@ -49,7 +48,7 @@ func TestKeyedMutexSerializesOneKey(t *testing.T) {
 	// A held key does not block another key.
 	unlockA := k.lock("a")
 	done := make(chan struct{})
-	go func() { k.lock(fmt.Sprint("b"))(); close(done) }()
+	go func() { k.lock("b")(); close(done) }()
 	<-done
 	unlockA()
 }

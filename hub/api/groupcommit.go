@@ -73,8 +73,8 @@ func (g *groupCommitter) drainOnce() {
 	g.queue = nil
 	g.mu.Unlock()
 	for len(batch) > 0 {
-		members, rest := g.pack(batch)
-		g.run(members)
+		members, ops, rest := g.pack(batch)
+		g.run(members, ops)
 		batch = rest
 	}
 	g.mu.Lock()
@@ -88,12 +88,12 @@ func (g *groupCommitter) drainOnce() {
 }
 
 // pack takes callers in order while their ops fit one transaction: no key
-// touched twice (two identical Checks may share), at most maxOps ops.
-func (g *groupCommitter) pack(batch []*pendingCommit) (members, rest []*pendingCommit) {
+// touched twice (two identical Checks may share), at most maxOps ops. ops
+// is the members' ops with the shared Checks once.
+func (g *groupCommitter) pack(batch []*pendingCommit) (members []*pendingCommit, ops []store.Op, rest []*pendingCommit) {
 	seen := map[string]store.Op{}
-	n := 0
 	for i, p := range batch {
-		fits := n+len(p.ops) <= g.maxOps || len(members) == 0
+		fits := len(ops)+len(p.ops) <= g.maxOps || len(members) == 0
 		for _, o := range p.ops {
 			if prev, ok := seen[o.Key()]; ok && !prev.SameCheck(o) {
 				fits = false
@@ -101,37 +101,27 @@ func (g *groupCommitter) pack(batch []*pendingCommit) (members, rest []*pendingC
 			}
 		}
 		if !fits {
-			return members, batch[i:]
+			return members, ops, batch[i:]
 		}
 		for _, o := range p.ops {
 			if _, ok := seen[o.Key()]; !ok {
 				seen[o.Key()] = o
-				n++
+				ops = append(ops, o)
 			}
 		}
 		members = append(members, p)
 	}
-	return members, nil
+	return members, ops, nil
 }
 
-// run commits members in one transaction, or one by one when it fails its
-// compares or is too large.
-func (g *groupCommitter) run(members []*pendingCommit) {
+// run commits members in one transaction of ops, or one by one when it
+// fails its compares or is too large.
+func (g *groupCommitter) run(members []*pendingCommit, ops []store.Op) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupCommitTimeout)
 	defer cancel()
 	if len(members) == 1 {
 		members[0].done <- g.commit(ctx, members[0].ops...)
 		return
-	}
-	var ops []store.Op
-	seen := map[string]bool{}
-	for _, p := range members {
-		for _, o := range p.ops {
-			if !seen[o.Key()] {
-				seen[o.Key()] = true
-				ops = append(ops, o)
-			}
-		}
 	}
 	err := g.commit(ctx, ops...)
 	if err == nil || !(store.IsConflict(err) || store.IsTooManyOps(err)) {

@@ -286,15 +286,13 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	// list (not the map's keys) keeps the core's input in a stable order
 	// without looking every id up again.
 	type cur struct {
-		id  string
-		r   *rec
-		w   *wl
-		run *scheduler.Running
+		id string
+		curRef
 	}
 	currents := make([]cur, 0, len(s.current))
 	b.current = s.current
 	for id, c := range s.current {
-		currents = append(currents, cur{id: id, r: c.r, w: c.w, run: c.run})
+		currents = append(currents, cur{id: id, curRef: c})
 	}
 	slices.SortFunc(currents, func(a, b cur) int { return strings.Compare(a.id, b.id) })
 
@@ -309,13 +307,8 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	idx := make([]map[string]int, len(views)) // node indexes, built on first use
 	b.snap.Running = make([]scheduler.Running, 0, len(currents))
 	for _, c := range currents {
-		r := c.r
-		run := c.run
-		if run == nil { // a state not made by the mirror (tests)
-			run = (&mirror{}).running(r, c.w)
-		}
-		sw := run.Workload
-		b.snap.Running = append(b.snap.Running, *run)
+		r, sw := c.r, c.run.Workload
+		b.snap.Running = append(b.snap.Running, *c.run)
 		// Work the agent has not yet reflected in its advertisement is
 		// subtracted from the advertised free capacity here.
 		if vi, ok := viewOf[r.r.Cluster]; ok {
