@@ -3,7 +3,6 @@ package k8shub
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/kubernetes"
 	"github.com/meridian-gpu/meridian/internal/cli"
+	"github.com/meridian-gpu/meridian/internal/e2e/e2eutil"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -46,7 +46,7 @@ func (f *fixture) ctl(t *testing.T, args ...string) string {
 	defer cancel()
 	code := cli.Main(ctx, append([]string{"--hub", f.grpcAdr}, args...), cli.Env{Stdout: &out, Stderr: &errb})
 	if code != cli.ExitOK {
-		f.failf(t, "meridianctl %v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		f.Failf(t, "meridianctl %v: exit %d\n%s%s", args, code, out.String(), errb.String())
 	}
 	return out.String()
 }
@@ -56,17 +56,17 @@ func (f *fixture) ctl(t *testing.T, args ...string) string {
 // class: each runs where its class is and succeeds.
 func TestClassDecidesTheSpoke(t *testing.T) {
 	f := need(t)
-	k8s := f.submit(t, k8sWorkload(t, "e2e-a100-80", 1, 1000, a100k8s, 3*time.Second))
-	sim := f.submit(t, simWorkload("e2e-a100-40", 2, 1000, a100sim, time.Second))
+	k8s := f.Submit(t, k8sWorkload(t, "e2e-a100-80", 1, 1000, a100k8s, 3*time.Second))
+	sim := f.Submit(t, simWorkload("e2e-a100-40", 2, 1000, a100sim, time.Second))
 
-	w := f.waitPhase(t, k8s, succeeded, 90*time.Second)
+	w := f.WaitPhase(t, k8s, succeeded, 90*time.Second)
 	if w.GetStatus().GetCluster() != f.k8sID || w.GetStatus().ExitCode == nil || w.GetStatus().GetExitCode() != 0 {
-		f.failf(t, "the A100-80GB workload ran on %q with exit %s, want %s and 0", w.GetStatus().GetCluster(), exitOf(w.GetStatus().ExitCode), f.k8sID)
+		f.Failf(t, "the A100-80GB workload ran on %q with exit %s, want %s and 0", w.GetStatus().GetCluster(), e2eutil.ExitOf(w.GetStatus().ExitCode), f.k8sID)
 	}
 	did := w.GetStatus().GetDispatchId()
 	jobs := f.jobsOf(t, did)
 	if len(jobs) != 1 {
-		f.failf(t, "dispatch %s has %d Jobs, want 1", did, len(jobs))
+		f.Failf(t, "dispatch %s has %d Jobs, want 1", did, len(jobs))
 	}
 	if st, _ := jobCondition(&jobs[0], batchv1.JobComplete); st != corev1.ConditionTrue {
 		t.Errorf("Job %s: Complete condition %q, want True", jobs[0].Name, st)
@@ -82,7 +82,7 @@ func TestClassDecidesTheSpoke(t *testing.T) {
 		t.Errorf("pod %s runs image %q, want %q", pods[0].Name, got, image)
 	}
 
-	w = f.waitPhase(t, sim, succeeded, 60*time.Second)
+	w = f.WaitPhase(t, sim, succeeded, 60*time.Second)
 	if w.GetStatus().GetCluster() != simID {
 		t.Errorf("the A100-40GB workload ran on %q, want %s", w.GetStatus().GetCluster(), simID)
 	}
@@ -128,15 +128,15 @@ func TestGangFromMeridianctlRunsWhole(t *testing.T) {
 	}
 	id := sub.GetWorkload().GetId()
 
-	w := f.waitPhase(t, id, running, 90*time.Second)
+	w := f.WaitPhase(t, id, running, 90*time.Second)
 	if w.GetStatus().GetCluster() != f.k8sID {
-		f.failf(t, "the gang runs on %q, want %s", w.GetStatus().GetCluster(), f.k8sID)
+		f.Failf(t, "the gang runs on %q, want %s", w.GetStatus().GetCluster(), f.k8sID)
 	}
 	did := w.GetStatus().GetDispatchId()
 	// Running means every replica's pod runs: both are bound now.
 	pods := f.podsOf(t, did)
 	if len(pods) != 2 {
-		f.failf(t, "the running gang has %d pods, want 2", len(pods))
+		f.Failf(t, "the running gang has %d pods, want 2", len(pods))
 	}
 	for _, p := range pods {
 		if n := p.Spec.NodeName; n != nodeH0 && n != nodeH1 {
@@ -146,13 +146,13 @@ func TestGangFromMeridianctlRunsWhole(t *testing.T) {
 			t.Errorf("gang pod %s asks for %s nvidia.com/gpu, want 4", p.Name, q.String())
 		}
 	}
-	w = f.waitPhase(t, id, succeeded, 90*time.Second)
+	w = f.WaitPhase(t, id, succeeded, 90*time.Second)
 	if w.GetStatus().ExitCode == nil || w.GetStatus().GetExitCode() != 0 {
-		t.Errorf("the gang succeeded with exit %s, want 0", exitOf(w.GetStatus().ExitCode))
+		t.Errorf("the gang succeeded with exit %s, want 0", e2eutil.ExitOf(w.GetStatus().ExitCode))
 	}
 	jobs := f.jobsOf(t, did)
 	if len(jobs) != 1 {
-		f.failf(t, "the gang has %d Jobs, want one Indexed Job", len(jobs))
+		f.Failf(t, "the gang has %d Jobs, want one Indexed Job", len(jobs))
 	}
 	j := jobs[0]
 	if j.Spec.CompletionMode == nil || *j.Spec.CompletionMode != batchv1.IndexedCompletion ||
@@ -176,21 +176,21 @@ func TestGangFromMeridianctlRunsWhole(t *testing.T) {
 // from the apiserver. While it runs, its queue is charged for its GPU.
 func TestCancelFromMeridianctl(t *testing.T) {
 	f := need(t)
-	id := f.submit(t, k8sWorkload(t, "e2e-long", 1, 1000, h100, 10*time.Minute))
-	w := f.waitPhase(t, id, running, 90*time.Second)
+	id := f.Submit(t, k8sWorkload(t, "e2e-long", 1, 1000, h100, 10*time.Minute))
+	w := f.WaitPhase(t, id, running, 90*time.Second)
 	if w.GetStatus().GetCluster() != f.k8sID {
-		f.failf(t, "the long workload runs on %q, want %s", w.GetStatus().GetCluster(), f.k8sID)
+		f.Failf(t, "the long workload runs on %q, want %s", w.GetStatus().GetCluster(), f.k8sID)
 	}
 	did := w.GetStatus().GetDispatchId()
 	if jobs, pods := f.jobsOf(t, did), f.podsOf(t, did); len(jobs) != 1 || len(pods) != 1 || pods[0].Status.Phase != corev1.PodRunning {
-		f.failf(t, "the running workload has %d Jobs and %d pods (%s), want one running pod", len(jobs), len(pods), phases(pods))
+		f.Failf(t, "the running workload has %d Jobs and %d pods (%s), want one running pod", len(jobs), len(pods), phases(pods))
 	}
 	if use, n := f.queueUsage(t); use[h100] < 1000 || n < 1 {
 		t.Errorf("while it runs queue %s uses %d milli H100 with %d running workloads, want at least 1000 and 1", queue, use[h100], n)
 	}
 
 	f.ctl(t, "cancel", id, "--reason", "e2e")
-	w = f.waitPhase(t, id, cancelled, 30*time.Second)
+	w = f.WaitPhase(t, id, cancelled, 30*time.Second)
 	if w.GetStatus().GetCluster() != f.k8sID {
 		t.Errorf("the cancelled workload names cluster %q, want %s", w.GetStatus().GetCluster(), f.k8sID)
 	}
@@ -207,15 +207,15 @@ func TestCancelFromMeridianctl(t *testing.T) {
 func TestFailedPodFailsTheWorkload(t *testing.T) {
 	f := need(t)
 	useBefore, runBefore := f.queueUsage(t)
-	id := f.submit(t, k8sWorkload(t, "e2e-fails", 2, 1000, h100, 10*time.Minute))
-	w := f.waitPhase(t, id, running, 90*time.Second)
+	id := f.Submit(t, k8sWorkload(t, "e2e-fails", 2, 1000, h100, 10*time.Minute))
+	w := f.WaitPhase(t, id, running, 90*time.Second)
 	if w.GetStatus().GetCluster() != f.k8sID {
-		f.failf(t, "the gang runs on %q, want %s", w.GetStatus().GetCluster(), f.k8sID)
+		f.Failf(t, "the gang runs on %q, want %s", w.GetStatus().GetCluster(), f.k8sID)
 	}
 	did := w.GetStatus().GetDispatchId()
 	pods := f.podsOf(t, did)
 	if len(pods) != 2 || pods[0].Status.Phase != corev1.PodRunning || pods[1].Status.Phase != corev1.PodRunning {
-		f.failf(t, "the running gang has %d pods (%s), want 2 running", len(pods), phases(pods))
+		f.Failf(t, "the running gang has %d pods (%s), want 2 running", len(pods), phases(pods))
 	}
 	if use, n := f.queueUsage(t); use[h100] != useBefore[h100]+2000 || n != runBefore+1 {
 		t.Errorf("while it runs queue %s uses %d milli H100 with %d running workloads, want %d and %d",
@@ -226,17 +226,17 @@ func TestFailedPodFailsTheWorkload(t *testing.T) {
 	// The Job controller sets the Job's Failed condition once the gang's
 	// other pod is gone; KWOK deletes it at a random point within its 30s
 	// grace period.
-	w = f.waitPhase(t, id, failed, 90*time.Second)
+	w = f.WaitPhase(t, id, failed, 90*time.Second)
 	st := w.GetStatus()
 	if st.ExitCode == nil || st.GetExitCode() != 3 {
-		t.Errorf("the failed workload reports exit code %s, want 3", exitOf(st.ExitCode))
+		t.Errorf("the failed workload reports exit code %s, want 3", e2eutil.ExitOf(st.ExitCode))
 	}
 	// The Job controller fails the Job (backoffLimit 0); its condition's
 	// reason is what the connector reports and the hub keeps.
 	if !strings.Contains(st.GetMessage(), "BackoffLimitExceeded") {
 		t.Errorf("the failed workload's message is %q, want the Job's reason BackoffLimitExceeded", st.GetMessage())
 	}
-	t.Logf("workload %s: %s with exit code %s, message %q", id, st.GetPhase(), exitOf(st.ExitCode), st.GetMessage())
+	t.Logf("workload %s: %s with exit code %s, message %q", id, st.GetPhase(), e2eutil.ExitOf(st.ExitCode), st.GetMessage())
 	if st.GetCluster() != f.k8sID || st.GetDispatchId() != did {
 		t.Errorf("the failed workload names cluster %q dispatch %q, want %s and %s", st.GetCluster(), st.GetDispatchId(), f.k8sID, did)
 	}
@@ -253,12 +253,12 @@ func TestFailedPodFailsTheWorkload(t *testing.T) {
 		t.Fatalf("meridianctl get -o json: %v", err)
 	}
 	if gs := got.GetStatus(); gs.GetPhase() != failed || gs.ExitCode == nil || gs.GetExitCode() != 3 || gs.GetMessage() != st.GetMessage() {
-		t.Errorf("meridianctl get -o json: phase %s exit %s message %q, want FAILED, 3 and %q", gs.GetPhase(), exitOf(gs.ExitCode), gs.GetMessage(), st.GetMessage())
+		t.Errorf("meridianctl get -o json: phase %s exit %s message %q, want FAILED, 3 and %q", gs.GetPhase(), e2eutil.ExitOf(gs.ExitCode), gs.GetMessage(), st.GetMessage())
 	}
 
 	jobs := f.jobsOf(t, did)
 	if len(jobs) != 1 {
-		f.failf(t, "the failed gang has %d Jobs, want its one Job kept", len(jobs))
+		f.Failf(t, "the failed gang has %d Jobs, want its one Job kept", len(jobs))
 	}
 	if cs, _ := jobCondition(&jobs[0], batchv1.JobFailed); cs != corev1.ConditionTrue {
 		t.Errorf("Job %s: Failed condition %q, want True", jobs[0].Name, cs)
@@ -351,14 +351,14 @@ func TestFractionalModesThroughTheHub(t *testing.T) {
 		id := f.k8sID + "-" + tc.mode
 		stop, err := f.startKubeSpoke(ctx, id, map[string]string{"scheduler": "kubernetes", "fractional": tc.mode}, []string{tc.mode})
 		if err != nil {
-			f.failf(t, "start the %s spoke: %v", tc.mode, err)
+			f.Failf(t, "start the %s spoke: %v", tc.mode, err)
 		}
 		t.Cleanup(stop)
 		spokes[tc.mode] = id
 		ids = append(ids, id)
 	}
 	if err := f.waitClusters(ctx, 60*time.Second, ids...); err != nil {
-		f.failf(t, "the fractional spokes: %v", err)
+		f.Failf(t, "the fractional spokes: %v", err)
 	}
 	// Each advertises its one mode.
 	cl, err := f.cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
@@ -382,7 +382,7 @@ func TestFractionalModesThroughTheHub(t *testing.T) {
 		if tc.selector {
 			w.ClusterSelector = map[string]string{"fractional": tc.mode}
 		}
-		wids[i] = f.submit(t, w)
+		wids[i] = f.Submit(t, w)
 	}
 	for i, tc := range fractionalCases {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -391,14 +391,14 @@ func TestFractionalModesThroughTheHub(t *testing.T) {
 			if tc.runs {
 				want = succeeded
 			}
-			w := f.waitPhase(t, id, want, 90*time.Second)
+			w := f.WaitPhase(t, id, want, 90*time.Second)
 			if got := w.GetStatus().GetCluster(); got != spokes[tc.mode] {
-				f.failf(t, "the %s workload went to %q, want %s, the only spoke with that mode", tc.mode, got, spokes[tc.mode])
+				f.Failf(t, "the %s workload went to %q, want %s, the only spoke with that mode", tc.mode, got, spokes[tc.mode])
 			}
 			did := w.GetStatus().GetDispatchId()
 			jobs := f.clusterJobs(t, spokes[tc.mode], did)
 			if len(jobs) != 1 || jobs[0].Annotations[kubernetes.AnnFractionMode] != tc.mode {
-				f.failf(t, "dispatch %s: %d Jobs, want one annotated %s=%s", did, len(jobs), kubernetes.AnnFractionMode, tc.mode)
+				f.Failf(t, "dispatch %s: %d Jobs, want one annotated %s=%s", did, len(jobs), kubernetes.AnnFractionMode, tc.mode)
 			}
 			var pods []corev1.Pod
 			f.eventually(t, 30*time.Second, "the "+tc.mode+" Job's pod", func() bool {
@@ -415,7 +415,7 @@ func TestFractionalModesThroughTheHub(t *testing.T) {
 					t.Errorf("%s pod %s is %s on %q, want Succeeded on one of %v", tc.mode, p.Name, p.Status.Phase, p.Spec.NodeName, tc.nodes)
 				}
 				if ec := w.GetStatus().ExitCode; ec == nil || *ec != 0 || w.GetStatus().GetStartTime() == nil {
-					t.Errorf("the %s workload succeeded with exit %s and start time %v, want 0 and the time it ran", tc.mode, exitOf(ec), w.GetStatus().GetStartTime())
+					t.Errorf("the %s workload succeeded with exit %s and start time %v, want 0 and the time it ran", tc.mode, e2eutil.ExitOf(ec), w.GetStatus().GetStartTime())
 				}
 				return
 			}
@@ -426,7 +426,7 @@ func TestFractionalModesThroughTheHub(t *testing.T) {
 			if _, err := f.wl.CancelWorkload(ctx, &meridianv1.CancelWorkloadRequest{Id: id, Reason: "e2e: no " + tc.mode + " here"}); err != nil {
 				t.Fatalf("cancel %s: %v", id, err)
 			}
-			f.waitPhase(t, id, cancelled, 30*time.Second)
+			f.WaitPhase(t, id, cancelled, 30*time.Second)
 			f.eventually(t, 60*time.Second, "the cancelled "+tc.mode+" workload's Job and pod to be gone", func() bool {
 				return len(f.clusterJobs(t, spokes[tc.mode], did)) == 0 && len(f.clusterPods(t, spokes[tc.mode], did)) == 0
 			})
@@ -468,14 +468,6 @@ func phases(pods []corev1.Pod) []corev1.PodPhase {
 		out = append(out, p.Status.Phase)
 	}
 	return out
-}
-
-// exitOf prints an optional exit code.
-func exitOf(p *int32) string {
-	if p == nil {
-		return "none"
-	}
-	return fmt.Sprint(*p)
 }
 
 // quantities prints a resource list as name=quantity pairs.

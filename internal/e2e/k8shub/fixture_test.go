@@ -49,20 +49,21 @@ const (
 )
 
 type fixture struct {
-	local   *Local
-	kube    clientset.Interface
-	ns      string
-	k8sID   string
-	hub     *server.Server
-	hubStop func()
-	grpcAdr string
-	conn    *grpc.ClientConn
-	wl      meridianv1.WorkloadServiceClient
-	cl      meridianv1.ClusterServiceClient
-	q       meridianv1.QueueServiceClient
-	log     *slog.Logger
-	logBuf  *e2eutil.LogBuffer
-	stops   []func() // in start order; close runs them backwards
+	local             *Local
+	kube              clientset.Interface
+	ns                string
+	k8sID             string
+	hub               *server.Server
+	hubStop           func()
+	grpcAdr           string
+	conn              *grpc.ClientConn
+	wl                meridianv1.WorkloadServiceClient
+	cl                meridianv1.ClusterServiceClient
+	q                 meridianv1.QueueServiceClient
+	log               *slog.Logger
+	logBuf            *e2eutil.LogBuffer
+	e2eutil.Workloads          // Submit, Get, WaitPhase, Failf
+	stops             []func() // in start order; close runs them backwards
 }
 
 var (
@@ -105,6 +106,7 @@ func start() (*fixture, error) {
 	}
 	f := &fixture{local: local, kube: kube, logBuf: &e2eutil.LogBuffer{},
 		ns: fmt.Sprintf("mrd-k8shub-%d", os.Getpid()), k8sID: fmt.Sprintf("k8s-e2e-%d", os.Getpid())}
+	f.Workloads.Log = f.logBuf
 	f.log = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	// From here on a failure is the fixture's fault, not a missing control
 	// plane: return f with the error so the test fails.
@@ -151,6 +153,7 @@ func start() (*fixture, error) {
 		return fail(err)
 	}
 	f.wl = meridianv1.NewWorkloadServiceClient(f.conn)
+	f.Workloads.WL = f.wl
 	f.cl = meridianv1.NewClusterServiceClient(f.conn)
 	f.q = meridianv1.NewQueueServiceClient(f.conn)
 	q := &meridianv1.Queue{Path: queue, Weight: 1}
@@ -290,64 +293,6 @@ func simWorkload(name string, replicas, milli int32, class string, run time.Dura
 	}
 }
 
-// submit submits w over gRPC and returns its id.
-func (f *fixture) submit(t *testing.T, w *meridianv1.Workload) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := f.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
-	if err != nil {
-		t.Fatalf("submit %s: %v", w.GetName(), err)
-	}
-	return resp.GetWorkload().GetId()
-}
-
-func (f *fixture) get(t *testing.T, id string) *meridianv1.Workload {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	w, err := f.wl.GetWorkload(ctx, &meridianv1.GetWorkloadRequest{Id: id})
-	if err != nil {
-		t.Fatalf("get %s: %v", id, err)
-	}
-	return w
-}
-
-func terminalPhase(p meridianv1.WorkloadPhase) bool {
-	switch p {
-	case meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED, meridianv1.WorkloadPhase_WORKLOAD_PHASE_FAILED,
-		meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED:
-		return true
-	}
-	return false
-}
-
-// waitPhase polls the workload until it reaches want; a different
-// terminal phase, or the limit, fails the test with the fixture's log.
-func (f *fixture) waitPhase(t *testing.T, id string, want meridianv1.WorkloadPhase, limit time.Duration) *meridianv1.Workload {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		w := f.get(t, id)
-		p := w.GetStatus().GetPhase()
-		if p == want {
-			return w
-		}
-		if terminalPhase(p) {
-			f.failf(t, "workload %s (%s) is %s (%q), want %s", id, w.GetName(), p, w.GetStatus().GetMessage(), want)
-		}
-		if time.Now().After(deadline) {
-			f.failf(t, "workload %s (%s) still %s after %s (reason %q), want %s", id, w.GetName(), p, limit, w.GetStatus().GetPendingReason(), want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func (f *fixture) failf(t *testing.T, format string, args ...any) {
-	t.Helper()
-	t.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.Tail(6000))...)
-}
-
 // eventually polls cond until it holds, failing after limit.
 func (f *fixture) eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -356,7 +301,7 @@ func (f *fixture) eventually(t *testing.T, limit time.Duration, what string, con
 			return
 		}
 		if time.Now().After(end) {
-			f.failf(t, "timed out after %s waiting for %s", limit, what)
+			f.Failf(t, "timed out after %s waiting for %s", limit, what)
 		}
 	}
 }

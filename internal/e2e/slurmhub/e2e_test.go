@@ -13,6 +13,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/slurm"
 	"github.com/meridian-gpu/meridian/internal/cli"
+	"github.com/meridian-gpu/meridian/internal/e2e/e2eutil"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
@@ -59,9 +60,9 @@ func TestGangFractionalAndExitCode(t *testing.T) {
 		onSlurm, fractional(meridianv1.FractionalMode_FRACTIONAL_MODE_MPS)))
 	fail := f.submitREST(t, workload("e2e-exit3", 1, 1000, `echo started > fail.out; exit 3`, failDir, onSlurm))
 
-	w := f.waitPhase(t, gang, succeeded, 60*time.Second)
+	w := f.WaitPhase(t, gang, succeeded, 60*time.Second)
 	if w.GetStatus().GetCluster() != f.slurmID || w.GetStatus().GetExitCode() != 0 {
-		t.Errorf("gang: cluster %q exit %s, want %s and 0", w.GetStatus().GetCluster(), exitOf(w), f.slurmID)
+		t.Errorf("gang: cluster %q exit %s, want %s and 0", w.GetStatus().GetCluster(), e2eutil.ExitOf(w.GetStatus().ExitCode), f.slurmID)
 	}
 	job := f.oneJob(t, w.GetStatus().GetDispatchId())
 	if nodes := nodesOf(t, job); len(nodes) != 2 || nodes[0] == nodes[1] || job.State != "COMPLETED" {
@@ -71,7 +72,7 @@ func TestGangFractionalAndExitCode(t *testing.T) {
 		t.Errorf("gang saw (nodes, nodelist, CUDA_VISIBLE_DEVICES) = %q, want 2 nodes and 8 GPUs on the first", out)
 	}
 
-	w = f.waitPhase(t, mps, succeeded, 60*time.Second)
+	w = f.WaitPhase(t, mps, succeeded, 60*time.Second)
 	job = f.oneJob(t, w.GetStatus().GetDispatchId())
 	// Slurm sets the MPS share; 22.05 with shard and mps GRES on the same
 	// GPUs computes it from the wrong denominator (1250 for mps:50 here),
@@ -83,9 +84,9 @@ func TestGangFractionalAndExitCode(t *testing.T) {
 		t.Errorf("MPS job %d: gres detail %v, tres per node %q, want mps:50", job.ID, job.GresDetail, job.TresPerNode)
 	}
 
-	w = f.waitPhase(t, fail, failed, 60*time.Second)
+	w = f.WaitPhase(t, fail, failed, 60*time.Second)
 	if w.GetStatus().ExitCode == nil || w.GetStatus().GetExitCode() != 3 {
-		t.Errorf("failing job: exit %s, want 3 (message %q)", exitOf(w), w.GetStatus().GetMessage())
+		t.Errorf("failing job: exit %s, want 3 (message %q)", e2eutil.ExitOf(w.GetStatus().ExitCode), w.GetStatus().GetMessage())
 	}
 	job = f.oneJob(t, w.GetStatus().GetDispatchId())
 	if job.State != "FAILED" || job.ExitCode != 3<<8 {
@@ -124,8 +125,8 @@ func TestRedeliveredDispatchIsOneSlurmJob(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	id := f.submit(t, workload("e2e-redeliver", 1, 1000, `sleep 4`, t.TempDir(), onSlurm))
-	w := f.waitPhase(t, id, running, 30*time.Second)
+	id := f.Submit(t, workload("e2e-redeliver", 1, 1000, `sleep 4`, t.TempDir(), onSlurm))
+	w := f.WaitPhase(t, id, running, 30*time.Second)
 	did := w.GetStatus().GetDispatchId()
 	var payload []byte
 	for payload == nil {
@@ -176,7 +177,7 @@ func TestRedeliveredDispatchIsOneSlurmJob(t *testing.T) {
 	if got := c2.Counters().Submits.Load(); got != 0 {
 		t.Errorf("the restarted connector submitted %d jobs, want 0 (it must adopt the running job)", got)
 	}
-	w = f.waitPhase(t, id, succeeded, 60*time.Second)
+	w = f.WaitPhase(t, id, succeeded, 60*time.Second)
 	if w.GetStatus().GetAttempts() != 1 {
 		t.Errorf("workload attempts %d, want 1", w.GetStatus().GetAttempts())
 	}
@@ -189,8 +190,8 @@ func TestRedeliveredDispatchIsOneSlurmJob(t *testing.T) {
 // code path (internal/cli.Main, what meridianctl runs).
 func TestCancelFromMeridianctl(t *testing.T) {
 	f := need(t)
-	id := f.submit(t, workload("e2e-cancel", 1, 1000, `sleep 120`, t.TempDir(), onSlurm))
-	w := f.waitPhase(t, id, running, 30*time.Second)
+	id := f.Submit(t, workload("e2e-cancel", 1, 1000, `sleep 120`, t.TempDir(), onSlurm))
+	w := f.WaitPhase(t, id, running, 30*time.Second)
 	did := w.GetStatus().GetDispatchId()
 	if j := f.oneJob(t, did); j.State != "RUNNING" {
 		t.Fatalf("Slurm job %d is %s while the hub says RUNNING", j.ID, j.State)
@@ -202,7 +203,7 @@ func TestCancelFromMeridianctl(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("meridianctl cancel %s: exit %d\n%s%s", id, code, out.String(), errb.String())
 	}
-	f.waitPhase(t, id, cancelled, 30*time.Second)
+	f.WaitPhase(t, id, cancelled, 30*time.Second)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		j := f.oneJob(t, did)
@@ -210,7 +211,7 @@ func TestCancelFromMeridianctl(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			f.failf(t, "Slurm job %d is still %s 30s after meridianctl cancel", j.ID, j.State)
+			f.Failf(t, "Slurm job %d is still %s 30s after meridianctl cancel", j.ID, j.State)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -223,11 +224,11 @@ func TestMixedFederationPlacesInBoth(t *testing.T) {
 	f := need(t)
 	var ids []string
 	for i := 0; i < 3; i++ {
-		ids = append(ids, f.submit(t, workload("e2e-mixed", 4, 8000, `sleep 2`, t.TempDir(), simFor(2*time.Second))))
+		ids = append(ids, f.Submit(t, workload("e2e-mixed", 4, 8000, `sleep 2`, t.TempDir(), simFor(2*time.Second))))
 	}
 	where := map[string]int{}
 	for _, id := range ids {
-		w := f.waitPhase(t, id, succeeded, 60*time.Second)
+		w := f.WaitPhase(t, id, succeeded, 60*time.Second)
 		c := w.GetStatus().GetCluster()
 		where[c]++
 		if c == f.slurmID {
@@ -255,7 +256,7 @@ func TestSlurmdKilled(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			f.failf(t, "the Slurm spoke never advertised 32 free GPUs before the kill (total %d milli, %d free)", total, free)
+			f.Failf(t, "the Slurm spoke never advertised 32 free GPUs before the kill (total %d milli, %d free)", total, free)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -280,7 +281,7 @@ func TestSlurmdKilled(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			f.failf(t, "75s after killing slurmd %s the Slurm spoke still advertises %d milli, %d free", victim, total, free)
+			f.Failf(t, "75s after killing slurmd %s the Slurm spoke still advertises %d milli, %d free", victim, total, free)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -291,13 +292,13 @@ func TestSlurmdKilled(t *testing.T) {
 		t.Errorf("sinfo shows %s as %q (err %v), want not responding or down", victim, st, err)
 	}
 
-	big := f.submit(t, workload("e2e-after-kill-4x8", 4, 8000, `sleep 1`, t.TempDir(), simFor(time.Second)))
+	big := f.Submit(t, workload("e2e-after-kill-4x8", 4, 8000, `sleep 1`, t.TempDir(), simFor(time.Second)))
 	dir := t.TempDir()
-	three := f.submit(t, workload("e2e-after-kill-3x8", 3, 8000, `echo "$SLURM_JOB_NODELIST" > nodes.out`, dir, onSlurm))
-	if w := f.waitPhase(t, big, succeeded, 60*time.Second); w.GetStatus().GetCluster() != simID {
+	three := f.Submit(t, workload("e2e-after-kill-3x8", 3, 8000, `echo "$SLURM_JOB_NODELIST" > nodes.out`, dir, onSlurm))
+	if w := f.WaitPhase(t, big, succeeded, 60*time.Second); w.GetStatus().GetCluster() != simID {
 		t.Errorf("a 4 x 8 gang went to %s with a Slurm node down, want %s", w.GetStatus().GetCluster(), simID)
 	}
-	w := f.waitPhase(t, three, succeeded, 60*time.Second)
+	w := f.WaitPhase(t, three, succeeded, 60*time.Second)
 	nodes := nodesOf(t, f.oneJob(t, w.GetStatus().GetDispatchId()))
 	if len(nodes) != 3 {
 		t.Errorf("the 3 x 8 gang ran on %v, want 3 nodes", nodes)

@@ -42,17 +42,18 @@ const (
 )
 
 type fixture struct {
-	local   *Local
-	hub     *server.Server
-	hubStop func()
-	rest    string // http://host:port
-	grpcAdr string
-	conn    *grpc.ClientConn
-	wl      meridianv1.WorkloadServiceClient
-	cl      meridianv1.ClusterServiceClient
-	slurmID string
-	log     *slog.Logger
-	logBuf  *e2eutil.LogBuffer
+	local             *Local
+	hub               *server.Server
+	hubStop           func()
+	rest              string // http://host:port
+	grpcAdr           string
+	conn              *grpc.ClientConn
+	wl                meridianv1.WorkloadServiceClient
+	cl                meridianv1.ClusterServiceClient
+	slurmID           string
+	log               *slog.Logger
+	logBuf            *e2eutil.LogBuffer
+	e2eutil.Workloads // Submit, Get, WaitPhase, Failf
 
 	mu        sync.Mutex
 	slurmConn *slurm.Connector
@@ -106,6 +107,7 @@ func start() (*fixture, error) {
 		return nil, err
 	}
 	f := &fixture{local: local, slurmID: fmt.Sprintf("slurm-e2e-%d", os.Getpid()), logBuf: &e2eutil.LogBuffer{}}
+	f.Workloads.Log = f.logBuf
 	f.log = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	dir, err := os.MkdirTemp("", "meridian-slurm-e2e-")
 	if err != nil {
@@ -144,6 +146,7 @@ func start() (*fixture, error) {
 		return fail(err)
 	}
 	f.wl = meridianv1.NewWorkloadServiceClient(f.conn)
+	f.Workloads.WL = f.wl
 	f.cl = meridianv1.NewClusterServiceClient(f.conn)
 	qc := meridianv1.NewQueueServiceClient(f.conn)
 	for _, p := range []string{"e2e", testQueue} {
@@ -332,71 +335,6 @@ func (f *fixture) submitREST(t *testing.T, w *meridianv1.Workload) string {
 		t.Fatalf("submit returned no id: %s", out)
 	}
 	return sub.GetWorkload().GetId()
-}
-
-// submit submits w over gRPC and returns its id.
-func (f *fixture) submit(t *testing.T, w *meridianv1.Workload) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := f.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
-	if err != nil {
-		t.Fatalf("submit %s: %v", w.GetName(), err)
-	}
-	return resp.GetWorkload().GetId()
-}
-
-func (f *fixture) get(t *testing.T, id string) *meridianv1.Workload {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	w, err := f.wl.GetWorkload(ctx, &meridianv1.GetWorkloadRequest{Id: id})
-	if err != nil {
-		t.Fatalf("get %s: %v", id, err)
-	}
-	return w
-}
-
-func terminalPhase(p meridianv1.WorkloadPhase) bool {
-	switch p {
-	case meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED, meridianv1.WorkloadPhase_WORKLOAD_PHASE_FAILED,
-		meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED:
-		return true
-	}
-	return false
-}
-
-// waitPhase polls the workload until it reaches want; a different
-// terminal phase, or the limit, fails the test with the fixture's log.
-func (f *fixture) waitPhase(t *testing.T, id string, want meridianv1.WorkloadPhase, limit time.Duration) *meridianv1.Workload {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		w := f.get(t, id)
-		p := w.GetStatus().GetPhase()
-		if p == want {
-			return w
-		}
-		if terminalPhase(p) && !terminalPhase(want) || terminalPhase(p) && p != want {
-			f.failf(t, "workload %s (%s) is %s (exit %v, %q), want %s", id, w.GetName(), p, exitOf(w), w.GetStatus().GetMessage(), want)
-		}
-		if time.Now().After(deadline) {
-			f.failf(t, "workload %s (%s) still %s after %s (reason %q), want %s", id, w.GetName(), p, limit, w.GetStatus().GetPendingReason(), want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func exitOf(w *meridianv1.Workload) string {
-	if w.GetStatus().ExitCode == nil {
-		return "none"
-	}
-	return fmt.Sprint(w.GetStatus().GetExitCode())
-}
-
-func (f *fixture) failf(t *testing.T, format string, args ...any) {
-	t.Helper()
-	t.Fatalf(format+"\n--- fixture log (tail) ---\n%s", append(args, f.logBuf.Tail(6000))...)
 }
 
 // jobOf returns the one Slurm job of dispatch id (failing when there is
