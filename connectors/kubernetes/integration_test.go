@@ -1,12 +1,10 @@
 package kubernetes
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,8 +28,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/meridian-gpu/meridian/internal/k8slocal"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 )
@@ -59,47 +57,12 @@ const (
 	nodeMIG   = "gpu-a100-mig"
 )
 
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 func skipOrFail(t *testing.T, msg string) {
 	t.Helper()
 	if os.Getenv("MERIDIAN_REQUIRE_K8S") == "1" {
 		t.Fatalf("MERIDIAN_REQUIRE_K8S=1 and %s", msg)
 	}
 	t.Skipf("SKIPPING real-Kubernetes test: %s (set MERIDIAN_REQUIRE_K8S=1 to make this a failure)", msg)
-}
-
-// envFile reads the KEY=value lines ("export " optional) of k8s-up's env file.
-func envFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
-			out[k] = strings.Trim(v, `"`)
-		}
-	}
-	return out, sc.Err()
 }
 
 func needK8s(t *testing.T) *rest.Config {
@@ -111,39 +74,14 @@ func needK8s(t *testing.T) *rest.Config {
 		skipOrFail(t, "not root: the local control plane (scripts/k8s-up.sh) needs root")
 	}
 	k8sOnce.Do(func() {
-		root, err := repoRoot()
-		if err != nil {
-			k8sErr = err
-			return
+		// Started (never built) by the test; see k8slocal.Up.
+		var local *k8slocal.Local
+		if local, k8sErr = k8slocal.Up(context.Background(), false, nil); k8sErr == nil {
+			k8sRest = local.REST
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "k8s-up.sh"))
-		cmd.Env = append(os.Environ(), "MERIDIAN_K8S_NO_BUILD=1")
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ExitCode() == 5 {
-			k8sErr = fmt.Errorf("the kube binaries are not built: run scripts/k8s-up.sh once (cold build 15-20 min)")
-			return
-		}
-		if err != nil {
-			k8sErr = fmt.Errorf("scripts/k8s-up.sh: %w\n%s", err, out)
-			return
-		}
-		dir := os.Getenv("MERIDIAN_K8S_DIR")
-		if dir == "" {
-			home, _ := os.UserHomeDir()
-			dir = filepath.Join(home, ".cache", "meridian", "k8s")
-		}
-		vars, err := envFile(filepath.Join(dir, "env"))
-		if err != nil {
-			k8sErr = fmt.Errorf("k8s env file: %w", err)
-			return
-		}
-		k8sRest, k8sErr = clientcmd.BuildConfigFromFlags("", vars["MERIDIAN_KUBECONFIG"])
 	})
 	if k8sErr != nil {
-		if strings.Contains(k8sErr.Error(), "not built") {
+		if errors.Is(k8sErr, k8slocal.ErrNotBuilt) {
 			skipOrFail(t, k8sErr.Error())
 		}
 		t.Fatalf("local Kubernetes: %v", k8sErr)
@@ -888,11 +826,7 @@ func TestK8sAPIServerOutage(t *testing.T) {
 	e := newEnv(t, Config{})
 	c := e.connector()
 	ctx := context.Background()
-	dir := os.Getenv("MERIDIAN_K8S_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "meridian", "k8s")
-	}
+	dir := k8slocal.StateDir()
 	raw, err := os.ReadFile(filepath.Join(dir, "pids", "kube-apiserver"))
 	if err != nil {
 		t.Fatalf("apiserver pid: %v", err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-gpu/meridian/internal/repo"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
@@ -34,23 +35,6 @@ var (
 	testSeq   atomic.Int64
 )
 
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 func needSlurm(t *testing.T) *slurmEnv {
 	t.Helper()
 	if testing.Short() {
@@ -60,7 +44,7 @@ func needSlurm(t *testing.T) *slurmEnv {
 		skipOrFail(t, "not root: the local Slurm cluster (scripts/slurm-up.sh) needs root")
 	}
 	slurmOnce.Do(func() {
-		root, err := repoRoot()
+		root, err := repo.Root()
 		if err != nil {
 			slurmErr = err
 			return

@@ -19,6 +19,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/kubernetes"
 	"github.com/meridian-gpu/meridian/internal/e2e/k8shub"
+	"github.com/meridian-gpu/meridian/internal/k8slocal"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -33,7 +34,7 @@ const (
 // control plane cannot run on this machine (not root, the binaries cannot
 // be built): the demo is then skipped, not failed.
 func KubernetesUnavailable(err error) bool {
-	return errors.Is(err, k8shub.ErrNotRoot) || errors.Is(err, k8shub.ErrNotBuilt) || errors.Is(err, k8shub.ErrBuildImpossible)
+	return errors.Is(err, k8slocal.ErrNotRoot) || errors.Is(err, k8slocal.ErrNotBuilt) || errors.Is(err, k8slocal.ErrBuildImpossible)
 }
 
 // KubernetesSpoke starts the local Kubernetes control plane
@@ -47,7 +48,7 @@ func KubernetesUnavailable(err error) bool {
 // an hour). The connector's log goes to a temporary directory.
 func KubernetesSpoke(ctx context.Context, stderr io.Writer) (*Spoke, func(), error) {
 	fmt.Fprintf(stderr, "meridian demo: starting the local Kubernetes control plane (scripts/k8s-up.sh; the first run builds it, 15-20 min)\n")
-	local, err := k8shub.Up(ctx, true, stderr)
+	local, err := k8slocal.Up(ctx, true, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,7 +74,7 @@ func KubernetesSpoke(ctx context.Context, stderr io.Writer) (*Spoke, func(), err
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes connector log: %w", err)
 	}
-	cfg := local.Config(KubernetesClusterID, KubernetesNamespace)
+	cfg := k8shub.ConnectorConfig(local, KubernetesClusterID, KubernetesNamespace)
 	cfg.Labels = map[string]string{"scheduler": "kubernetes", "site": "local"}
 	cfg.Logger = slog.New(slog.NewTextHandler(logFile, nil)).With("connector", "kubernetes")
 	conn, err := kubernetes.New(ctx, cfg)
@@ -143,7 +144,7 @@ func KubernetesSpoke(ctx context.Context, stderr io.Writer) (*Spoke, func(), err
 				fmt.Sprintf("kubectl  kubectl --kubeconfig %s -n %s get jobs,pods -o wide", kc, KubernetesNamespace),
 				fmt.Sprintf("         kubectl --kubeconfig %s -n %s get pods -L meridian.io/workload,meridian.io/dispatch", kc, KubernetesNamespace),
 				fmt.Sprintf("         kubectl --kubeconfig %s get nodes -L nvidia.com/gpu.product,nvidia.com/gpu.count", kc),
-				fmt.Sprintf("         (or source %s and use kubectl as usual)", filepath.Join(k8shub.StateDir(), "env")),
+				fmt.Sprintf("         (or source %s and use kubectl as usual)", filepath.Join(k8slocal.StateDir(), "env")),
 				"keep up  go run ./cmd/meridian-demo --k8s --forever   (the hub and the Kubernetes spoke stay up after the summary)",
 				"log      " + logPath + "   (the Kubernetes connector)",
 			}

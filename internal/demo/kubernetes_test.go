@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meridian-gpu/meridian/internal/e2e/k8shub"
+	"github.com/meridian-gpu/meridian/internal/k8slocal"
 )
 
 // TestRealSpokeJoinsTheSimulatedClusters: a real spoke that replaces
@@ -43,7 +43,7 @@ func TestRealSpokeJoinsTheSimulatedClusters(t *testing.T) {
 }
 
 func TestKubernetesUnavailableOnlyForWhatCannotRunHere(t *testing.T) {
-	for _, err := range []error{k8shub.ErrNotRoot, k8shub.ErrNotBuilt, fmt.Errorf("%w\nbuild log", k8shub.ErrBuildImpossible)} {
+	for _, err := range []error{k8slocal.ErrNotRoot, k8slocal.ErrNotBuilt, fmt.Errorf("%w\nbuild log", k8slocal.ErrBuildImpossible)} {
 		if !KubernetesUnavailable(err) {
 			t.Errorf("KubernetesUnavailable(%q) = false, want true (the demo is skipped)", err)
 		}

@@ -1,14 +1,10 @@
 package helmtest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,9 +21,9 @@ import (
 	kubeclient "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meridian-gpu/meridian/connectors/kubernetes"
+	"github.com/meridian-gpu/meridian/internal/k8slocal"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -51,23 +47,6 @@ func skipOrFailK8s(t *testing.T, msg string) {
 	t.Skipf("SKIPPING real-Kubernetes test: %s (set MERIDIAN_REQUIRE_K8S=1 to make this a failure)", msg)
 }
 
-func envFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
-			out[k] = strings.Trim(v, `"`)
-		}
-	}
-	return out, sc.Err()
-}
-
 func needK8s(t *testing.T) *rest.Config {
 	t.Helper()
 	if testing.Short() {
@@ -77,39 +56,14 @@ func needK8s(t *testing.T) *rest.Config {
 		skipOrFailK8s(t, "not root: the local control plane (scripts/k8s-up.sh) needs root")
 	}
 	k8sOnce.Do(func() {
-		root, err := RepoRoot()
-		if err != nil {
-			k8sErr = err
-			return
+		// Started (never built) by the test; see k8slocal.Up.
+		var local *k8slocal.Local
+		if local, k8sErr = k8slocal.Up(context.Background(), false, nil); k8sErr == nil {
+			k8sRest = local.REST
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "k8s-up.sh"))
-		cmd.Env = append(os.Environ(), "MERIDIAN_K8S_NO_BUILD=1")
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ExitCode() == 5 {
-			k8sErr = errors.New("the kube binaries are not built: run scripts/k8s-up.sh once (cold build 15-20 min)")
-			return
-		}
-		if err != nil {
-			k8sErr = fmt.Errorf("scripts/k8s-up.sh: %w\n%s", err, out)
-			return
-		}
-		dir := os.Getenv("MERIDIAN_K8S_DIR")
-		if dir == "" {
-			home, _ := os.UserHomeDir()
-			dir = filepath.Join(home, ".cache", "meridian", "k8s")
-		}
-		vars, err := envFile(filepath.Join(dir, "env"))
-		if err != nil {
-			k8sErr = fmt.Errorf("k8s env file: %w", err)
-			return
-		}
-		k8sRest, k8sErr = clientcmd.BuildConfigFromFlags("", vars["MERIDIAN_KUBECONFIG"])
 	})
 	if k8sErr != nil {
-		if strings.Contains(k8sErr.Error(), "not built") {
+		if errors.Is(k8sErr, k8slocal.ErrNotBuilt) {
 			skipOrFailK8s(t, k8sErr.Error())
 		}
 		t.Fatalf("local Kubernetes: %v", k8sErr)

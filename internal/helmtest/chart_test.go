@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/meridian-gpu/meridian/connectors/kubernetes"
+	"github.com/meridian-gpu/meridian/internal/repo"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
@@ -40,7 +41,7 @@ func needHelm(t *testing.T) Helm {
 		}
 		t.Skipf("SKIPPING Helm chart test: %v (set MERIDIAN_REQUIRE_HELM=1 to make this a failure)", err)
 	}
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -723,7 +724,7 @@ func fmtMode(m *int32) string {
 // appVersion, the binary on PATH and the same non-root user.
 func TestDefaultImageIsTheOneMakeImageBuilds(t *testing.T) {
 	h := needHelm(t)
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,24 +47,6 @@ func FindHelm() (string, error) {
 	return "", ErrNoHelm
 }
 
-// RepoRoot walks up from the working directory to the directory holding go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // Helm runs one helm binary on one chart directory.
 type Helm struct {
 	Bin   string // helm binary

@@ -22,6 +22,7 @@ import (
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
 	"github.com/meridian-gpu/meridian/internal/e2e/e2eutil"
+	"github.com/meridian-gpu/meridian/internal/k8slocal"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -49,7 +50,7 @@ const (
 )
 
 type fixture struct {
-	local             *Local
+	local             *k8slocal.Local
 	kube              clientset.Interface
 	ns                string
 	k8sID             string
@@ -67,7 +68,7 @@ type fixture struct {
 }
 
 var (
-	shared = &e2eutil.Shared[fixture]{Part: "K8S", What: "end-to-end Kubernetes test", Component: "the local Kubernetes control plane and a hub", NotRoot: ErrNotRoot, Start: start}
+	shared = &e2eutil.Shared[fixture]{Part: "K8S", What: "end-to-end Kubernetes test", Component: "the local Kubernetes control plane and a hub", NotRoot: k8slocal.ErrNotRoot, Start: start}
 )
 
 // TestMain stops the shared fixture; with MERIDIAN_E2E_LOG=<file> it also
@@ -96,7 +97,7 @@ func need(t testing.TB) *fixture {
 func start() (*fixture, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	local, err := Up(ctx, false, nil)
+	local, err := k8slocal.Up(ctx, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ func start() (*fixture, error) {
 // (its Jobs in the fixture's namespace, its objects labelled with id) and
 // an agent for it; stop stops the agent, then the connector.
 func (f *fixture) startKubeSpoke(ctx context.Context, id string, labels map[string]string, modes []string) (stop func(), err error) {
-	cfg := f.local.Config(id, f.ns)
+	cfg := ConnectorConfig(f.local, id, f.ns)
 	cfg.Labels = labels
 	cfg.FractionalModes = modes
 	cfg.Logger = f.log.With("connector", "kubernetes", "cluster", id)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meridian-gpu/meridian/connectors/slurm"
+	"github.com/meridian-gpu/meridian/internal/repo"
 )
 
 // ErrNotRoot is returned by Up when the process is not root: the local
@@ -25,25 +26,6 @@ type Local struct {
 	Root string
 	// Vars are the variables of "$MERIDIAN_SLURM_DIR/env".
 	Vars map[string]string
-}
-
-// RepoRoot walks up from the working directory to the directory holding
-// go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("repository root: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("repository root: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // StateDir is where scripts/slurm-up.sh keeps the cluster: MERIDIAN_SLURM_DIR,
@@ -63,7 +45,7 @@ func Up(ctx context.Context) (*Local, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}
