@@ -21,21 +21,14 @@ import (
 var etcdSrv *embedetcd.Server
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "api-etcd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	etcdSrv, err = embedetcd.Start(ctx, embedetcd.Config{DataDir: dir, UnsafeNoFsync: true})
-	cancel()
-	if err != nil {
+	var stop func()
+	var err error
+	if etcdSrv, stop, err = embedetcd.StartTemp("api-etcd-"); err != nil {
 		fmt.Fprintln(os.Stderr, "start embedded etcd:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	_ = etcdSrv.Close()
-	_ = os.RemoveAll(dir)
+	stop()
 	os.Exit(code)
 }
 

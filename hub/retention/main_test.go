@@ -26,21 +26,14 @@ var etcdSrv *embedetcd.Server
 // the real /meridian/ key space, so the tests that use etcd do not run in
 // parallel and each starts by wiping it.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "retention-etcd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	etcdSrv, err = embedetcd.Start(ctx, embedetcd.Config{DataDir: dir, UnsafeNoFsync: true})
-	cancel()
-	if err != nil {
+	var stop func()
+	var err error
+	if etcdSrv, stop, err = embedetcd.StartTemp("retention-etcd-"); err != nil {
 		fmt.Fprintln(os.Stderr, "start embedded etcd:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	_ = etcdSrv.Close()
-	_ = os.RemoveAll(dir)
+	stop()
 	os.Exit(code)
 }
 

@@ -17,21 +17,14 @@ import (
 var srv *embedetcd.Server
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "store-etcd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	srv, err = embedetcd.Start(ctx, embedetcd.Config{DataDir: dir, UnsafeNoFsync: true})
-	cancel()
-	if err != nil {
+	var stop func()
+	var err error
+	if srv, stop, err = embedetcd.StartTemp("store-etcd-"); err != nil {
 		fmt.Fprintln(os.Stderr, "start embedded etcd:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	_ = srv.Close()
-	_ = os.RemoveAll(dir)
+	stop()
 	os.Exit(code)
 }
 

@@ -289,3 +289,21 @@ func freePort(avoid int) (int, error) {
 func isAddrInUse(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "address already in use")
 }
+
+// StartTemp starts a throwaway member, fsync off, in a new temporary
+// directory named after prefix: what a test binary's TestMain shares
+// between its tests. stop closes the member and removes the directory.
+func StartTemp(prefix string) (s *Server, stop func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedetcd: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err = Start(ctx, Config{DataDir: dir, UnsafeNoFsync: true})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return s, func() { _ = s.Close(); _ = os.RemoveAll(dir) }, nil
+}

@@ -3,6 +3,7 @@ package embedetcd
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -250,5 +251,28 @@ func TestOldHistoryIsCompacted(t *testing.T) {
 			t.Fatalf("revision %d still readable after 15 s with CompactEvery 1s (last err %v)", first.Header.Revision, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// StartTemp's member serves, and stop closes it and removes its directory.
+func TestStartTempCleansUp(t *testing.T) {
+	s, stop, err := StartTemp("etcd-temp-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.cfg.DataDir
+	c, err := s.InProcessClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, "/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	stop()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("data dir %s still there after stop (%v)", dir, err)
 	}
 }
