@@ -129,8 +129,8 @@ type Agent struct {
 	perID keyedMutex
 
 	advMu     sync.Mutex
-	lastNodes map[string]*agentv1.Node // last nodes sent, for deltas
-	sentSeq   atomic.Uint64            // seq of the last advertisement or delta sent
+	lastNodes map[string][]byte // encodings of the last nodes sent, for deltas
+	sentSeq   atomic.Uint64     // seq of the last advertisement or delta sent
 	changed   chan struct{}
 	rejoin    chan struct{} // a vanished connector is back
 

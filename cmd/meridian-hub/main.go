@@ -40,6 +40,7 @@ type options struct {
 	natsAuth  natsbus.AuthFlags
 	logLevel  string
 	logFormat string
+	gcPercent int
 	addrFile  string
 }
 
@@ -121,6 +122,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	var endpoints string
+	fs.IntVar(&o.gcPercent, "gc-percent", server.DefaultGCPercent,
+		"garbage collector target: the heap may grow this many percent over live state before a collection; GOGC, when set, wins; 0 keeps Go's default")
 	fs.StringVar(&o.cfg.DataDir, "data-dir", envOr("meridian-data", "MERIDIAN_HUB_DATA_DIR", "MERIDIAN_DATA_DIR"),
 		"directory for the embedded etcd and NATS data (env MERIDIAN_HUB_DATA_DIR, then MERIDIAN_DATA_DIR)")
 	fs.StringVar(&endpoints, "etcd-endpoints", os.Getenv("MERIDIAN_ETCD_ENDPOINTS"),
@@ -223,6 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	o.cfg.Logger = slog.New(h)
+	server.TuneGC(o.gcPercent, o.cfg.Logger)
 	s, err := server.New(o.cfg)
 	if err != nil {
 		return err

@@ -48,7 +48,9 @@ func (l *Loop) viewOf(b *built, now time.Time) *lastView {
 // snapshot is not changed after its cycle, so reading it later is safe.
 func (l *Loop) remember(b *built, now time.Time) {
 	l.mu.Lock()
-	l.lastBuilt, l.lastBuiltAt = b, now
+	// Only the core's input: the rest points into the mirror, which
+	// changes once the cycle lets go of it.
+	l.lastBuilt, l.lastBuiltAt = &built{snap: b.snap}, now
 	l.mu.Unlock()
 }
 
@@ -76,7 +78,7 @@ func (l *Loop) currentView() *lastView {
 	if v != nil {
 		led = v.ledger
 	}
-	b := l.buildSnapshot(l.readState(), led, now)
+	b := l.snapshotNow(led, now)
 	v = l.viewOf(b, now)
 	l.mu.Lock()
 	if l.last == nil || l.last.at.Before(v.at) {
@@ -216,7 +218,7 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 		led = l.last.ledger
 	}
 	l.mu.Unlock()
-	b := l.buildSnapshot(l.readState(), led, now)
+	b := l.snapshotNow(led, now)
 	found := false
 	for i, p := range b.snap.Pending {
 		if p.ID == sw.ID {

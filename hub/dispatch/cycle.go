@@ -182,7 +182,10 @@ func (l *Loop) cycle(t *term) (err error) {
 	now := l.clock()
 	l.sweep()
 
-	s := l.readState()
+	// The mirror stays locked for the cycle: the state is its maps, not a
+	// copy (see lockState).
+	s := l.lockState()
+	defer l.unlockState()
 	// Housekeeping first: lost clusters, cancel requests, orphans.
 	ms := l.housekeeping(t, s, now)
 	if len(ms) > 0 {
@@ -191,13 +194,13 @@ func (l *Loop) cycle(t *term) (err error) {
 			return err
 		}
 		l.waitRev(t, rev)
-		s = l.readState()
+		s = l.advance()
 	}
 
 	t.mu.Lock()
 	ledger := t.ledger.Clone()
 	t.mu.Unlock()
-	b := l.buildSnapshot(s, ledger, now)
+	b := l.buildSnapshot(s, ledger, now, stoppingDispatches(t, s))
 	t.mu.Lock()
 	caughtUp := s.rev >= t.lastCommitRev
 	t.mu.Unlock()
@@ -206,7 +209,6 @@ func (l *Loop) cycle(t *term) (err error) {
 		// may call an agent's dispatch "not current".
 		l.reconcileReports(t, b, now)
 	}
-	markTerminating(t, b)
 	markNominated(t, b, now)
 
 	plan, perr := safeDecide(b.snap, l.cfg.Scheduler)
@@ -329,8 +331,8 @@ func (l *Loop) cycle(t *term) (err error) {
 	}
 	rev = max(rev, prev)
 
-	l.republishStale(t, b, now)
-	l.prune(t, b)
+	l.republishStale(t, s, now)
+	l.prune(t, s)
 	if err := l.accrue(t, b, now); err != nil {
 		return err
 	}
@@ -448,48 +450,51 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 }
 
 // reconcileReports cancels dispatches an agent says it holds that are not
-// current for that cluster (a returning agent's stale work).
+// current for that cluster (a returning agent's stale work). A cluster's
+// report is checked once per heartbeat: a stale dispatch is listed again in
+// the next one, so checking every cycle would only repeat the walk over
+// every running dispatch.
 func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
-	t.mu.Lock()
-	finished := make(map[string]bool, len(t.finished))
-	for id := range t.finished {
-		finished[id] = true
-	}
-	t.mu.Unlock()
 	for _, cluster := range l.fleet.IDs() {
-		ids, _, ok := l.fleet.Reported(cluster)
+		ids, at, ok := l.fleet.Reported(cluster)
 		if !ok {
 			continue
 		}
-		for _, id := range ids {
-			if c, cur := b.current[id]; (cur && c.r.r.Cluster == cluster) || finished[id] {
-				continue // current, or stopped and reported by the agent itself
+		t.mu.Lock()
+		if t.reportChecked == nil {
+			t.reportChecked = map[string]time.Time{}
+		}
+		seen := t.reportChecked[cluster].Equal(at)
+		t.reportChecked[cluster] = at
+		var stale []string
+		if !seen {
+			for _, id := range ids {
+				if c, cur := b.current[id]; (cur && c.r.r.Cluster == cluster) || !t.finished[id].IsZero() {
+					continue // current, or stopped and reported by the agent itself
+				}
+				stale = append(stale, id)
 			}
+		}
+		t.mu.Unlock()
+		for _, id := range stale {
 			l.sendCancel(t, cluster, id, "", "dispatch is no longer current for this cluster", false)
 		}
 	}
 }
 
-// markTerminating tells the core which running workloads this term has
-// already asked to stop, so it waits for their room instead of choosing
+// stoppingDispatches lists the current dispatches this term has already
+// asked to stop, so that the core waits for their room instead of choosing
 // more victims every cycle while they shut down.
-func markTerminating(t *term, b *built) {
+func stoppingDispatches(t *term, s *state) map[string]bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.cancelled) == 0 {
-		return
-	}
 	stopping := map[string]bool{}
-	for id, c := range b.current {
-		if _, sent := t.cancelled[id]; sent {
-			stopping[c.r.r.WorkloadID] = true
+	for id := range t.cancelled {
+		if _, ok := s.current[id]; ok {
+			stopping[id] = true
 		}
 	}
-	for i := range b.snap.Running {
-		if stopping[b.snap.Running[i].Workload.ID] {
-			b.snap.Running[i].Terminating = true
-		}
-	}
+	return stopping
 }
 
 // nominationTTL bounds how long a workload keeps first pick after it
@@ -648,21 +653,14 @@ func publishBatch[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.W
 
 // republishStale publishes again every current, unacknowledged dispatch
 // whose last publish is older than RepublishAfter.
-func (l *Loop) republishStale(t *term, b *built, now time.Time) {
+func (l *Loop) republishStale(t *term, s *state, now time.Time) {
 	type item struct {
 		w *meridianv1.Workload
 		r *Record
 	}
 	var due []item
 	t.mu.Lock()
-	for id, c := range b.current {
-		r := c.r
-		if r.r.Acked {
-			if len(t.published) > 0 {
-				delete(t.published, id)
-			}
-			continue
-		}
+	for id, c := range s.unacked {
 		last, ok := t.published[id]
 		if ok && time.Since(last) < l.cfg.RepublishAfter {
 			continue
@@ -672,7 +670,7 @@ func (l *Loop) republishStale(t *term, b *built, now time.Time) {
 			// missed by republishUnacked, or newer): publish now.
 			t.published[id] = time.Time{}
 		}
-		due = append(due, item{w: c.w.w, r: r.r})
+		due = append(due, item{w: c.w.w, r: c.r.r})
 	}
 	t.mu.Unlock()
 	if len(due) > 0 {
@@ -725,25 +723,34 @@ func (l *Loop) republishUnacked(t *term) error {
 // dispatches; a heartbeat older than this cannot still list them.
 const forgetAfter = 10 * time.Minute
 
+// pruneEvery spaces out the walks over what a term remembers of cancels
+// and finished dispatches (up to forgetAfter of them: many at a high rate).
+const pruneEvery = 10 * time.Second
+
 // prune drops term memory that can no longer matter.
-func (l *Loop) prune(t *term, b *built) {
-	cut := time.Now().Add(-forgetAfter)
+func (l *Loop) prune(t *term, s *state) {
+	now := time.Now()
+	cut := now.Add(-forgetAfter)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for id, at := range t.cancelled {
-		if at.Before(cut) {
-			delete(t.cancelled, id)
+	if now.Sub(t.prunedAt) >= pruneEvery {
+		t.prunedAt = now
+		for id, at := range t.cancelled {
+			if at.Before(cut) {
+				delete(t.cancelled, id)
+			}
 		}
-	}
-	for id, at := range t.finished {
-		if at.Before(cut) {
-			delete(t.finished, id)
+		for id, at := range t.finished {
+			if at.Before(cut) {
+				delete(t.finished, id)
+			}
 		}
 	}
 	for id, at := range t.published {
-		// b.current predates this cycle's commits: keep what was published
-		// lately, or the next cycle would publish it again.
-		if _, ok := b.current[id]; !ok && time.Since(at) > time.Minute {
+		// An acknowledged dispatch is never published again. One not in the
+		// state may have been committed after it was read: keep what was
+		// published lately, or the next cycle would publish it again.
+		if c, ok := s.current[id]; (ok && c.r.r.Acked) || (!ok && now.Sub(at) > time.Minute) {
 			delete(t.published, id)
 		}
 	}

@@ -258,6 +258,8 @@ type term struct {
 	nominated     map[string]time.Time // workload ids that preempted work, and when
 	started       time.Time            // when the term began (hub clock)
 	lastCommitRev int64                // highest revision the cycle committed
+	prunedAt      time.Time            // last walk over cancelled and finished
+	reportChecked map[string]time.Time // cluster -> time of the heartbeat reconcileReports last checked
 }
 
 func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {

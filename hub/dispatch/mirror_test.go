@@ -18,7 +18,8 @@ import (
 // The mirror, fed only the keys that changed, always equals a mirror built
 // from scratch out of the whole key space: through creates, updates,
 // deletes and undecodable values; so do the sets derived from them
-// (current and orphan dispatches, queued and cancel-requested workloads).
+// (current, unacknowledged and orphan dispatches, queued and
+// cancel-requested workloads).
 func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 	l := &Loop{log: slog.New(slog.DiscardHandler)}
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -37,7 +38,8 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 			b, _ := proto.Marshal(w)
 			return b
 		case strings.HasPrefix(k, prefDispatches):
-			b, _ := encodeRecord(&Record{DispatchID: k[len(prefDispatches):], WorkloadID: fmt.Sprint(rng.IntN(8)), Cluster: "east"})
+			b, _ := encodeRecord(&Record{DispatchID: k[len(prefDispatches):], WorkloadID: fmt.Sprint(rng.IntN(8)), Cluster: "east",
+				Acked: rng.IntN(2) == 0})
 			return b
 		case strings.HasPrefix(k, prefQueues):
 			b, _ := proto.Marshal(&meridianv1.Queue{Path: k[len(prefQueues):]})
@@ -117,6 +119,35 @@ func mirrorDiff(a, b *mirror) string {
 		return fmt.Sprintf("cancel requested %v, want %v", revs(a.cancelReq), revs(b.cancelReq))
 	case !maps.Equal(recs(a.orphans), recs(b.orphans)):
 		return fmt.Sprintf("orphans %v, want %v", recs(a.orphans), recs(b.orphans))
+	}
+	// Unacknowledged: exactly the current dispatches without an ack.
+	for _, m := range []*mirror{a, b} {
+		for d, c := range m.current {
+			if _, ok := m.unacked[d]; ok == c.r.r.Acked {
+				return fmt.Sprintf("dispatch %s unacked=%v, but acked=%v", d, ok, c.r.r.Acked)
+			}
+		}
+		for d := range m.unacked {
+			if _, ok := m.current[d]; !ok {
+				return fmt.Sprintf("dispatch %s is unacked but not current", d)
+			}
+		}
+		// The dense running list holds each current dispatch once, with
+		// its own view, and its index finds it.
+		if len(m.runs) != len(m.current) || len(m.runIDs) != len(m.runs) || len(m.runIdx) != len(m.runs) {
+			return fmt.Sprintf("running list has %d entries (%d ids, %d indexed), want %d", len(m.runs), len(m.runIDs), len(m.runIdx), len(m.current))
+		}
+		for i, d := range m.runIDs {
+			c, ok := m.current[d]
+			if !ok || m.runIdx[d] != i || m.runs[i].Workload != c.run.Workload || m.runs[i].Cluster != c.run.Cluster {
+				return fmt.Sprintf("running list entry %d (%s) does not match the current dispatch", i, d)
+			}
+		}
+		for d := range m.fresh {
+			if _, ok := m.current[d]; !ok {
+				return fmt.Sprintf("dispatch %s is fresh but not current", d)
+			}
+		}
 	}
 	cur := func(m map[string]curRef) map[string][2]int64 {
 		out := map[string][2]int64{}

@@ -93,14 +93,14 @@ func (l *Loop) answerRegister(t *term, subjectCluster string, payload []byte) *a
 			l.log.Warn("register: cache behind etcd; answering from it anyway", "err", err)
 		}
 	}
-	s := l.readState()
 	var current []string
-	for id, r := range s.dispatches {
-		w := s.workloads[r.r.WorkloadID]
-		if r.r.Cluster == subjectCluster && w != nil && w.w.GetStatus().GetDispatchId() == id && active(w.w.GetStatus().GetPhase()) {
+	s := l.lockState()
+	for id, c := range s.current {
+		if c.r.r.Cluster == subjectCluster {
 			current = append(current, id)
 		}
 	}
+	l.unlockState()
 	sort.Strings(current)
 	ack.Accepted, ack.CurrentDispatchIds = true, current
 	ack.SentAt = tsOf(l.clock())

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"encoding/json"
 	"log/slog"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -44,7 +43,9 @@ type rec struct {
 	r      *Record
 }
 
-// state is one consistent read of the cache, decoded.
+// state is one consistent read of the cache, decoded. Its maps are the
+// mirror's own: a state is valid only while the mirror stays locked (see
+// lockState), and nobody writes to it.
 type state struct {
 	rev        int64
 	workloads  map[string]*wl  // by id
@@ -58,6 +59,10 @@ type state struct {
 	orphans   map[string]*rec   // dispatch id -> record whose workload moved on
 	queued    map[string]*wl    // QUEUED workloads by id
 	cancelReq map[string]*wl    // workloads with CancelRequested, by id
+	unacked   map[string]curRef // current dispatches the agent has not acknowledged
+	fresh     map[string]curRef // see mirror.fresh; buildSnapshot prunes it
+	runs      []scheduler.Running
+	runIdx    map[string]int
 }
 
 // curRef is a current dispatch: its record and the workload pointing at it.
@@ -76,7 +81,7 @@ var (
 	prefClusters   = store.Prefix(store.KindClusters)
 )
 
-// mirror is the loop's decoded copy of the cache. Each readState applies
+// mirror is the loop's decoded copy of the cache. Each advance applies
 // only the keys that changed since the last one (the cache's Delta), so a
 // cycle's cost follows the rate of change, not the number of workloads
 // stored. Decoded values are shared by every state handed out: treat them
@@ -97,8 +102,21 @@ type mirror struct {
 	orphans   map[string]*rec
 	queued    map[string]*wl
 	cancelReq map[string]*wl
+	unacked   map[string]curRef
 	recsOf    map[string]map[string]bool // workload id -> dispatch ids of its records
-	log       *slog.Logger
+
+	// runs holds the core's view of every current dispatch, densely, so a
+	// cycle copies one slice instead of walking a map (runIDs[i] is the
+	// dispatch of runs[i]; runIdx inverts it).
+	runs   []scheduler.Running
+	runIDs []string
+	runIdx map[string]int
+	// fresh are current dispatches whose usage the agent's advertisement
+	// may not show yet (unacknowledged, or acknowledged after the oldest
+	// advertisement): the only ones buildSnapshot must charge to the
+	// advertised capacity. It drops the others as adverts arrive.
+	fresh map[string]curRef
+	log   *slog.Logger
 }
 
 func (m *mirror) reset() {
@@ -107,6 +125,8 @@ func (m *mirror) reset() {
 	m.queues, m.drain = map[string]*meridianv1.Queue{}, map[string]clusterSettings{}
 	m.current, m.orphans = map[string]curRef{}, map[string]*rec{}
 	m.queued, m.cancelReq = map[string]*wl{}, map[string]*wl{}
+	m.unacked, m.fresh = map[string]curRef{}, map[string]curRef{}
+	m.runs, m.runIDs, m.runIdx = nil, nil, map[string]int{}
 	m.recsOf = map[string]map[string]bool{}
 }
 
@@ -115,15 +135,39 @@ func (m *mirror) reset() {
 func (m *mirror) classify(d string) {
 	delete(m.current, d)
 	delete(m.orphans, d)
+	delete(m.unacked, d)
+	delete(m.fresh, d)
+	m.dropRun(d)
 	r := m.byDispatch[d]
 	if r == nil {
 		return
 	}
 	if w := m.byID[r.r.WorkloadID]; w != nil && w.w.GetStatus().GetDispatchId() == d && active(w.w.GetStatus().GetPhase()) {
-		m.current[d] = curRef{r: r, w: w, run: m.running(r, w)}
+		c := curRef{r: r, w: w, run: m.running(r, w)}
+		m.current[d], m.fresh[d] = c, c
+		m.runIdx[d] = len(m.runs)
+		m.runs, m.runIDs = append(m.runs, *c.run), append(m.runIDs, d)
+		if !r.r.Acked {
+			m.unacked[d] = c
+		}
 		return
 	}
 	m.orphans[d] = r
+}
+
+// dropRun removes d from the dense running list, moving the last entry
+// into its place.
+func (m *mirror) dropRun(d string) {
+	i, ok := m.runIdx[d]
+	if !ok {
+		return
+	}
+	last := len(m.runs) - 1
+	m.runs[i], m.runIDs[i] = m.runs[last], m.runIDs[last]
+	m.runIdx[m.runIDs[i]] = i
+	m.runs[last], m.runIDs[last] = scheduler.Running{}, ""
+	m.runs, m.runIDs = m.runs[:last], m.runIDs[:last]
+	delete(m.runIdx, d)
 }
 
 // running makes the core's view of a current dispatch.
@@ -228,12 +272,22 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 	}
 }
 
-// readState brings the mirror up to date with the cache and returns a
-// consistent state: its maps are the caller's own, their values shared.
-func (l *Loop) readState() *state {
+// lockState locks the mirror, brings it up to date with the cache and
+// returns a state made of the mirror's own maps, valid until unlockState.
+// The loop holds the lock for a whole cycle, so a cycle copies nothing;
+// API readers (Explain, queue status, agent registration) hold it only
+// while they build what they answer from, waiting at most one cycle.
+func (l *Loop) lockState() *state {
+	l.mirror.mu.Lock()
+	return l.advance()
+}
+
+func (l *Loop) unlockState() { l.mirror.mu.Unlock() }
+
+// advance applies the keys that changed since the last call. The mirror
+// must be locked.
+func (l *Loop) advance() *state {
 	m := &l.mirror
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.log = l.log
 	d := l.cache.Delta(m.pos)
 	if d.Full || m.workloads == nil {
@@ -246,14 +300,25 @@ func (l *Loop) readState() *state {
 		m.remove(k)
 	}
 	m.pos = d.Pos
-	s := &state{rev: d.Rev, workloads: maps.Clone(m.byID), dispatches: maps.Clone(m.byDispatch), drain: maps.Clone(m.drain),
-		current: maps.Clone(m.current), orphans: maps.Clone(m.orphans), queued: maps.Clone(m.queued), cancelReq: maps.Clone(m.cancelReq)}
+	s := &state{rev: d.Rev, workloads: m.byID, dispatches: m.byDispatch, drain: m.drain,
+		current: m.current, orphans: m.orphans, queued: m.queued, cancelReq: m.cancelReq, unacked: m.unacked,
+		fresh: m.fresh, runs: m.runs, runIdx: m.runIdx}
 	s.queues = make([]*meridianv1.Queue, 0, len(m.queues))
 	for _, q := range m.queues {
 		s.queues = append(s.queues, q)
 	}
 	sort.Slice(s.queues, func(a, b int) bool { return s.queues[a].GetPath() < s.queues[b].GetPath() })
 	return s
+}
+
+// snapshotNow builds the core's input from the current state for a reader
+// outside the cycle. The result holds no reference to the mirror's maps.
+func (l *Loop) snapshotNow(ledger *quota.Ledger, now time.Time) *built {
+	s := l.lockState()
+	defer l.unlockState()
+	b := l.buildSnapshot(s, ledger, now, nil)
+	b.byID, b.current = nil, nil
+	return b
 }
 
 // active reports whether a phase holds a dispatch.
@@ -273,8 +338,10 @@ type built struct {
 }
 
 // buildSnapshot turns a state and the fleet into the core's input.
-func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *built {
-	b := &built{snap: &scheduler.Snapshot{Now: now, Ledger: ledger}, byID: s.workloads, invalid: map[string]string{}}
+// stopping lists dispatch ids already asked to stop: their work is marked
+// Terminating for the core.
+func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stopping map[string]bool) *built {
+	b := &built{snap: &scheduler.Snapshot{Now: now, Ledger: ledger}, byID: s.workloads, current: s.current, invalid: map[string]string{}}
 	tree, bad, err := convert.QueueTree(s.queues)
 	if err != nil {
 		l.log.Error("queue tree", "err", err)
@@ -282,42 +349,45 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time) *bui
 	}
 	b.snap.Queues, b.badQ = tree, bad
 
-	// One pass finds the current records with their workloads; sorting that
-	// list (not the map's keys) keeps the core's input in a stable order
-	// without looking every id up again.
-	type cur struct {
-		id string
-		curRef
-	}
-	currents := make([]cur, 0, len(s.current))
-	b.current = s.current
-	for id, c := range s.current {
-		currents = append(currents, cur{id: id, curRef: c})
-	}
-	slices.SortFunc(currents, func(a, b cur) int { return strings.Compare(a.id, b.id) })
-
 	views := l.fleet.Views()
 	viewOf := make(map[string]int, len(views))
+	var oldestAdvert time.Time
 	for i := range views {
 		viewOf[views[i].Cluster.ID] = i
 		if ds, ok := s.drain[views[i].Cluster.ID]; ok && ds.Draining && views[i].Cluster.State == scheduler.ClusterReady {
 			views[i].Cluster.State = scheduler.ClusterDraining
 		}
+		if i == 0 || views[i].AdvertAt.Before(oldestAdvert) {
+			oldestAdvert = views[i].AdvertAt
+		}
 	}
 	idx := make([]map[string]int, len(views)) // node indexes, built on first use
-	b.snap.Running = make([]scheduler.Running, 0, len(currents))
-	for _, c := range currents {
-		r, sw := c.r, c.run.Workload
-		b.snap.Running = append(b.snap.Running, *c.run)
-		// Work the agent has not yet reflected in its advertisement is
-		// subtracted from the advertised free capacity here.
-		if vi, ok := viewOf[r.r.Cluster]; ok {
+	// The core's result does not depend on the order of Running
+	// (scheduler.TestDecideIgnoresRunningOrder), so the mirror's dense
+	// list is copied as it is: no walk over a map, no sort.
+	b.snap.Running = slices.Clone(s.runs)
+	for id := range stopping {
+		if i, ok := s.runIdx[id]; ok {
+			b.snap.Running[i].Terminating = true
+		}
+	}
+	// Work the agent has not yet reflected in its advertisement is
+	// subtracted from the advertised free capacity here. Only fresh
+	// dispatches can be such work; one acknowledged before every
+	// cluster's last advertisement never is again, and leaves the set.
+	for id, c := range s.fresh {
+		r := c.r.r
+		if r.Acked && r.AckedAt.Before(oldestAdvert) {
+			delete(s.fresh, id)
+			continue
+		}
+		if vi, ok := viewOf[r.Cluster]; ok {
 			v := &views[vi]
-			if !r.r.Acked || !r.r.AckedAt.Before(v.AdvertAt) {
+			if !r.Acked || !r.AckedAt.Before(v.AdvertAt) {
 				if idx[vi] == nil {
 					idx[vi] = nodeIndex(&v.Cluster)
 				}
-				charge(&v.Cluster, idx[vi], sw, r.r.Placement)
+				charge(&v.Cluster, idx[vi], c.run.Workload, r.Placement)
 			}
 		}
 	}

@@ -103,6 +103,8 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	b.StopTimer()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The collector target meridian-hub runs with (GOGC, when set, wins).
+	server.TuneGC(server.DefaultGCPercent, nil)
 	hub, err := server.New(server.Config{
 		DataDir: b.TempDir(), HubID: "bench-hub", Version: "bench",
 		SchedulePeriod: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
@@ -269,6 +271,9 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	}
 	sort.Float64s(lat)
 	sort.Float64s(late)
+	if os.Getenv("MERIDIAN_BENCH_TIMELINE") != "" {
+		logTimeline(start, submitted, accepted)
+	}
 	// The sustained rate: ACCEPTED per second between the first second and
 	// the last submit, when the pipeline is full and not yet draining.
 	if from, to := start.Add(time.Second), start.Add(submitDone); to.Sub(from) >= time.Second {
@@ -370,4 +375,24 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// logTimeline prints p50/p99 latency and count per second of submission
+// (MERIDIAN_BENCH_TIMELINE=1): it tells a tail that grows from one that
+// comes in bursts.
+func logTimeline(start time.Time, submitted, accepted map[string]time.Time) {
+	per := map[int][]float64{}
+	for id, t0 := range submitted {
+		if t1, ok := accepted[id]; ok {
+			s := int(t0.Sub(start) / time.Second)
+			per[s] = append(per[s], t1.Sub(t0).Seconds()*1000)
+		}
+	}
+	for s := 0; s < len(per); s++ {
+		l := per[s]
+		sort.Float64s(l)
+		if len(l) > 0 {
+			fmt.Fprintf(os.Stderr, "second %2d: %5d submitted, p50 %6.0f ms, p99 %6.0f ms, max %6.0f ms\n", s, len(l), l[len(l)/2], l[len(l)*99/100], l[len(l)-1])
+		}
+	}
 }

@@ -180,6 +180,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	server.TuneGC(server.DefaultGCPercent, log) // as meridian-hub does
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
