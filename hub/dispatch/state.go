@@ -351,14 +351,10 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 
 	views := l.fleet.Views()
 	viewOf := make(map[string]int, len(views))
-	var oldestAdvert time.Time
 	for i := range views {
 		viewOf[views[i].Cluster.ID] = i
 		if ds, ok := s.drain[views[i].Cluster.ID]; ok && ds.Draining && views[i].Cluster.State == scheduler.ClusterReady {
 			views[i].Cluster.State = scheduler.ClusterDraining
-		}
-		if i == 0 || views[i].AdvertAt.Before(oldestAdvert) {
-			oldestAdvert = views[i].AdvertAt
 		}
 	}
 	idx := make([]map[string]int, len(views)) // node indexes, built on first use
@@ -373,23 +369,23 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 	}
 	// Work the agent has not yet reflected in its advertisement is
 	// subtracted from the advertised free capacity here. Only fresh
-	// dispatches can be such work; one acknowledged before every
-	// cluster's last advertisement never is again, and leaves the set.
+	// dispatches can be such work; one acknowledged before its cluster's
+	// last advertisement never is again, and leaves the set.
 	for id, c := range s.fresh {
 		r := c.r.r
-		if r.Acked && r.AckedAt.Before(oldestAdvert) {
+		vi, ok := viewOf[r.Cluster]
+		if !ok {
+			continue
+		}
+		v := &views[vi]
+		if r.Acked && r.AckedAt.Before(v.AdvertAt) {
 			delete(s.fresh, id)
 			continue
 		}
-		if vi, ok := viewOf[r.Cluster]; ok {
-			v := &views[vi]
-			if !r.Acked || !r.AckedAt.Before(v.AdvertAt) {
-				if idx[vi] == nil {
-					idx[vi] = nodeIndex(&v.Cluster)
-				}
-				charge(&v.Cluster, idx[vi], c.run.Workload, r.Placement)
-			}
+		if idx[vi] == nil {
+			idx[vi] = nodeIndex(&v.Cluster)
 		}
+		charge(&v.Cluster, idx[vi], c.run.Workload, r.Placement)
 	}
 	for _, v := range views {
 		b.snap.Clusters = append(b.snap.Clusters, v.Cluster)

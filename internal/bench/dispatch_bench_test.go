@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -251,6 +253,9 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	}
 	elapsed := time.Since(start)
 	cpuPer := (processCPU() - cpu0).Seconds() * 1000 / float64(n)
+	if path := os.Getenv("MERIDIAN_BENCH_HEAPPROFILE"); path != "" {
+		writeHeapProfile(b, path) // what the hub holds at the end of the load
+	}
 	b.StopTimer()
 	mu.Lock()
 	defer mu.Unlock()
@@ -394,5 +399,18 @@ func logTimeline(start time.Time, submitted, accepted map[string]time.Time) {
 		if len(l) > 0 {
 			fmt.Fprintf(os.Stderr, "second %2d: %5d submitted, p50 %6.0f ms, p99 %6.0f ms, max %6.0f ms\n", s, len(l), l[len(l)/2], l[len(l)*99/100], l[len(l)-1])
 		}
+	}
+}
+
+// writeHeapProfile writes the live heap to path (MERIDIAN_BENCH_HEAPPROFILE).
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
 	}
 }
