@@ -341,6 +341,13 @@ func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloa
 		}
 		return sel.matches(w.GetLabels())
 	}
+	if s.d.Workloads != nil {
+		below := ""
+		if req.GetPageToken() != "" {
+			below = end
+		}
+		return s.listFromCache(ctx, prefix, below, size, fh, match)
+	}
 	out := &meridianv1.ListWorkloadsResponse{}
 	var rev int64
 	scanned := 0
@@ -382,6 +389,51 @@ func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloa
 		if !resp.More || len(resp.Kvs) == 0 {
 			return out, nil
 		}
+	}
+}
+
+// listFromCache pages through the watch cache, newest first. etcd cannot
+// read a range in descending order with a limit (it reads the whole range
+// and sorts it), which made every page cost as much as listing every
+// workload; the cache's ordered index reads only what a page needs. The
+// cache first catches up with etcd, so a list sees every write that
+// finished before it (as a read from etcd would).
+func (s *Service) listFromCache(ctx context.Context, prefix, below string, size int, fh string, match func(*meridianv1.Workload) bool) (*meridianv1.ListWorkloadsResponse, error) {
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, storeErr("list workloads", err)
+	}
+	if err := s.d.Workloads.WaitForRevision(ctx, resp.Header.Revision); err != nil {
+		return nil, storeErr("list workloads: waiting for the watch cache", err)
+	}
+	out := &meridianv1.ListWorkloadsResponse{}
+	scanned := 0
+	for {
+		// One more than a batch, to know whether anything follows it.
+		var batch []store.Item
+		s.d.Workloads.Descend(prefix, below, listBatch+1, func(it store.Item) bool {
+			batch = append(batch, it)
+			return true
+		})
+		more := len(batch) > listBatch
+		batch = batch[:min(len(batch), listBatch)]
+		for i, it := range batch {
+			scanned++
+			w, err := DecodeWorkloadRecord(it.Value)
+			if err != nil {
+				s.log.Error("skipping undecodable workload record", "key", it.Key, "err", err)
+			} else if match(w) {
+				out.Workloads = append(out.Workloads, w)
+			}
+			if (len(out.Workloads) == size || scanned >= maxScanPerList) && (i < len(batch)-1 || more) {
+				out.NextPageToken = encodeToken(pageToken{Last: strings.TrimPrefix(it.Key, prefix), Filter: fh})
+				return out, nil
+			}
+		}
+		if !more {
+			return out, nil
+		}
+		below = batch[len(batch)-1].Key
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/btree"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -53,7 +55,8 @@ type Cache struct {
 
 	mu      sync.Mutex
 	items   map[string]Item
-	rev     int64 // every change up to rev is applied
+	keys    *btree.BTreeG[string] // items' keys in order, for Descend
+	rev     int64                 // every change up to rev is applied
 	listed  bool
 	running bool
 	ready   chan struct{}
@@ -93,7 +96,7 @@ func NewCache(client *clientv3.Client, prefix string, opts ...CacheOptions) (*Ca
 	}
 	return &Cache{
 		client: client, prefix: prefix, pageSize: o.PageSize, log: l,
-		items: map[string]Item{}, ready: make(chan struct{}), revCond: make(chan struct{}),
+		items: map[string]Item{}, keys: newKeyIndex(), ready: make(chan struct{}), revCond: make(chan struct{}),
 		subs: map[*subscriber]struct{}{},
 	}, nil
 }
@@ -189,6 +192,10 @@ func (c *Cache) relist(ctx context.Context) error {
 		}
 	}
 	c.items = fresh
+	c.keys = newKeyIndex()
+	for k := range fresh {
+		c.keys.ReplaceOrInsert(k)
+	}
 	if c.listed {
 		c.relists++
 	}
@@ -246,9 +253,15 @@ func (c *Cache) apply(wr clientv3.WatchResponse) {
 		k := string(ev.Kv.Key)
 		switch ev.Type {
 		case mvccpb.PUT:
+			if _, ok := c.items[k]; !ok {
+				c.keys.ReplaceOrInsert(k)
+			}
 			c.items[k] = Item{Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision, CreateRev: ev.Kv.CreateRevision}
 			c.publishLocked(Event{Type: EventPut, Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision})
 		case mvccpb.DELETE:
+			if _, ok := c.items[k]; ok {
+				c.keys.Delete(k)
+			}
 			delete(c.items, k)
 			c.publishLocked(Event{Type: EventDelete, Key: k, ModRev: ev.Kv.ModRevision})
 		}
@@ -290,6 +303,46 @@ func (c *Cache) Snapshot() (map[string]Item, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.items), c.rev
+}
+
+// newKeyIndex is an empty ordered set of keys.
+func newKeyIndex() *btree.BTreeG[string] {
+	return btree.NewG(32, func(a, b string) bool { return a < b })
+}
+
+// Descend calls fn with the cached items whose keys start with prefix and
+// sort before below (no bound when below is ""), highest key first, until
+// fn returns false or max items were passed. It returns the revision the
+// items reflect. fn runs under the cache's lock: it must be quick and must
+// not call the cache. Paging callers take a bounded batch per call and
+// decode outside it, so a long listing never holds up the watch.
+func (c *Cache) Descend(prefix, below string, max int, fn func(Item) bool) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	visit := func(k string) bool {
+		if !strings.HasPrefix(k, prefix) || n >= max {
+			return false
+		}
+		n++
+		return fn(c.items[k])
+	}
+	bound := below
+	if bound == "" {
+		bound = clientv3.GetPrefixRangeEnd(prefix) // the first key after every key under prefix
+	}
+	strictlyBelow := func(k string) bool {
+		if k >= bound && bound != "\x00" { // "\x00": the prefix has no end
+			return true
+		}
+		return visit(k)
+	}
+	if bound == "\x00" {
+		c.keys.Descend(strictlyBelow)
+	} else {
+		c.keys.DescendLessOrEqual(bound, strictlyBelow)
+	}
+	return c.rev
 }
 
 // Get returns one cached item.

@@ -56,6 +56,46 @@ func assertMatchesEtcd(t *testing.T, ctx context.Context, s *Store, c *Cache, pr
 			t.Fatalf("cache %s = %+v (present %v), etcd = %+v", it.Key, got, ok, it)
 		}
 	}
+	assertDescends(t, c, prefix, items)
+}
+
+// assertDescends checks Descend against etcd's ascending list: the whole
+// prefix in reverse, from below each key, and in bounded batches.
+func assertDescends(t *testing.T, c *Cache, prefix string, items []Item) {
+	t.Helper()
+	keys := func(below string, max int) []string {
+		var out []string
+		c.Descend(prefix, below, max, func(it Item) bool {
+			out = append(out, it.Key)
+			return true
+		})
+		return out
+	}
+	want := make([]string, 0, len(items))
+	for i := len(items) - 1; i >= 0; i-- {
+		want = append(want, items[i].Key)
+	}
+	if got := keys("", len(items)+1); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("Descend(%q) = %v, want %v", prefix, got, want)
+	}
+	for i, k := range want {
+		if got := keys(k, len(items)); strings.Join(got, ",") != strings.Join(want[i+1:], ",") {
+			t.Fatalf("Descend below %q = %v, want %v", k, got, want[i+1:])
+		}
+	}
+	// Batches of 3 (continuing below the last key) give the same order.
+	var paged []string
+	for below := ""; ; {
+		batch := keys(below, 3)
+		paged = append(paged, batch...)
+		if len(batch) < 3 {
+			break
+		}
+		below = batch[len(batch)-1]
+	}
+	if strings.Join(paged, ",") != strings.Join(want, ",") {
+		t.Fatalf("Descend in batches of 3 = %v, want %v", paged, want)
+	}
 }
 
 func TestCacheConvergesAfterRandomWrites(t *testing.T) {
