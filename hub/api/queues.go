@@ -70,7 +70,7 @@ func (s *Service) CreateQueue(ctx context.Context, req *meridianv1.CreateQueueRe
 	if i := strings.LastIndexByte(path, '/'); i > 0 {
 		parent := path[:i]
 		pkey, _ := QueueKey(parent)
-		_, prev, err := s.st.Get(ctx, pkey)
+		pval, prev, err := s.st.Get(ctx, pkey)
 		if store.IsNotFound(err) {
 			return nil, invalid("path", "parent queue %q does not exist; create it first", parent)
 		}
@@ -85,7 +85,10 @@ func (s *Service) CreateQueue(ctx context.Context, req *meridianv1.CreateQueueRe
 			return nil, fieldError(codes.FailedPrecondition, "path",
 				"parent queue %q still has non-terminal workloads (%s); a queue with children cannot hold workloads", parent, names(blocking))
 		}
-		ops = append(ops, store.Check(pkey, prev))
+		// Rewrite the parent unchanged rather than only checking it: its
+		// revision moves, so a submit that saw it as a leaf (and commits
+		// against that revision) is refused and looks again.
+		ops = append(ops, store.PutIfModRev(pkey, pval, prev))
 	}
 	now := timestamppb.New(s.now())
 	stored := proto.Clone(q).(*meridianv1.Queue)

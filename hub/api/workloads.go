@@ -67,9 +67,11 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		return nil, invalid("queue", "%v", err)
 	}
 	for attempt := 0; ; attempt++ {
-		pf, err := s.preflight(ctx, qkey, w)
-		if err != nil {
-			return nil, err
+		pf, ok := s.preflightCached(qkey, w, attempt)
+		if !ok {
+			if pf, err = s.preflight(ctx, qkey, w); err != nil {
+				return nil, err
+			}
 		}
 		// A replay needs no queue: it returns what was stored.
 		if pf.idemID != "" {
@@ -155,6 +157,30 @@ func (s *Service) preflight(ctx context.Context, qkey string, w *meridianv1.Work
 		}
 	}
 	return pf, nil
+}
+
+// preflightCached answers the preflight from the watch cache when the
+// answer is the common one: the queue exists, is a leaf, and the
+// idempotency key is unused. The commit checks the queue's revision and
+// that the key is unused, so a stale cache costs a retry, never a wrong
+// write; every other answer (and every retry) is read from etcd, so that a
+// queue created a moment ago is never reported missing. Reading etcd here
+// copied its uncommitted write buffer for every submit.
+func (s *Service) preflightCached(qkey string, w *meridianv1.Workload, attempt int) (preflightResult, bool) {
+	c := s.d.Workloads
+	if c == nil || attempt > 0 {
+		return preflightResult{}, false
+	}
+	q, ok := c.Get(qkey)
+	if !ok || c.HasPrefix(qkey+"/") {
+		return preflightResult{}, false
+	}
+	if k := w.GetIdempotencyKey(); k != "" {
+		if _, used := c.Get(IdempotencyKey(w.GetQueue(), k)); used {
+			return preflightResult{}, false
+		}
+	}
+	return preflightResult{queueRev: q.ModRev}, true
 }
 
 // replay returns the workload stored under w's idempotency key (id), or a

@@ -345,6 +345,18 @@ func (c *Cache) Descend(prefix, below string, max int, fn func(Item) bool) int64
 	return c.rev
 }
 
+// HasPrefix reports whether any cached key starts with prefix.
+func (c *Cache) HasPrefix(prefix string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	found := false
+	c.keys.AscendGreaterOrEqual(prefix, func(k string) bool {
+		found = strings.HasPrefix(k, prefix)
+		return false
+	})
+	return found
+}
+
 // Get returns one cached item.
 func (c *Cache) Get(key string) (Item, bool) {
 	c.mu.Lock()

@@ -57,6 +57,14 @@ func assertMatchesEtcd(t *testing.T, ctx context.Context, s *Store, c *Cache, pr
 		}
 	}
 	assertDescends(t, c, prefix, items)
+	for _, it := range items {
+		if !c.HasPrefix(it.Key) || !c.HasPrefix(it.Key[:len(it.Key)-1]) {
+			t.Fatalf("HasPrefix misses cached key %s", it.Key)
+		}
+	}
+	if c.HasPrefix(prefix+"~no-such-key") || c.HasPrefix("\xff") {
+		t.Fatal("HasPrefix finds a prefix no cached key has")
+	}
 }
 
 // assertDescends checks Descend against etcd's ascending list: the whole

@@ -171,7 +171,6 @@ func (s *Store) Commit(ctx context.Context, fence *leader.Fence, ops ...Op) (int
 		cmps    []clientv3.Cmp
 		checked []Op
 		writes  []clientv3.Op
-		reads   []clientv3.Op
 	)
 	for i, o := range ops {
 		if err := o.validate(i); err != nil {
@@ -184,7 +183,6 @@ func (s *Store) Commit(ctx context.Context, fence *leader.Fence, ops ...Op) (int
 		if o.conditional() {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(o.key), "=", o.modRev))
 			checked = append(checked, o)
-			reads = append(reads, clientv3.OpGet(o.key, clientv3.WithKeysOnly()))
 		}
 		switch o.kind {
 		case opPut, opPutIfModRev:
@@ -198,10 +196,14 @@ func (s *Store) Commit(ctx context.Context, fence *leader.Fence, ops ...Op) (int
 		resp *clientv3.TxnResponse
 		err  error
 	)
+	// No failure branch: reading every checked key there made each
+	// request (and so each raft entry) carry a read per check, though
+	// commits rarely conflict. A conflict is explained afterwards by
+	// reading the keys at the revision the failed txn saw.
 	if fence == nil {
-		resp, err = s.c.Txn(ctx).If(cmps...).Then(writes...).Else(reads...).Commit()
+		resp, err = s.c.Txn(ctx).If(cmps...).Then(writes...).Commit()
 	} else {
-		inner := clientv3.OpTxn(cmps, writes, reads)
+		inner := clientv3.OpTxn(cmps, writes, nil)
 		resp, err = s.c.Txn(ctx).If(fence.Cmp()).Then(inner).Else(clientv3.OpGet(fence.Key, clientv3.WithKeysOnly())).Commit()
 	}
 	if err != nil {
@@ -226,14 +228,35 @@ func (s *Store) Commit(ctx context.Context, fence *leader.Fence, ops ...Op) (int
 		inner = (*clientv3.TxnResponse)(it)
 	}
 	if !inner.Succeeded {
-		return 0, conflictFrom(checked, inner)
+		return 0, s.conflictAt(ctx, checked, resp.Header.Revision)
 	}
 	s.log.Debug("store commit", "ops", len(ops), "rev", resp.Header.Revision, "fenced", fence != nil)
 	return resp.Header.Revision, nil
 }
 
-// conflictFrom compares each checked op's wanted revision with what the
-// failure branch read.
+// conflictAt reads the checked keys at rev, the revision a failed commit
+// saw, and names those whose revision differs from what the op wanted. If
+// rev is no longer readable (compacted), it reads the latest revision.
+func (s *Store) conflictAt(ctx context.Context, checked []Op, rev int64) error {
+	read := func(opts ...clientv3.OpOption) (*clientv3.TxnResponse, error) {
+		gets := make([]clientv3.Op, 0, len(checked))
+		for _, o := range checked {
+			gets = append(gets, clientv3.OpGet(o.key, append([]clientv3.OpOption{clientv3.WithKeysOnly()}, opts...)...))
+		}
+		return s.c.Txn(ctx).Then(gets...).Commit()
+	}
+	resp, err := read(clientv3.WithRev(rev))
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		resp, err = read()
+	}
+	if err != nil {
+		return &ConflictError{Keys: []KeyConflict{{Key: "(unknown: " + err.Error() + ")"}}}
+	}
+	return conflictFrom(checked, resp)
+}
+
+// conflictFrom compares each checked op's wanted revision with what resp
+// read for it.
 func conflictFrom(checked []Op, resp *clientv3.TxnResponse) error {
 	ce := &ConflictError{}
 	for i, o := range checked {
@@ -248,8 +271,8 @@ func conflictFrom(checked []Op, resp *clientv3.TxnResponse) error {
 		}
 	}
 	if len(ce.Keys) == 0 {
-		// The checks failed inside the txn but a read in the same txn sees
-		// them pass; etcd guarantees this cannot happen, so say so loudly.
+		// The checks failed but a read at the same revision sees them
+		// pass; etcd guarantees this cannot happen, so say so loudly.
 		ce.Keys = append(ce.Keys, KeyConflict{Key: "(unknown)"})
 	}
 	return ce
