@@ -31,11 +31,18 @@ const (
 	DefaultChangeDelay       = 100 * time.Millisecond
 	DefaultRegisterTimeout   = 2 * time.Second
 	DefaultAnswerTimeout     = 10 * time.Second
-	// DefaultLaunchParallelism is how many dispatches and cancels are
-	// handled at once. Launches wait on the backend (sbatch, the
+	// DefaultLaunchParallelism is how many connector Launch and Cancel
+	// calls run at once. Launches wait on the backend (sbatch, the
 	// apiserver), so a few in flight keep the cluster busy without
 	// hammering it.
 	DefaultLaunchParallelism = 16
+	// messagesPerLaunch is how many dispatch messages are handled per
+	// launch slot. A handled dispatch still waits for its ACCEPTED event
+	// to be stored before its message is acknowledged; that wait must not
+	// hold a launch slot, or the launch rate falls to the slots divided by
+	// the event store's round trip (at 200 dispatches/s per agent, bursts
+	// queued for a quarter second behind 16 slots).
+	messagesPerLaunch = 4
 	// MaxLaunchParallelism bounds Config.LaunchParallelism.
 	MaxLaunchParallelism = natsbus.MaxHandlers
 	// MaxRemembered bounds how many finished or refused dispatch ids the
@@ -93,9 +100,11 @@ type Config struct {
 	// FullAdvertOnChange sends a full advertisement after each change
 	// instead of a delta.
 	FullAdvertOnChange bool
-	// LaunchParallelism is how many dispatch and cancel messages are
-	// handled at the same time (never two for one dispatch id); 0 means
-	// DefaultLaunchParallelism, 1 handles them one at a time.
+	// LaunchParallelism is how many connector Launch and Cancel calls run
+	// at the same time (never two for one dispatch id); 0 means
+	// DefaultLaunchParallelism, 1 handles dispatch messages one at a time.
+	// Up to four times as many messages are in hand at once, waiting for
+	// a slot or for their events to be stored.
 	LaunchParallelism int
 }
 
@@ -127,6 +136,7 @@ type Agent struct {
 	// perID serializes the handling of messages for one dispatch id, so
 	// a cancel never overtakes the launch it cancels.
 	perID keyedMutex
+	slots chan struct{} // LaunchParallelism connector calls at once
 
 	advMu     sync.Mutex
 	lastNodes map[string][]byte // encodings of the last nodes sent, for deltas
@@ -207,6 +217,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, conn: cfg.Connector, bus: cfg.Bus, session: hex.EncodeToString(sid[:]), m: m,
 		held: map[string]*entry{}, done: map[string]*agentv1.DispatchEvent{},
 		outWake: make(chan struct{}, 1), changed: make(chan struct{}, 1), rejoin: make(chan struct{}, 1),
+		slots: make(chan struct{}, cfg.LaunchParallelism),
 	}
 	a.log = log.With("cluster", cfg.ClusterID, "session", a.session)
 	a.hbInterval.Store(int64(cfg.HeartbeatInterval))
@@ -279,7 +290,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	start(a.publishLoop)
 	start(a.eventLoop)
 	a.register(ctx)
-	sub, err := a.bus.ConsumeDispatches(ctx, a.cfg.ClusterID, a.handleDelivery, natsbus.WithHandlers(a.cfg.LaunchParallelism))
+	sub, err := a.bus.ConsumeDispatches(ctx, a.cfg.ClusterID, a.handleDelivery, natsbus.WithHandlers(messageHandlers(a.cfg.LaunchParallelism)))
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -355,7 +366,7 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 	a.held[id] = e
 	a.mu.Unlock()
 
-	err := a.conn.Launch(ctx, d)
+	err := a.withSlot(ctx, func() error { return a.conn.Launch(ctx, d) })
 
 	a.mu.Lock()
 	var item *outItem
@@ -390,6 +401,27 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 	return a.waitStored(ctx, item)
 }
 
+// messageHandlers is how many dispatch messages are handled at once for
+// p launch slots: one at a time when p is 1 (strict order), else
+// messagesPerLaunch per slot.
+func messageHandlers(p int) int {
+	if p <= 1 {
+		return 1
+	}
+	return min(natsbus.MaxHandlers, p*messagesPerLaunch)
+}
+
+// withSlot runs a connector call in one of the LaunchParallelism slots.
+func (a *Agent) withSlot(ctx context.Context, call func() error) error {
+	select {
+	case a.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-a.slots }()
+	return call()
+}
+
 func (a *Agent) handleCancel(ctx context.Context, c *agentv1.DispatchCancel) error {
 	id := c.GetDispatchId()
 	if id == "" {
@@ -408,7 +440,7 @@ func (a *Agent) handleCancel(ctx context.Context, c *agentv1.DispatchCancel) err
 	}
 	_, held := a.held[id]
 	a.mu.Unlock()
-	if err := a.conn.Cancel(ctx, id, c.GetPreempt()); err != nil {
+	if err := a.withSlot(ctx, func() error { return a.conn.Cancel(ctx, id, c.GetPreempt()) }); err != nil {
 		log.Warn("cancel failed; will retry", "err", err)
 		return fmt.Errorf("cancel %s: %w", id, err)
 	}
@@ -789,7 +821,7 @@ func (a *Agent) register(ctx context.Context) {
 			continue
 		}
 		a.log.Info("hub says the dispatch is no longer current; cancelling it", "dispatch_id", id, "hub", ack.GetHubId())
-		if err := a.conn.Cancel(ctx, id, false); err != nil {
+		if err := a.withSlot(ctx, func() error { return a.conn.Cancel(ctx, id, false) }); err != nil {
 			a.log.Warn("cancel of a stale dispatch failed", "dispatch_id", id, "err", err)
 		}
 	}

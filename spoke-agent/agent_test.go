@@ -59,6 +59,8 @@ type env struct {
 
 	// wrap, when set by newEnv's before hook, wraps the connector.
 	wrap func(agent.Connector) agent.Connector
+	// launchParallelism, when set by the before hook, is the agent's.
+	launchParallelism int
 
 	stop context.CancelFunc
 	done chan error
@@ -176,6 +178,7 @@ func startEnv(t testing.TB, before func(e *env), wait bool) *env {
 		ClusterID: clusterID, Bus: abus, Connector: conn, Logger: logger(),
 		HeartbeatInterval: 50 * time.Millisecond, AdvertiseInterval: 300 * time.Millisecond,
 		ChangeDelay: 10 * time.Millisecond, RegisterTimeout: 300 * time.Millisecond, AnswerTimeout: 2 * time.Second,
+		LaunchParallelism: e.launchParallelism,
 	})
 	if err != nil {
 		t.Fatal(err)

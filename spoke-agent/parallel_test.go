@@ -106,6 +106,39 @@ func TestDispatchesLaunchInParallel(t *testing.T) {
 	}
 }
 
+// LaunchParallelism bounds the connector calls, not the messages in hand:
+// with 2 slots and 6 dispatches held at the gate, exactly 2 are inside
+// Launch, however long they wait; once the gate opens, all 6 are answered.
+func TestLaunchParallelismBoundsConnectorCalls(t *testing.T) {
+	const n, slots = 6, 2
+	g := &gatedLaunch{gate: make(chan struct{}), arrived: make(chan struct{}, 1)}
+	e := newEnv(t, func(e *env) {
+		e.launchParallelism = slots
+		e.wrap = func(c agent.Connector) agent.Connector { g.Connector = c; return g }
+	})
+	for i := range n {
+		id := fmt.Sprintf("slot-%d", i)
+		e.publish(id, dispatchMsg(id, 1, nil))
+	}
+	e.waitFor(fmt.Sprintf("%d launches in flight", slots), func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.inLaunch == slots
+	})
+	time.Sleep(300 * time.Millisecond) // time for a wrongly unbounded launch to start
+	if peak, _ := g.snapshot(); peak != slots {
+		t.Fatalf("peak launches in flight %d, want %d", peak, slots)
+	}
+	close(g.gate)
+	for i := range n {
+		id := fmt.Sprintf("slot-%d", i)
+		e.waitFor(id+" answered", func() bool { return e.hasEvent(id, accepted)() || e.hasEvent(id, rejected)() })
+	}
+	if peak, _ := g.snapshot(); peak != slots {
+		t.Fatalf("peak launches in flight %d after the gate opened, want %d", peak, slots)
+	}
+}
+
 // A cancel that arrives while its dispatch is still launching waits for
 // the launch to finish, so the connector never sees a cancel for work it
 // is about to start, and the work ends cancelled rather than running.
