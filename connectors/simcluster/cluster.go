@@ -56,15 +56,19 @@ type Cluster struct {
 	modes    []meridianv1.FractionalMode
 	duration time.Duration
 
-	mu        sync.Mutex
-	nodes     []*node // sorted by name
-	byName    map[string]*node
-	works     map[string]*work
-	launches  int
-	rejectAll string
-	rejectIDs map[string]string
-	vanished  bool
-	closed    bool
+	mu     sync.Mutex
+	nodes  []*node // sorted by name
+	byName map[string]*node
+	works  map[string]*work
+	// finishedOrder lists finished work oldest first; beyond
+	// MaxFinishedKept the oldest is forgotten, as a real cluster's job
+	// history ages out, so a long-running demo does not grow forever.
+	finishedOrder []string
+	launches      int
+	rejectAll     string
+	rejectIDs     map[string]string
+	vanished      bool
+	closed        bool
 
 	events *agent.EventQueue
 }
@@ -425,7 +429,17 @@ func (c *Cluster) finishLocked(w *work, st agent.WorkState, exit *int32, reason 
 		ch.release()
 	}
 	c.emit(w)
+	c.finishedOrder = append(c.finishedOrder, w.id)
+	for len(c.finishedOrder) > MaxFinishedKept {
+		delete(c.works, c.finishedOrder[0])
+		c.finishedOrder[0] = ""
+		c.finishedOrder = c.finishedOrder[1:]
+	}
 }
+
+// MaxFinishedKept is how many finished workloads a simulated cluster
+// remembers (and List reports) before it forgets the oldest.
+const MaxFinishedKept = 20000
 
 // Cancel stops running work; unknown or finished work is a no-op.
 func (c *Cluster) Cancel(ctx context.Context, dispatchID string, preempt bool) error {

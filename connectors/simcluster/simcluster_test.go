@@ -2,6 +2,7 @@ package simcluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -530,5 +531,42 @@ func TestEmbeddedExamples(t *testing.T) {
 	}
 	if _, err := Example("nope"); err == nil || !strings.Contains(err.Error(), names[0]) {
 		t.Errorf("Example(nope) = %v, want an error listing the examples", err)
+	}
+}
+
+// A simulated cluster forgets the oldest finished work beyond
+// MaxFinishedKept, so a long-running demo does not grow without bound;
+// running work and the newest finished work are kept.
+func TestFinishedWorkIsForgottenOldestFirst(t *testing.T) {
+	ctx := context.Background()
+	c, clk := newSmall(t)
+	const extra = 3
+	for i := 0; i < MaxFinishedKept+extra; i++ {
+		if err := c.Launch(ctx, wl(fmt.Sprintf("w%d", i)).podSet("m", 1, 1000, 0).label(LabelDuration, "1s").dispatch(fmt.Sprintf("d%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	if err := c.Launch(ctx, wl("live").podSet("m", 1, 1000, 0).label(LabelDuration, "1h").dispatch("live")); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]agent.WorkState{}
+	for _, s := range list {
+		have[s.DispatchID] = s.State
+	}
+	if len(have) != MaxFinishedKept+1 {
+		t.Fatalf("List reports %d works, want %d finished and 1 running", len(have), MaxFinishedKept)
+	}
+	for i := 0; i < extra; i++ {
+		if _, ok := have[fmt.Sprintf("d%d", i)]; ok {
+			t.Fatalf("d%d, among the oldest finished, is still remembered", i)
+		}
+	}
+	if have[fmt.Sprintf("d%d", MaxFinishedKept+extra-1)] != agent.StateSucceeded || have["live"] != agent.StateRunning {
+		t.Fatalf("newest finished %v, running %v", have[fmt.Sprintf("d%d", MaxFinishedKept+extra-1)], have["live"])
 	}
 }

@@ -31,7 +31,7 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 			return []byte("\\xff not a value") // undecodable: left out
 		case strings.HasPrefix(k, prefWorkloads):
 			w := &meridianv1.Workload{Id: k[len(prefWorkloads):], Queue: "t/a",
-				Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase(1 + rng.IntN(5)), DispatchId: fmt.Sprint(rng.IntN(8))}}
+				Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase(1 + rng.IntN(8)), DispatchId: fmt.Sprint(rng.IntN(8))}}
 			if rng.IntN(4) == 0 {
 				w.Status.Conditions = []*meridianv1.Condition{{Type: ConditionCancelRequested, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE}}
 			}

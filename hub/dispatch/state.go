@@ -240,6 +240,15 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 	case strings.HasPrefix(k, prefWorkloads):
 		var w *meridianv1.Workload
 		if w, err = decodeWorkload(it.Value); err == nil && w.GetId() != "" {
+			if finished(w.GetStatus().GetPhase()) {
+				// A finished workload matters to the loop only in that
+				// its records are orphans, which its absence says too.
+				// Most stored workloads are finished: keeping them
+				// decoded was most of the hub's heap, which every
+				// collection walks.
+				m.workloadChanged(w.GetId())
+				break
+			}
 			sw, swErr := convert.Workload(w, nil)
 			e := &wl{key: k, modRev: it.ModRev, w: w, sw: sw, swErr: swErr}
 			m.workloads[k], m.byID[w.GetId()] = e, e
@@ -319,6 +328,13 @@ func (l *Loop) snapshotNow(ledger *quota.Ledger, now time.Time) *built {
 	b := l.buildSnapshot(s, ledger, now, nil)
 	b.byID, b.current = nil, nil
 	return b
+}
+
+// finished reports whether a phase is final.
+func finished(p meridianv1.WorkloadPhase) bool {
+	return p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED ||
+		p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_FAILED ||
+		p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
 }
 
 // active reports whether a phase holds a dispatch.
