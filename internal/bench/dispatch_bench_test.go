@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
-	"github.com/meridian-gpu/meridian/internal/demo"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -58,6 +56,26 @@ func pacedCases(b *testing.B) (rates []int, seconds int) {
 		seconds = n
 	}
 	return rates, seconds
+}
+
+// benchRunFor is how long each workload runs once launched, and how many
+// must fit at once. The default (an hour) keeps every workload in flight;
+// MERIDIAN_BENCH_RUN_FOR (e.g. 5s) makes them finish, so the hub also
+// handles completions and the number in flight levels off at rate x run
+// time, as in a steady state: the clusters are sized for twice that.
+func benchRunFor(b *testing.B, n, rate int) (string, int) {
+	v := os.Getenv("MERIDIAN_BENCH_RUN_FOR")
+	if v == "" {
+		return "1h", n
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		b.Fatalf("MERIDIAN_BENCH_RUN_FOR: %q is not a positive duration", v)
+	}
+	if rate <= 0 {
+		return v, n
+	}
+	return v, min(n, int(2*float64(rate)*d.Seconds())+1000)
 }
 
 // nodesFor sizes each cluster so that n one-GPU workloads all fit.
@@ -103,6 +121,7 @@ func BenchmarkSubmitToAccepted(b *testing.B) {
 // (else as fast as possible), and measures them to ACCEPTED.
 func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	b.StopTimer()
+	runFor, fit := benchRunFor(b, n, rate)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The collector target meridian-hub runs with (GOGC, when set, wins).
@@ -133,16 +152,15 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 		_, err := cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
 		return err == nil
 	})
+	var agents *agentsProcess
 	if withAgents {
-		for c := 0; c < benchClusters; c++ {
-			startAgent(b, ctx, hub.NATSURL(), fmt.Sprintf("bench-%02d", c), nodesFor(n))
-		}
+		agents = startAgents(b, hub.NATSURL(), benchClusters, nodesFor(fit))
 		waitFor(b, 60*time.Second, "clusters ready", func() bool {
 			resp, err := cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
 			return err == nil && len(resp.GetClusters()) == benchClusters
 		})
 	}
-	gpus := int64(benchClusters * nodesFor(n) * 8)
+	gpus := int64(benchClusters * nodesFor(fit) * 8)
 	for _, q := range []*meridianv1.Queue{{Path: "bench", Weight: 1}, {Path: "bench/load", Weight: 1,
 		Quotas: []*meridianv1.QueueQuota{{AcceleratorClass: "nvidia-h100-80gb", NominalMilliGpus: gpus * 1000}}}} {
 		if _, err := qs.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q}); err != nil {
@@ -182,18 +200,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	}()
 
 	const clients = 32
-	// How long each workload runs once launched. The default (an hour)
-	// keeps every workload in flight; MERIDIAN_BENCH_RUN_FOR (e.g. 5s)
-	// makes them finish, so the hub also handles completions and the
-	// number in flight levels off at rate x run time, as in a steady state.
-	runFor := "1h"
-	if v := os.Getenv("MERIDIAN_BENCH_RUN_FOR"); v != "" {
-		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
-			b.Fatalf("MERIDIAN_BENCH_RUN_FOR: %q is not a positive duration", v)
-		}
-		runFor = v
-	}
-	cpu0 := processCPU()
+	cpu0 := processCPU() + agents.cpu()
 	start := time.Now()
 	b.StartTimer()
 	var wg sync.WaitGroup
@@ -252,7 +259,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 		b.Fatalf("only %d of %d workloads accepted within 3 minutes", got, n)
 	}
 	elapsed := time.Since(start)
-	cpuPer := (processCPU() - cpu0).Seconds() * 1000 / float64(n)
+	cpuPer := (processCPU() + agents.cpu() - cpu0).Seconds() * 1000 / float64(n)
 	if path := os.Getenv("MERIDIAN_BENCH_HEAPPROFILE"); path != "" {
 		writeHeapProfile(b, path) // what the hub holds at the end of the load
 	}
@@ -332,35 +339,6 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 		b.ReportMetric(toAccept[len(toAccept)/2], "p50-dispatch-to-accepted-ms")
 		b.ReportMetric(toAccept[len(toAccept)*99/100], "p99-dispatch-to-accepted-ms")
 	}
-}
-
-func startAgent(b *testing.B, ctx context.Context, natsURL, id string, nodes int) {
-	cfg, err := simcluster.ParseConfig([]byte(fmt.Sprintf(`labels: {bench: "yes"}
-defaultDuration: 1h
-nodes:
-  - name: %s-h100
-    count: %d
-    gpus: 8
-    acceleratorClass: nvidia-h100-80gb
-    gpuMemoryMiB: 81920
-    cpuMilli: 192000
-    memoryMiB: 2097152
-`, id, nodes)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	sim, err := simcluster.New(cfg, simcluster.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	stop, err := demo.StartAgent(ctx, natsURL, id, sim, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stop()
-		sim.Close()
-	})
 }
 
 func waitFor(b *testing.B, limit time.Duration, what string, ok func() bool) {

@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meridian-gpu/meridian/connectors/simcluster"
+	"github.com/meridian-gpu/meridian/internal/demo"
+)
+
+// agentsEnv turns this test binary into the process that runs the
+// benchmark's spoke agents (see startAgents). In a deployment each agent
+// runs in its own cluster, not inside the hub: in a separate process they
+// still share the machine's two cores, but not the hub's heap, so the
+// hub's garbage collector walks only what the hub holds.
+const agentsEnv = "MERIDIAN_BENCH_AGENTS_PROCESS"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(agentsEnv); spec != "" {
+		os.Exit(runAgentsProcess(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// agentsSpec is what the agents' process is told, as JSON in agentsEnv.
+type agentsSpec struct {
+	NATSURL  string `json:"natsURL"`
+	Clusters int    `json:"clusters"`
+	Nodes    int    `json:"nodes"`
+}
+
+// runAgentsProcess starts the agents, says "ready" on stdout, and runs
+// until stdin closes (the benchmark ended, or died) or SIGTERM.
+func runAgentsProcess(raw string) int {
+	var spec agentsSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", agentsEnv, err)
+		return 2
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	var stops []func()
+	for c := 0; c < spec.Clusters; c++ {
+		sim, err := benchCluster(fmt.Sprintf("bench-%02d", c), spec.Nodes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		stop, err := demo.StartAgent(ctx, spec.NATSURL, fmt.Sprintf("bench-%02d", c), sim, slog.New(slog.DiscardHandler))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		stops = append(stops, func() { stop(); sim.Close() })
+	}
+	fmt.Println("ready")
+	<-ctx.Done()
+	for _, stop := range stops {
+		stop()
+	}
+	return 0
+}
+
+// benchCluster is one simulated cluster of nodes 8-GPU H100 nodes.
+func benchCluster(id string, nodes int) (*simcluster.Cluster, error) {
+	cfg, err := simcluster.ParseConfig([]byte(fmt.Sprintf(`labels: {bench: "yes"}
+defaultDuration: 1h
+nodes:
+  - name: %s-h100
+    count: %d
+    gpus: 8
+    acceleratorClass: nvidia-h100-80gb
+    gpuMemoryMiB: 81920
+    cpuMilli: 192000
+    memoryMiB: 2097152
+`, id, nodes)))
+	if err != nil {
+		return nil, err
+	}
+	return simcluster.New(cfg, simcluster.Options{})
+}
+
+// agentsProcess is the running agents' process.
+type agentsProcess struct {
+	cmd *exec.Cmd
+}
+
+// startAgents runs clusters agents, each on its own simulated cluster of
+// nodes nodes, in a child process connected to natsURL, and stops it when
+// the benchmark ends.
+func startAgents(b *testing.B, natsURL string, clusters, nodes int) *agentsProcess {
+	spec, _ := json.Marshal(agentsSpec{NATSURL: natsURL, Clusters: clusters, Nodes: nodes})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), agentsEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start the agents' process: %v", err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				ready <- nil
+				_, _ = io.Copy(io.Discard, stdout)
+				return
+			}
+		}
+		ready <- fmt.Errorf("the agents' process ended before it was ready: %v", sc.Err())
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			b.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		b.Fatal("the agents' process was not ready within 60s")
+	}
+	return &agentsProcess{cmd: cmd}
+}
+
+// cpu is the user plus system CPU time the agents' process has used
+// (Linux /proc; 0 where it cannot be read).
+func (p *agentsProcess) cpu() time.Duration {
+	if p == nil {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces: the fields that follow start after
+	// its closing parenthesis, with the state (field 3) first.
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+}
