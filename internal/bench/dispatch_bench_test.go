@@ -172,6 +172,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	var mu sync.Mutex
 	submitted := make(map[string]time.Time, n)
 	accepted := make(map[string]time.Time, n)
+	// watchLag is how long each first ACCEPTED (or later) state took from
+	// the hub's write (its update time, same clock) to this watcher: the
+	// part of the latency spent delivering the Watch stream, not
+	// dispatching.
+	var watchLag []float64
 	allAccepted := make(chan struct{})
 	stream, err := wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: "bench/load"})
 	if err != nil {
@@ -190,6 +195,9 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 				id := ev.GetWorkload().GetId()
 				if _, seen := accepted[id]; !seen {
 					accepted[id] = now
+					if ut := ev.GetWorkload().GetStatus().GetUpdateTime(); ut != nil {
+						watchLag = append(watchLag, now.Sub(ut.AsTime()).Seconds()*1000)
+					}
 					if len(accepted) == n {
 						close(allAccepted)
 					}
@@ -283,6 +291,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	}
 	sort.Float64s(lat)
 	sort.Float64s(late)
+	sort.Float64s(watchLag)
+	if len(watchLag) > 0 {
+		b.ReportMetric(watchLag[len(watchLag)/2], "p50-watch-lag-ms")
+		b.ReportMetric(watchLag[len(watchLag)*99/100], "p99-watch-lag-ms")
+	}
 	if os.Getenv("MERIDIAN_BENCH_TIMELINE") != "" {
 		logTimeline(start, submitted, accepted)
 	}
