@@ -19,7 +19,9 @@ import (
 
 // lastView is the accounting of one snapshot, kept for the API.
 type lastView struct {
-	at      time.Time
+	at      time.Time   // hub clock
+	built   time.Time   // wall clock, for reuse
+	pos     uint64      // the mirror's position when it was built
 	tree    *quota.Tree // running usage charged
 	ledger  *quota.Ledger
 	fair    map[string]float64
@@ -42,46 +44,47 @@ func (l *Loop) viewOf(b *built, now time.Time) *lastView {
 	return v
 }
 
-// remember keeps the latest cycle's snapshot for QueueStatus. The view is
-// built from it only when the API asks (viewOf walks every running
-// workload), so a busy loop does not pay for accounting nobody reads. The
-// snapshot is not changed after its cycle, so reading it later is safe.
-func (l *Loop) remember(b *built, now time.Time) {
+// viewReuse is how long an accounting is reused while the state changes,
+// and viewReuseStill how long while it does not (the ledger still accrues).
+const (
+	viewReuse      = 100 * time.Millisecond
+	viewReuseStill = time.Second
+)
+
+// ledgerNow is a copy of the leader's ledger as it is now, or, on a
+// follower, the ledger of the last accounting.
+func (l *Loop) ledgerNow() *quota.Ledger {
 	l.mu.Lock()
-	// Only the core's input: the rest points into the mirror, which
-	// changes once the cycle lets go of it.
-	l.lastBuilt, l.lastBuiltAt = &built{snap: b.snap}, now
+	t, last := l.term, l.last
 	l.mu.Unlock()
+	if t != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.ledger.Clone()
+	}
+	if last != nil {
+		return last.ledger
+	}
+	return nil
 }
 
-// currentView returns the latest leader accounting, or (on a follower, or
-// when it is older than a second) one built from this replica's cache.
+// currentView returns the accounting of the current state, built when the
+// API asks (viewOf walks every running workload, so a busy loop does not
+// pay for accounting nobody reads), and reused briefly.
 func (l *Loop) currentView() *lastView {
+	pos := l.mirrorPos.Load()
 	l.mu.Lock()
-	if b := l.lastBuilt; b != nil && (l.last == nil || l.last.at.Before(l.lastBuiltAt)) {
-		at := l.lastBuiltAt
-		l.mu.Unlock()
-		v := l.viewOf(b, at)
-		l.mu.Lock()
-		if l.last == nil || l.last.at.Before(v.at) {
-			l.last = v
-		}
-	}
 	v := l.last
-	leading := l.leading
 	l.mu.Unlock()
-	now := l.clock()
-	if v != nil && (leading || now.Sub(v.at) < time.Second) {
+	if v != nil && (time.Since(v.built) < viewReuse || (v.pos == pos && time.Since(v.built) < viewReuseStill)) {
 		return v
 	}
-	var led *quota.Ledger
-	if v != nil {
-		led = v.ledger
-	}
-	b := l.snapshotNow(led, now)
+	now := l.clock()
+	b := l.snapshotNow(l.ledgerNow(), now)
 	v = l.viewOf(b, now)
+	v.pos, v.built = pos, time.Now()
 	l.mu.Lock()
-	if l.last == nil || l.last.at.Before(v.at) {
+	if l.last == nil || !v.built.Before(l.last.built) {
 		l.last = v
 	}
 	l.mu.Unlock()
@@ -209,16 +212,7 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 		resp.PendingReason = "cannot be scheduled as stored: " + err.Error()
 		return resp, nil
 	}
-	var led *quota.Ledger
-	l.mu.Lock()
-	switch {
-	case l.lastBuilt != nil:
-		led = l.lastBuilt.snap.Ledger
-	case l.last != nil:
-		led = l.last.ledger
-	}
-	l.mu.Unlock()
-	b := l.snapshotNow(led, now)
+	b := l.snapshotNow(l.ledgerNow(), now)
 	found := false
 	for i, p := range b.snap.Pending {
 		if p.ID == sw.ID {

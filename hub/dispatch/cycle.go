@@ -200,7 +200,8 @@ func (l *Loop) cycle(t *term) (err error) {
 	t.mu.Lock()
 	ledger := t.ledger.Clone()
 	t.mu.Unlock()
-	b := l.buildSnapshot(s, ledger, now, stoppingDispatches(t, s))
+	b := l.buildSnapshot(s, ledger, now, stoppingDispatches(t, s), true)
+	defer b.release() // before the mirror is unlocked (defers run last in, first out)
 	t.mu.Lock()
 	caughtUp := s.rev >= t.lastCommitRev
 	t.mu.Unlock()
@@ -336,7 +337,6 @@ func (l *Loop) cycle(t *term) (err error) {
 	if err := l.accrue(t, b, now); err != nil {
 		return err
 	}
-	l.remember(b, now)
 	l.waitRev(t, rev)
 	if conflict {
 		// Run again soon on a fresh snapshot.

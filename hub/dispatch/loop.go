@@ -140,8 +140,9 @@ type Loop struct {
 	leading     bool
 	leaderSince time.Time
 	last        *lastView // the latest accounting built for the API
-	lastBuilt   *built    // the latest cycle's snapshot, turned into last on demand
-	lastBuiltAt time.Time
+	term        *term     // the current term while leading, for the API's ledger
+
+	mirrorPos atomic.Uint64 // the mirror's position, for the API's reuse of its accounting
 }
 
 // New checks deps and returns a Loop.
@@ -281,11 +282,11 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		return
 	}
 	l.mu.Lock()
-	l.leading, l.leaderSince = true, l.clock()
+	l.leading, l.leaderSince, l.term = true, l.clock(), t
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
-		l.leading = false
+		l.leading, l.term = false, nil
 		l.mu.Unlock()
 	}()
 	l.m.leader.Set(1)

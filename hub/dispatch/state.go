@@ -309,6 +309,7 @@ func (l *Loop) advance() *state {
 		m.remove(k)
 	}
 	m.pos = d.Pos
+	l.mirrorPos.Store(d.Pos)
 	s := &state{rev: d.Rev, workloads: m.byID, dispatches: m.byDispatch, drain: m.drain,
 		current: m.current, orphans: m.orphans, queued: m.queued, cancelReq: m.cancelReq, unacked: m.unacked,
 		fresh: m.fresh, runs: m.runs, runIdx: m.runIdx}
@@ -325,7 +326,7 @@ func (l *Loop) advance() *state {
 func (l *Loop) snapshotNow(ledger *quota.Ledger, now time.Time) *built {
 	s := l.lockState()
 	defer l.unlockState()
-	b := l.buildSnapshot(s, ledger, now, nil)
+	b := l.buildSnapshot(s, ledger, now, nil, false)
 	b.byID, b.current = nil, nil
 	return b
 }
@@ -351,12 +352,25 @@ type built struct {
 	byID    map[string]*wl
 	current map[string]curRef // dispatch id -> record whose workload still points at it (the state's own map)
 	invalid map[string]string
+	marked  []int // indexes of a shared Running list marked Terminating, cleared by release
+}
+
+// release clears the Terminating marks a shared snapshot put on the
+// mirror's running list.
+func (b *built) release() {
+	for _, i := range b.marked {
+		b.snap.Running[i].Terminating = false
+	}
+	b.marked = nil
 }
 
 // buildSnapshot turns a state and the fleet into the core's input.
 // stopping lists dispatch ids already asked to stop: their work is marked
-// Terminating for the core.
-func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stopping map[string]bool) *built {
+// Terminating for the core. With shared, the snapshot's Running is the
+// mirror's own list (no copy of every running workload per cycle): the
+// caller holds the mirror's lock for as long as it uses the snapshot and
+// calls release before letting go.
+func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stopping map[string]bool, shared bool) *built {
 	b := &built{snap: &scheduler.Snapshot{Now: now, Ledger: ledger}, byID: s.workloads, current: s.current, invalid: map[string]string{}}
 	tree, bad, err := convert.QueueTree(s.queues)
 	if err != nil {
@@ -377,10 +391,16 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 	// The core's result does not depend on the order of Running
 	// (scheduler.TestDecideIgnoresRunningOrder), so the mirror's dense
 	// list is copied as it is: no walk over a map, no sort.
-	b.snap.Running = slices.Clone(s.runs)
+	b.snap.Running = s.runs
+	if !shared {
+		b.snap.Running = slices.Clone(s.runs)
+	}
 	for id := range stopping {
 		if i, ok := s.runIdx[id]; ok {
 			b.snap.Running[i].Terminating = true
+			if shared {
+				b.marked = append(b.marked, i)
+			}
 		}
 	}
 	// Work the agent has not yet reflected in its advertisement is
@@ -399,6 +419,7 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 			continue
 		}
 		if idx[vi] == nil {
+			v.OwnNodes() // the fleet's nodes are shared: copy before charging
 			idx[vi] = nodeIndex(&v.Cluster)
 		}
 		charge(&v.Cluster, idx[vi], c.run.Workload, r.Placement)

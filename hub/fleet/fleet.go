@@ -353,6 +353,17 @@ type View struct {
 	AdvertAt time.Time
 }
 
+// OwnNodes gives the view its own copy of its nodes, which the caller may
+// then change.
+func (v *View) OwnNodes() {
+	nodes := make([]scheduler.Node, len(v.Cluster.Nodes))
+	for i := range v.Cluster.Nodes {
+		nodes[i] = v.Cluster.Nodes[i]
+		nodes[i].Res = v.Cluster.Nodes[i].Res.Clone()
+	}
+	v.Cluster.Nodes = nodes
+}
+
 func stateOf(e *entry) scheduler.ClusterState {
 	switch {
 	case e.lost:
@@ -363,8 +374,12 @@ func stateOf(e *entry) scheduler.ClusterState {
 	return scheduler.ClusterReady
 }
 
-// Views returns every cluster with an inventory, sorted by id. Each call
-// builds fresh values the caller may change.
+// Views returns every cluster with an inventory, sorted by id. The Views
+// are the caller's, but their nodes are shared with the registry: call
+// OwnNodes before changing a view's nodes. (Copying every node of every
+// cluster on every scheduling cycle, when the loop changes only the few
+// clusters with work not yet advertised, was a tenth of the loop's
+// allocation.)
 func (r *Registry) Views() []View {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -373,15 +388,10 @@ func (r *Registry) Views() []View {
 		if e.ad == nil {
 			continue
 		}
-		// The conversion was made when the advertisement arrived; the
-		// caller gets its own copy of the nodes, which it may charge.
+		// The conversion was made when the advertisement arrived, and is
+		// replaced (never changed) when the next one does.
 		c := e.conv
 		c.State, c.LastSeen = stateOf(e), e.lastSeen
-		c.Nodes = make([]scheduler.Node, len(e.conv.Nodes))
-		for i := range e.conv.Nodes {
-			c.Nodes[i] = e.conv.Nodes[i]
-			c.Nodes[i].Res = e.conv.Nodes[i].Res.Clone()
-		}
 		out = append(out, View{Cluster: c, AdvertAt: e.advertAt})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Cluster.ID < out[b].Cluster.ID })

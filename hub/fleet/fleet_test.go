@@ -238,14 +238,15 @@ func TestStartOverNATS(t *testing.T) {
 	}
 }
 
-// Views hands out copies: charging a view's nodes (as the scheduling loop
-// does for work the agent has not advertised yet) leaves the registry and
-// the next view untouched.
-func TestViewsAreCopies(t *testing.T) {
+// A view's nodes are shared until OwnNodes: charging them after it (as the
+// scheduling loop does for work the agent has not advertised yet) leaves
+// the registry and the next view untouched.
+func TestOwnNodesCopies(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
 	r := New(Options{Clock: clk.Now})
 	must(t, r.ApplyAdvert("east", advert("east", "s1", 1, clk.Now(), 1000, 1000)))
 	v := r.Views()
+	v[0].OwnNodes()
 	v[0].Cluster.Nodes[0].Res.GPUs[0].FreeMilli = 0
 	v[0].Cluster.Nodes[0].Name = "renamed"
 	if got := freeOf(t, r, "east"); got != 2000 {
