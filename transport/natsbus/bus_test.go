@@ -166,6 +166,34 @@ func TestHandlerErrorRedelivers(t *testing.T) {
 	rec.none(t, 400*time.Millisecond) // acked on the third try: no more
 }
 
+// A handler that runs longer than the ack wait (waiting for a launch slot
+// behind a slow backend) keeps its message: the consumer tells the server
+// it is in progress, so the message is handled once, not redelivered to
+// a second handler while the first still runs.
+func TestLongHandlerIsNotRedelivered(t *testing.T) {
+	s := newServer(t)
+	b := newBus(t, s, WithAckWait(300*time.Millisecond))
+	ctx := testCtx(t, 10*time.Second)
+	rec := newRecorder()
+	if _, err := b.ConsumeDispatches(ctx, "c1", func(ctx context.Context, d Delivery) error {
+		rec.ch <- d
+		select {
+		case <-time.After(time.Second): // over three ack waits
+		case <-ctx.Done():
+		}
+		return nil
+	}, WithHandlers(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PublishDispatch(ctx, "c1", "d-slow", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if d := rec.next(t, 3*time.Second); d.MsgID != "d-slow" || d.NumDelivered != 1 {
+		t.Fatalf("first delivery %s #%d", d.MsgID, d.NumDelivered)
+	}
+	rec.none(t, 1500*time.Millisecond)
+}
+
 func TestPermanentErrorsAndPanicsDoNotStopTheConsumer(t *testing.T) {
 	s := newServer(t)
 	b := newBus(t, s)

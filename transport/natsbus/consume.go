@@ -238,7 +238,9 @@ func (b *Bus) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, h
 	if md, err := msg.Metadata(); err == nil {
 		d.NumDelivered, d.StreamSeq, d.Published = md.NumDelivered, md.Sequence.Stream, md.Timestamp
 	}
+	stop := keepInProgress(msg, b.opts.ackWait/3)
 	err := safeCall(ctx, h, d)
+	stop()
 	switch {
 	case err == nil:
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -257,6 +259,40 @@ func (b *Bus) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, h
 		if nerr := msg.NakWithDelay(delay); nerr != nil {
 			log.Warn("nak failed; redelivery after ack wait", "msg_id", d.MsgID, "err", nerr)
 		}
+	}
+}
+
+// keepInProgress tells the server every interval that msg is still being
+// handled, so a handler that waits (for a launch slot behind a
+// rate-limited backend, or a slow backend) is not redelivered while it
+// runs; redelivery is for handlers that died. It returns the function
+// that stops it.
+func keepInProgress(msg jetstream.Msg, every time.Duration) (stop func()) {
+	if every <= 0 {
+		return func() {}
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	tick := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		_ = msg.InProgress()
+		t.Reset(every)
+	}
+	mu.Lock()
+	t = time.AfterFunc(every, tick)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
 	}
 }
 
