@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -268,6 +270,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	}
 	elapsed := time.Since(start)
 	cpuPer := (processCPU() + agents.cpu() - cpu0).Seconds() * 1000 / float64(n)
+	reportDiskStalls(b)
 	if path := os.Getenv("MERIDIAN_BENCH_HEAPPROFILE"); path != "" {
 		writeHeapProfile(b, path) // what the hub holds at the end of the load
 	}
@@ -403,5 +406,50 @@ func writeHeapProfile(b *testing.B, path string) {
 	runtime.GC()
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// reportDiskStalls reports how many of the embedded etcd's WAL fsyncs and
+// backend commits took over 100 ms during the run, and the slowest (as the
+// upper bound of its histogram bucket): every etcd write waits behind
+// them, so a slow disk shows up as a stall of the whole pipeline.
+func reportDiskStalls(b *testing.B) {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		return
+	}
+	for _, mf := range mfs {
+		var name string
+		switch mf.GetName() {
+		case "etcd_disk_wal_fsync_duration_seconds":
+			name = "wal-fsync"
+		case "etcd_disk_backend_commit_duration_seconds":
+			name = "backend-commit"
+		default:
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			slow, maxBound, prev := uint64(0), 0.0, uint64(0)
+			for _, bk := range h.GetBucket() {
+				n := bk.GetCumulativeCount() - prev
+				prev = bk.GetCumulativeCount()
+				if n == 0 {
+					continue
+				}
+				maxBound = bk.GetUpperBound()
+				if bk.GetUpperBound() > 0.1 {
+					slow += n
+				}
+			}
+			if prev < h.GetSampleCount() { // beyond the last bucket
+				slow += h.GetSampleCount() - prev
+				maxBound = math.Inf(1)
+			}
+			b.ReportMetric(float64(slow), "etcd-"+name+"-over-100ms")
+			if !math.IsInf(maxBound, 1) {
+				b.ReportMetric(maxBound*1000, "etcd-"+name+"-max-bucket-ms")
+			}
+		}
 	}
 }
