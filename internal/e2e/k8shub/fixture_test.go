@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +24,6 @@ import (
 	"github.com/meridian-gpu/meridian/internal/k8slocal"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // The fixture is one hub (embedded etcd and NATS, the scheduling loop,
@@ -55,6 +53,7 @@ type fixture struct {
 	ns                string
 	k8sID             string
 	hub               *server.Server
+	h                 *e2eutil.Hub
 	hubStop           func()
 	grpcAdr           string
 	conn              *grpc.ClientConn
@@ -121,42 +120,13 @@ func start() (*fixture, error) {
 		_ = kube.CoreV1().Namespaces().Delete(ctx, f.ns, metav1.DeleteOptions{})
 	})
 
-	dir, err := os.MkdirTemp("", "meridian-k8s-e2e-")
+	h, err := e2eutil.StartHub(ctx, "hub-k8s-e2e", f.log)
 	if err != nil {
 		return fail(err)
 	}
-	hub, err := server.New(server.Config{
-		DataDir: dir, HubID: "hub-k8s-e2e", Version: "e2e", UnsafeNoFsync: true,
-		LeaderTTL: time.Second, SchedulePeriod: 100 * time.Millisecond, Logger: f.log.With("part", "hub"),
-	})
-	if err != nil {
-		os.RemoveAll(dir)
-		return fail(fmt.Errorf("start the hub: %w", err))
-	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- hub.Run(hctx) }()
-	f.hub = hub
-	f.hubStop = func() {
-		hcancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-		}
-		_ = hub.Close()
-		os.RemoveAll(dir)
-	}
-	f.grpcAdr = hub.Addrs().GRPC
-	if err := e2eutil.WaitHTTP(ctx, "http://"+hub.Addrs().HTTP+"/readyz", 30*time.Second); err != nil {
-		return fail(err)
-	}
-	if f.conn, err = grpc.NewClient(f.grpcAdr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		return fail(err)
-	}
-	f.wl = meridianv1.NewWorkloadServiceClient(f.conn)
+	f.h, f.hub, f.hubStop, f.grpcAdr = h, h.Server, h.Stop, h.GRPC
+	f.conn, f.wl, f.cl, f.q = h.Conn, h.WL, h.CL, h.Q
 	f.Workloads.WL = f.wl
-	f.cl = meridianv1.NewClusterServiceClient(f.conn)
-	f.q = meridianv1.NewQueueServiceClient(f.conn)
 	q := &meridianv1.Queue{Path: queue, Weight: 1}
 	for _, class := range []string{h100, a100k8s, a100sim} {
 		q.Quotas = append(q.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: 64000})
@@ -213,31 +183,7 @@ func (f *fixture) startKubeSpoke(ctx context.Context, id string, labels map[stri
 }
 
 func (f *fixture) startAgent(ctx context.Context, id string, conn agent.Connector) (func(), error) {
-	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-	bus, err := natsbus.Connect(cctx, f.hub.NATSURL(), natsbus.WithName("e2e-agent-"+id))
-	ccancel()
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: connect to NATS: %w", id, err)
-	}
-	a, err := agent.New(agent.Config{
-		ClusterID: id, Bus: bus, Connector: conn, Logger: f.log.With("agent", id), Version: "e2e",
-		HeartbeatInterval: 300 * time.Millisecond, AdvertiseInterval: time.Second, ChangeDelay: 20 * time.Millisecond,
-	})
-	if err != nil {
-		bus.Close()
-		return nil, fmt.Errorf("agent %s: %w", id, err)
-	}
-	actx, acancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(actx) }()
-	return func() {
-		acancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-		}
-		bus.Close()
-	}, nil
+	return f.h.StartAgent(ctx, id, conn, f.log, true)
 }
 
 func (f *fixture) close() {
@@ -246,11 +192,8 @@ func (f *fixture) close() {
 	for i := len(f.stops) - 1; i >= 1; i-- {
 		f.stops[i]()
 	}
-	if f.conn != nil {
-		f.conn.Close()
-	}
 	if f.hubStop != nil {
-		f.hubStop()
+		f.hubStop() // closes f.conn too
 	}
 	if len(f.stops) > 0 {
 		f.stops[0]()

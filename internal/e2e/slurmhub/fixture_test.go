@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -24,7 +23,6 @@ import (
 	"github.com/meridian-gpu/meridian/internal/e2e/e2eutil"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // The fixture is one hub (embedded etcd and NATS, the scheduling loop, gRPC
@@ -44,6 +42,7 @@ const (
 type fixture struct {
 	local             *Local
 	hub               *server.Server
+	h                 *e2eutil.Hub
 	hubStop           func()
 	rest              string // http://host:port
 	grpcAdr           string
@@ -109,46 +108,17 @@ func start() (*fixture, error) {
 	f := &fixture{local: local, slurmID: fmt.Sprintf("slurm-e2e-%d", os.Getpid()), logBuf: &e2eutil.LogBuffer{}}
 	f.Workloads.Log = f.logBuf
 	f.log = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	dir, err := os.MkdirTemp("", "meridian-slurm-e2e-")
+	h, err := e2eutil.StartHub(ctx, "hub-slurm-e2e", f.log)
 	if err != nil {
-		return nil, err
+		return f, err // Slurm is up: a hub that does not start is our fault
 	}
-	hub, err := server.New(server.Config{
-		DataDir: dir, HubID: "hub-slurm-e2e", Version: "e2e", UnsafeNoFsync: true,
-		LeaderTTL: time.Second, SchedulePeriod: 100 * time.Millisecond, Logger: f.log.With("part", "hub"),
-	})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start the hub: %w", err)
-	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- hub.Run(hctx) }()
-	f.hub = hub
-	f.hubStop = func() {
-		hcancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-		}
-		_ = hub.Close()
-		os.RemoveAll(dir)
-	}
-	f.rest = "http://" + hub.Addrs().HTTP
-	f.grpcAdr = hub.Addrs().GRPC
+	f.h, f.hub, f.hubStop, f.grpcAdr, f.rest = h, h.Server, h.Stop, h.GRPC, h.REST
+	f.conn, f.wl, f.cl = h.Conn, h.WL, h.CL
+	f.Workloads.WL = f.wl
+	qc := h.Q
 	// From here on a failure is the fixture's fault, not a missing Slurm:
 	// return f with the error so the test fails.
 	fail := func(err error) (*fixture, error) { return f, err }
-	if err := e2eutil.WaitHTTP(ctx, f.rest+"/readyz", 30*time.Second); err != nil {
-		return fail(err)
-	}
-	if f.conn, err = grpc.NewClient(f.grpcAdr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		return fail(err)
-	}
-	f.wl = meridianv1.NewWorkloadServiceClient(f.conn)
-	f.Workloads.WL = f.wl
-	f.cl = meridianv1.NewClusterServiceClient(f.conn)
-	qc := meridianv1.NewQueueServiceClient(f.conn)
 	for _, p := range []string{"e2e", testQueue} {
 		q := &meridianv1.Queue{Path: p, Weight: 1, Quotas: []*meridianv1.QueueQuota{{AcceleratorClass: h100, NominalMilliGpus: 512000}}}
 		if _, err := qc.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q}); err != nil {
@@ -222,35 +192,7 @@ func (f *fixture) restartSlurmAgent(t testing.TB, defaults bool) *slurm.Connecto
 }
 
 func (f *fixture) startAgent(ctx context.Context, id string, conn agent.Connector, defaults bool) (func(), error) {
-	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-	bus, err := natsbus.Connect(cctx, f.hub.NATSURL(), natsbus.WithName("e2e-agent-"+id))
-	ccancel()
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: connect to NATS: %w", id, err)
-	}
-	cfg := agent.Config{
-		ClusterID: id, Bus: bus, Connector: conn, Logger: f.log.With("agent", id), Version: "e2e",
-		HeartbeatInterval: 300 * time.Millisecond, AdvertiseInterval: time.Second, ChangeDelay: 20 * time.Millisecond,
-	}
-	if defaults {
-		cfg.HeartbeatInterval, cfg.AdvertiseInterval, cfg.ChangeDelay = 0, 0, 0
-	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		bus.Close()
-		return nil, fmt.Errorf("agent %s: %w", id, err)
-	}
-	actx, acancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(actx) }()
-	return func() {
-		acancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-		}
-		bus.Close()
-	}, nil
+	return f.h.StartAgent(ctx, id, conn, f.log, !defaults)
 }
 
 func (f *fixture) close() {
@@ -262,11 +204,8 @@ func (f *fixture) close() {
 			s()
 		}
 	}
-	if f.conn != nil {
-		f.conn.Close()
-	}
 	if f.hubStop != nil {
-		f.hubStop()
+		f.hubStop() // closes f.conn too
 	}
 }
 
