@@ -54,8 +54,18 @@ type Config struct {
 	CompactEvery time.Duration
 }
 
-// DefaultCompactEvery is the history an embedded member keeps.
-const DefaultCompactEvery = 10 * time.Minute
+// DefaultCompactEvery is the history an embedded member keeps. Every
+// write keeps its old value until compaction: at 2,000 workloads/s the
+// database grows by about 5 MB/s, so ten minutes of history (the default
+// before) filled etcd's 2 GiB quota in under seven, and the member then
+// refuses every write. Two minutes is ample for the hub's own watch,
+// which only needs to bridge short reconnects.
+const DefaultCompactEvery = 2 * time.Minute
+
+// QuotaBackendBytes is the embedded member's database size limit: etcd's
+// largest suggested size rather than its 2 GiB default, so that history
+// and stored workloads have room at high rates (see DefaultCompactEvery).
+const QuotaBackendBytes = 8 << 30
 
 // Server is a running embedded etcd member.
 type Server struct {
@@ -145,6 +155,7 @@ func (s *Server) start(ctx context.Context) error {
 	// short log is enough; the stock 10,000 entries of batched hub
 	// writes held ~70 MB that every garbage collection walked.
 	ec.SnapshotCount, ec.SnapshotCatchUpEntries = snapshotCount, snapshotCatchUp
+	ec.QuotaBackendBytes = QuotaBackendBytes
 	switch c := s.cfg.CompactEvery; {
 	case c == 0:
 		ec.AutoCompactionMode, ec.AutoCompactionRetention = embed.CompactorModePeriodic, DefaultCompactEvery.String()

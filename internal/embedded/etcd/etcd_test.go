@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -275,4 +276,29 @@ func TestStartTempCleansUp(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("data dir %s still there after stop (%v)", dir, err)
 	}
+}
+
+// The member may grow to QuotaBackendBytes, not etcd's 2 GiB default: at
+// high rates the history kept until compaction alone would fill that.
+func TestQuotaIsRaised(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{DataDir: t.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "etcd_server_quota_backend_bytes" {
+			if got := mf.GetMetric()[0].GetGauge().GetValue(); got != QuotaBackendBytes {
+				t.Fatalf("quota %.0f bytes, want %d", got, int64(QuotaBackendBytes))
+			}
+			return
+		}
+	}
+	t.Fatal("etcd_server_quota_backend_bytes is not exported")
 }
