@@ -121,6 +121,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err != nil {
 		return nil, err
 	}
+	idemWindow, err := envDuration("MERIDIAN_IDEMPOTENCY_WINDOW", retention.IdempotencyWindow)
+	if err != nil {
+		return nil, err
+	}
 	var endpoints string
 	fs.IntVar(&o.gcPercent, "gc-percent", server.DefaultGCPercent,
 		"garbage collector target: the heap may grow this many percent over live state before a collection; GOGC, when set, wins; 0 keeps Go's default")
@@ -142,9 +146,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.cfg.LeaderTTL, "leader-ttl", ttl, "leader election lease; a dead leader is replaced after about this long (env MERIDIAN_LEADER_TTL)")
 	fs.IntVar(&o.cfg.MaxRequestBytes, "max-request-bytes", maxReq, "largest gRPC request message and REST body (env MERIDIAN_MAX_REQUEST_BYTES)")
 	fs.DurationVar(&o.cfg.RetentionTTL, "retention-ttl", retTTL,
-		"delete a finished (SUCCEEDED, FAILED, CANCELLED) workload this long after it ended, at least 24h; 0 keeps them forever (env MERIDIAN_RETENTION_TTL)")
+		"delete a finished (SUCCEEDED, FAILED, CANCELLED) workload this long after it ended, at least the idempotency window; 0 keeps them forever (env MERIDIAN_RETENTION_TTL)")
 	fs.IntVar(&o.cfg.RetentionPerQueue, "retention-max-finished-per-queue", retCap,
-		"keep at most this many finished workloads per queue, deleting the oldest first but none within 24h of its end; 0 means no cap (env MERIDIAN_RETENTION_MAX_FINISHED_PER_QUEUE)")
+		"keep at most this many finished workloads per queue, deleting the oldest first but none within the idempotency window of its end; 0 means no cap (env MERIDIAN_RETENTION_MAX_FINISHED_PER_QUEUE)")
+	fs.DurationVar(&o.cfg.IdempotencyWindow, "idempotency-window", idemWindow,
+		"how long after a workload ended a retried submit with its idempotency key still returns it; retention keeps every finished workload this long. At least 1m; shorten it at high submit rates, where a day of finished workloads outgrows etcd (env MERIDIAN_IDEMPOTENCY_WINDOW)")
 	fs.BoolVar(&o.cfg.NoScheduler, "no-scheduler", os.Getenv("MERIDIAN_NO_SCHEDULER") == "1", "serve the API only: no leader election, no scheduling loop (env MERIDIAN_NO_SCHEDULER=1)")
 	fs.StringVar(&o.addrFile, "addr-file", os.Getenv("MERIDIAN_ADDR_FILE"), "write the listening addresses as JSON to this file once ready (env MERIDIAN_ADDR_FILE)")
 	fs.StringVar(&o.logLevel, "log-level", envOr("info", "MERIDIAN_LOG_LEVEL"), "log level: debug, info, warn, error (env MERIDIAN_LOG_LEVEL)")
@@ -175,9 +181,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			return nil, fmt.Errorf("%s must be positive (got %s)", name, d)
 		}
 	}
-	if o.cfg.RetentionTTL < 0 || (o.cfg.RetentionTTL > 0 && o.cfg.RetentionTTL < retention.IdempotencyWindow) {
-		return nil, fmt.Errorf("--retention-ttl must be 0 (keep finished workloads forever) or at least %s, the time idempotency keys are kept (got %s)",
-			retention.IdempotencyWindow, o.cfg.RetentionTTL)
+	if o.cfg.IdempotencyWindow < server.MinIdempotencyWindow {
+		return nil, fmt.Errorf("--idempotency-window must be at least %s (got %s)", server.MinIdempotencyWindow, o.cfg.IdempotencyWindow)
+	}
+	if o.cfg.RetentionTTL < 0 || (o.cfg.RetentionTTL > 0 && o.cfg.RetentionTTL < o.cfg.IdempotencyWindow) {
+		return nil, fmt.Errorf("--retention-ttl must be 0 (keep finished workloads forever) or at least %s, the --idempotency-window (got %s)",
+			o.cfg.IdempotencyWindow, o.cfg.RetentionTTL)
 	}
 	if o.cfg.RetentionPerQueue < 0 {
 		return nil, fmt.Errorf("--retention-max-finished-per-queue must be 0 (no cap) or positive (got %d)", o.cfg.RetentionPerQueue)

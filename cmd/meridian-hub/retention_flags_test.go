@@ -40,6 +40,41 @@ func TestRetentionFlags(t *testing.T) {
 	}
 }
 
+func TestIdempotencyWindowFlag(t *testing.T) {
+	t.Setenv("MERIDIAN_RETENTION_TTL", "")
+	t.Setenv("MERIDIAN_IDEMPOTENCY_WINDOW", "")
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.IdempotencyWindow != retention.IdempotencyWindow {
+		t.Fatalf("default window %s, want %s", o.cfg.IdempotencyWindow, retention.IdempotencyWindow)
+	}
+	// A shorter window lets a shorter TTL through.
+	o, err = parseFlags([]string{"--idempotency-window", "1h", "--retention-ttl", "2h"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.IdempotencyWindow != time.Hour || o.cfg.RetentionTTL != 2*time.Hour {
+		t.Fatalf("window %s, ttl %s; want 1h, 2h", o.cfg.IdempotencyWindow, o.cfg.RetentionTTL)
+	}
+	t.Setenv("MERIDIAN_IDEMPOTENCY_WINDOW", "15m")
+	if o, err = parseFlags(nil, io.Discard); err != nil || o.cfg.IdempotencyWindow != 15*time.Minute {
+		t.Fatalf("env window: %s, %v; want 15m", o.cfg.IdempotencyWindow, err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--idempotency-window", "30s"}, "--idempotency-window must be at least 1m0s"},
+		{[]string{"--idempotency-window", "1h", "--retention-ttl", "30m"}, "at least 1h0m0s, the --idempotency-window"},
+	} {
+		if _, err := parseFlags(c.args, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%v: error %v, want it to mention %q", c.args, err, c.want)
+		}
+	}
+}
+
 func TestRetentionFlagErrors(t *testing.T) {
 	cases := []struct {
 		name string

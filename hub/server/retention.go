@@ -2,26 +2,41 @@ package server
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/meridian-gpu/meridian/hub/retention"
 )
 
+// MinIdempotencyWindow is the shortest idempotency window a hub accepts:
+// a client's retry must still find its key.
+const MinIdempotencyWindow = time.Minute
+
+// idempotencyWindow is Config.IdempotencyWindow with its default.
+func (c *Config) idempotencyWindow() time.Duration {
+	if c.IdempotencyWindow == 0 {
+		return retention.IdempotencyWindow
+	}
+	return c.IdempotencyWindow
+}
+
 // retentionConfig is the retention runner's configuration from Config.
-// Nothing is deleted within retention.IdempotencyWindow of its end, the
-// time the API promises to keep an idempotency key.
+// Nothing is deleted within the idempotency window of its end, the time
+// the API promises to keep an idempotency key.
 func (c *Config) retentionConfig() retention.Config {
 	return retention.Config{
-		Policy:   retention.Policy{TTL: c.RetentionTTL, MaxPerQueue: c.RetentionPerQueue, MinAge: retention.IdempotencyWindow},
+		Policy:   retention.Policy{TTL: c.RetentionTTL, MaxPerQueue: c.RetentionPerQueue, MinAge: c.idempotencyWindow()},
 		Interval: c.RetentionInterval,
 	}
 }
 
 func (c *Config) validateRetention() error {
-	switch {
+	switch w := c.idempotencyWindow(); {
+	case w < MinIdempotencyWindow:
+		return fmt.Errorf("server: Config.IdempotencyWindow %s is shorter than %s (0 means the default, %s)", c.IdempotencyWindow, MinIdempotencyWindow, retention.IdempotencyWindow)
 	case c.RetentionTTL < 0:
 		return fmt.Errorf("server: Config.RetentionTTL %s is negative (0 keeps finished workloads forever)", c.RetentionTTL)
-	case c.RetentionTTL > 0 && c.RetentionTTL < retention.IdempotencyWindow:
-		return fmt.Errorf("server: Config.RetentionTTL %s is shorter than %s, the time idempotency keys are kept after a workload ends", c.RetentionTTL, retention.IdempotencyWindow)
+	case c.RetentionTTL > 0 && c.RetentionTTL < w:
+		return fmt.Errorf("server: Config.RetentionTTL %s is shorter than %s, the time idempotency keys are kept after a workload ends", c.RetentionTTL, w)
 	case c.RetentionPerQueue < 0:
 		return fmt.Errorf("server: Config.RetentionPerQueue %d is negative (0 means no per-queue cap)", c.RetentionPerQueue)
 	case c.RetentionInterval < 0:

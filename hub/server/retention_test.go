@@ -15,13 +15,27 @@ import (
 
 // TestHubRetentionDeletesOldestFinishedOverTheCap runs a whole hub with a
 // per-queue cap of one finished workload: of two cancelled workloads the
-// older is deleted once a day has passed (REST GET says 404), the newer
-// and a queued one stay, and /metrics counts the delete.
+// older is deleted once the idempotency window (a day by default, an hour
+// when set) has passed (REST GET says 404), the newer and a queued one
+// stay, and /metrics counts the delete.
 func TestHubRetentionDeletesOldestFinishedOverTheCap(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		window time.Duration
+		after  time.Duration
+	}{
+		{"default window", 0, 25 * time.Hour},
+		{"one-hour window", time.Hour, 61 * time.Minute},
+	} {
+		t.Run(c.name, func(t *testing.T) { testRetentionOverTheCap(t, c.window, c.after) })
+	}
+}
+
+func testRetentionOverTheCap(t *testing.T, window, after time.Duration) {
 	var skew atomic.Int64 // how far the hub's clock runs ahead
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	s, err := New(Config{DataDir: t.TempDir(), HubID: "hub-r", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(), Clock: clock,
-		RetentionPerQueue: 1, RetentionTTL: 7 * 24 * time.Hour, RetentionInterval: 20 * time.Millisecond})
+		RetentionPerQueue: 1, RetentionTTL: 7 * 24 * time.Hour, RetentionInterval: 20 * time.Millisecond, IdempotencyWindow: window})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +79,13 @@ func TestHubRetentionDeletesOldestFinishedOverTheCap(t *testing.T) {
 		// Distinct end times, so "newest" is not decided by id alone.
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Within a day of their end both stay: a client may still replay
+	// Within the window of their end both stay: a client may still replay
 	// their idempotency keys.
 	time.Sleep(200 * time.Millisecond)
 	if code, body := get(t, base+"/v1/workloads/"+older); code != 200 {
-		t.Fatalf("the older workload went within a day of its end: %d %s", code, body)
+		t.Fatalf("the older workload went within the idempotency window of its end: %d %s", code, body)
 	}
-	skew.Store(int64(25 * time.Hour))
+	skew.Store(int64(after))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		code, _ := get(t, base+"/v1/workloads/"+older)
@@ -104,6 +118,9 @@ func TestRetentionConfigErrors(t *testing.T) {
 		{"negative cap", Config{DataDir: "x", RetentionPerQueue: -1}, "Config.RetentionPerQueue"},
 		{"ttl under the idempotency window", Config{DataDir: "x", RetentionTTL: time.Hour}, "Config.RetentionTTL 1h0m0s is shorter than 24h"},
 		{"negative interval", Config{DataDir: "x", RetentionInterval: -time.Second}, "Config.RetentionInterval"},
+		{"window under a minute", Config{DataDir: "x", IdempotencyWindow: 30 * time.Second}, "Config.IdempotencyWindow 30s is shorter than 1m0s"},
+		{"negative window", Config{DataDir: "x", IdempotencyWindow: -time.Hour}, "Config.IdempotencyWindow"},
+		{"ttl under a short window", Config{DataDir: "x", IdempotencyWindow: time.Hour, RetentionTTL: 30 * time.Minute}, "Config.RetentionTTL 30m0s is shorter than 1h0m0s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

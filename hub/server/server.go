@@ -95,6 +95,13 @@ type Config struct {
 	// RetentionInterval is the gap between retention passes; 0 means
 	// retention.DefaultInterval.
 	RetentionInterval time.Duration
+	// IdempotencyWindow is how long after a workload ended its idempotency
+	// key still answers a retried submit, and so how long retention keeps
+	// every finished workload whatever the limits above; 0 means
+	// retention.IdempotencyWindow (24 h), at least MinIdempotencyWindow.
+	// At high rates a day of finished workloads is more than etcd holds
+	// (about 700 bytes each: 2,000/s for a day is 120 GB): shorten it.
+	IdempotencyWindow time.Duration
 	// Logger receives the hub's logs; nil drops them.
 	Logger *slog.Logger
 	// Clock is the hub's time source; nil means time.Now.
