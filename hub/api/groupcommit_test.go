@@ -203,3 +203,43 @@ func TestGroupCommitCallerCancelDoesNotFailOthers(t *testing.T) {
 		t.Fatalf("other caller failed: %v", err)
 	}
 }
+
+// Under load (the last transaction was shared), a commit waits the linger
+// for more callers: five callers arriving together share one transaction
+// instead of the first going alone. A lone caller does not wait.
+func TestGroupCommitLingersOnlyUnderLoad(t *testing.T) {
+	f := newFake()
+	close(f.hold) // no caller is held
+	const linger = 200 * time.Millisecond
+	g := &groupCommitter{commit: f.commit, maxOps: 128, linger: linger}
+
+	// Idle: the last transaction had one member, so nobody waits.
+	g.lastBatch.Store(1)
+	t0 := time.Now()
+	if err := g.Commit(context.Background(), submitOps(0, 7)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d >= linger {
+		t.Fatalf("a lone caller waited %s", d)
+	}
+
+	// Loaded: five callers arriving within the linger share a transaction.
+	g.lastBatch.Store(2)
+	f.mu.Lock()
+	f.txns = nil
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	for i := 1; i <= 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.Commit(context.Background(), submitOps(i, 7)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(f.txns) != 1 || len(f.txns[0]) != 5+1 {
+		t.Fatalf("transactions %v, want one with 5 workloads and the shared check", f.txns)
+	}
+}
