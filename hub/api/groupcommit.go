@@ -24,12 +24,16 @@ type groupCommitter struct {
 	commit func(ctx context.Context, ops ...store.Op) error
 	maxOps int
 	// linger is how long a commit waits for more callers when the last
-	// one was shared (under load). Each transaction is an fsync and a raft
+	// one was shared (under load): until as many callers as last time are
+	// queued, at most linger. Each transaction is an fsync and a raft
 	// round in etcd: at 2,000 submits/s batches of a few callers meant
-	// ~470 transactions a second; waiting 1 ms halves that. A lone caller
-	// (the last transaction had one member) never waits.
+	// ~470 transactions a second; waiting up to 1 ms halves that. A lone
+	// caller (the last transaction had one member) never waits, and
+	// callers that all wait on the previous commit (a closed loop) are
+	// all queued at once, so they do not wait either.
 	linger    time.Duration
 	lastBatch atomic.Int64
+	arrived   chan struct{} // a caller queued; made on first use, under mu
 
 	mu    sync.Mutex
 	queue []*pendingCommit
@@ -61,6 +65,13 @@ func (g *groupCommitter) Commit(ctx context.Context, ops []store.Op) error {
 	p := &pendingCommit{ops: ops, done: make(chan error, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, p)
+	if g.arrived == nil {
+		g.arrived = make(chan struct{}, 1)
+	}
+	select {
+	case g.arrived <- struct{}{}:
+	default:
+	}
 	if !g.busy {
 		g.busy = true
 		g.mu.Unlock()
@@ -80,9 +91,7 @@ func (g *groupCommitter) Commit(ctx context.Context, ops []store.Op) error {
 // goroutine takes over, so the caller that started it is not held up by
 // other callers' work.
 func (g *groupCommitter) drainOnce() {
-	if g.linger > 0 && g.lastBatch.Load() > 1 {
-		time.Sleep(g.linger)
-	}
+	g.lingerForMore()
 	g.mu.Lock()
 	batch := g.queue
 	g.queue = nil
@@ -101,6 +110,30 @@ func (g *groupCommitter) drainOnce() {
 	}
 	g.mu.Unlock()
 	go g.drainOnce()
+}
+
+// lingerForMore waits, under load, until as many callers are queued as
+// the last transaction had, or linger passes.
+func (g *groupCommitter) lingerForMore() {
+	want := g.lastBatch.Load()
+	if g.linger <= 0 || want <= 1 {
+		return
+	}
+	deadline := time.NewTimer(g.linger)
+	defer deadline.Stop()
+	for {
+		g.mu.Lock()
+		n, arrived := int64(len(g.queue)), g.arrived
+		g.mu.Unlock()
+		if n >= want {
+			return
+		}
+		select {
+		case <-arrived:
+		case <-deadline.C:
+			return
+		}
+	}
 }
 
 // pack takes callers in order while their ops fit one transaction: no key

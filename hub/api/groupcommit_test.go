@@ -204,9 +204,10 @@ func TestGroupCommitCallerCancelDoesNotFailOthers(t *testing.T) {
 	}
 }
 
-// Under load (the last transaction was shared), a commit waits the linger
-// for more callers: five callers arriving together share one transaction
-// instead of the first going alone. A lone caller does not wait.
+// Under load (the last transaction was shared), a commit waits up to the
+// linger for as many callers as last time: five callers arriving together
+// share one transaction instead of the first going alone, and do not wait
+// the whole linger once all five are queued. A lone caller does not wait.
 func TestGroupCommitLingersOnlyUnderLoad(t *testing.T) {
 	f := newFake()
 	close(f.hold) // no caller is held
@@ -224,7 +225,8 @@ func TestGroupCommitLingersOnlyUnderLoad(t *testing.T) {
 	}
 
 	// Loaded: five callers arriving within the linger share a transaction.
-	g.lastBatch.Store(2)
+	g.lastBatch.Store(5)
+	t0 = time.Now()
 	f.mu.Lock()
 	f.txns = nil
 	f.mu.Unlock()
@@ -241,5 +243,8 @@ func TestGroupCommitLingersOnlyUnderLoad(t *testing.T) {
 	wg.Wait()
 	if len(f.txns) != 1 || len(f.txns[0]) != 5+1 {
 		t.Fatalf("transactions %v, want one with 5 workloads and the shared check", f.txns)
+	}
+	if d := time.Since(t0); d >= linger {
+		t.Fatalf("five callers took %s: the commit waited the whole linger though all were queued", d)
 	}
 }
