@@ -105,16 +105,18 @@ type mirror struct {
 	unacked   map[string]curRef
 	recsOf    map[string]map[string]bool // workload id -> dispatch ids of its records
 
-	// runs holds the core's view of every current dispatch, densely, so a
-	// cycle copies one slice instead of walking a map (runIDs[i] is the
-	// dispatch of runs[i]; runIdx inverts it).
+	// runs holds the core's view of every current dispatch, densely: the
+	// cycle hands it to the core as it is, and the API's readers copy one
+	// slice, instead of walking a map (runIDs[i] is the dispatch of
+	// runs[i]; runIdx inverts it).
 	runs   []scheduler.Running
 	runIDs []string
 	runIdx map[string]int
 	// fresh are current dispatches whose usage the agent's advertisement
-	// may not show yet (unacknowledged, or acknowledged after the oldest
-	// advertisement): the only ones buildSnapshot must charge to the
-	// advertised capacity. It drops the others as adverts arrive.
+	// may not show yet (unacknowledged, or acknowledged after their
+	// cluster's last advertisement): the only ones buildSnapshot must
+	// charge to the advertised capacity. It drops the others as adverts
+	// arrive.
 	fresh map[string]curRef
 	log   *slog.Logger
 }
