@@ -456,6 +456,13 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 // every running dispatch.
 func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
 	for _, cluster := range l.fleet.IDs() {
+		at, ok := l.fleet.ReportedAt(cluster)
+		t.mu.Lock()
+		seen := t.reportChecked[cluster].Equal(at)
+		t.mu.Unlock()
+		if !ok || seen {
+			continue
+		}
 		ids, at, ok := l.fleet.Reported(cluster)
 		if !ok {
 			continue
@@ -464,16 +471,13 @@ func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
 		if t.reportChecked == nil {
 			t.reportChecked = map[string]time.Time{}
 		}
-		seen := t.reportChecked[cluster].Equal(at)
 		t.reportChecked[cluster] = at
 		var stale []string
-		if !seen {
-			for _, id := range ids {
-				if c, cur := b.current[id]; (cur && c.r.r.Cluster == cluster) || !t.finished[id].IsZero() {
-					continue // current, or stopped and reported by the agent itself
-				}
-				stale = append(stale, id)
+		for _, id := range ids {
+			if c, cur := b.current[id]; (cur && c.r.r.Cluster == cluster) || !t.finished[id].IsZero() {
+				continue // current, or stopped and reported by the agent itself
 			}
+			stale = append(stale, id)
 		}
 		t.mu.Unlock()
 		for _, id := range stale {

@@ -421,6 +421,18 @@ func (r *Registry) Reported(id string) (ids []string, at time.Time, ok bool) {
 	return append([]string(nil), e.reported...), e.reportedAt, true
 }
 
+// ReportedAt returns when a cluster's last heartbeat arrived, without
+// copying its list; ok is false before the first heartbeat.
+func (r *Registry) ReportedAt(id string) (at time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil || !e.reportedSet {
+		return time.Time{}, false
+	}
+	return e.reportedAt, true
+}
+
 // IDs returns every known cluster id, sorted.
 func (r *Registry) IDs() []string {
 	r.mu.Lock()

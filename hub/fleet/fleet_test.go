@@ -165,9 +165,15 @@ func TestLostDrainAndReturn(t *testing.T) {
 	if s, _ := r.State("east"); s != scheduler.ClusterLost {
 		t.Fatalf("east state = %v", s)
 	}
-	ids, _, ok := r.Reported("west")
+	ids, at, ok := r.Reported("west")
 	if !ok || strings.Join(ids, ",") != "d1,d2" {
 		t.Fatalf("reported = %v %v", ids, ok)
+	}
+	if got, ok := r.ReportedAt("west"); !ok || !got.Equal(at) {
+		t.Fatalf("ReportedAt = %v %v, want %v (Reported's time)", got, ok, at)
+	}
+	if _, ok := r.ReportedAt("east"); ok {
+		t.Fatal("ReportedAt says east reported, but it never sent a heartbeat")
 	}
 
 	must(t, r.SetDraining(context.Background(), "west", true))
