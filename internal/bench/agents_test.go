@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +52,21 @@ func runAgentsProcess(raw string) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
+	// MERIDIAN_BENCH_AGENTS_CPUPROFILE=FILE profiles this process (the
+	// benchmark's -test.cpuprofile covers the hub's process only).
+	if path := os.Getenv("MERIDIAN_BENCH_AGENTS_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
