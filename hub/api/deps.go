@@ -78,6 +78,9 @@ type Deps struct {
 	// BookmarkEvery is how often a quiet watch stream gets a BOOKMARK with
 	// its latest revision; 0 means 10s.
 	BookmarkEvery time.Duration
+	// Metrics, when set, also receives the service's own measurements
+	// (submits per etcd transaction).
+	Metrics *Metrics
 }
 
 // Service implements the four meridian.v1 services.
@@ -121,6 +124,10 @@ func New(d Deps) (*Service, error) {
 	if be == 0 {
 		be = 10 * time.Second
 	}
+	submits := newGroupCommitter(d.Store)
+	if d.Metrics != nil {
+		submits.observe = d.Metrics.submitTxn.Observe
+	}
 	return &Service{d: d, st: d.Store, cli: d.Store.Client(), log: l, ids: newIDGen(), now: now, bookmarkEvery: be,
-		submits: newGroupCommitter(d.Store)}, nil
+		submits: submits}, nil
 }

@@ -34,6 +34,8 @@ type groupCommitter struct {
 	linger    time.Duration
 	lastBatch atomic.Int64
 	arrived   chan struct{} // a caller queued; made on first use, under mu
+	// observe, when set, gets the number of callers of each transaction.
+	observe func(float64)
 
 	mu    sync.Mutex
 	queue []*pendingCommit
@@ -168,6 +170,9 @@ func (g *groupCommitter) pack(batch []*pendingCommit) (members []*pendingCommit,
 func (g *groupCommitter) run(members []*pendingCommit, ops []store.Op) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupCommitTimeout)
 	defer cancel()
+	if g.observe != nil {
+		g.observe(float64(len(members)))
+	}
 	if len(members) == 1 {
 		members[0].done <- g.commit(ctx, members[0].ops...)
 		return

@@ -101,7 +101,9 @@ func waitQueued(t *testing.T, g *groupCommitter, n int) {
 
 func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	f := newFake()
-	g := &groupCommitter{commit: f.commit, maxOps: 128}
+	var sizes []float64 // what the submits-per-transaction metric sees
+	var mu sync.Mutex
+	g := &groupCommitter{commit: f.commit, maxOps: 128, observe: func(n float64) { mu.Lock(); sizes = append(sizes, n); mu.Unlock() }}
 	const n = 20
 	errs := runCallers(t, g, f, n, func(i int) []store.Op { return submitOps(i, 7) })
 	for i, err := range errs {
@@ -116,6 +118,9 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	}
 	if c := slices.Index(f.txns[1], "/q/a"); c < 0 || slices.Index(f.txns[1][c+1:], "/q/a") >= 0 {
 		t.Fatalf("queue check not shared exactly once: %v", f.txns[1])
+	}
+	if !slices.Equal(sizes, []float64{1, n - 1}) {
+		t.Fatalf("submits per transaction observed %v, want [1 %d]", sizes, n-1)
 	}
 }
 

@@ -30,6 +30,9 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	panics   prometheus.Counter
+	// submitTxn is how many submits shared each etcd transaction (group
+	// commit): near 1 at low rates, larger under load.
+	submitTxn prometheus.Histogram
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil means
@@ -49,9 +52,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "meridian", Subsystem: "api", Name: "panics_total",
 			Help: "Handler panics recovered and answered with Internal.",
 		}),
+		submitTxn: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "meridian", Subsystem: "api", Name: "submits_per_transaction",
+			Help:    "Submits that shared one etcd transaction (group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.latency, m.panics} {
+		for _, c := range []prometheus.Collector{m.requests, m.latency, m.panics, m.submitTxn} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("api: register metrics: %w", err)
 			}

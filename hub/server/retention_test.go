@@ -106,6 +106,11 @@ func testRetentionOverTheCap(t *testing.T, window, after time.Duration) {
 	if code != 200 || !strings.Contains(metrics, `meridian_retention_deleted_workloads_total{reason="queue_cap"} 1`) {
 		t.Fatalf("metrics %d lack the retention counter:\n%.3000s", code, metrics)
 	}
+	// The three submits went through group commit, which reports its
+	// transactions.
+	if !strings.Contains(metrics, "meridian_api_submits_per_transaction_sum 3") {
+		t.Fatalf("metrics lack the three submits in submits_per_transaction:\n%.3000s", metrics)
+	}
 }
 
 func TestRetentionConfigErrors(t *testing.T) {

@@ -342,7 +342,12 @@ func (s *Server) buildAPI() error {
 	if err != nil {
 		return fmt.Errorf("server: listen HTTP on %s: %w", s.cfg.HTTPAddr, err)
 	}
+	m, err := api.NewMetrics(s.reg)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	d := api.Deps{
+		Metrics: m,
 		Address: s.grpcLis.Addr().String(),
 		Store:   s.st, Workloads: s.cache, HubID: s.cfg.HubID, Version: s.cfg.Version,
 		Logger: s.log.With("component", "api"), Clock: s.cfg.Clock,
@@ -359,10 +364,6 @@ func (s *Server) buildAPI() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.svc = svc
-	m, err := api.NewMetrics(s.reg)
-	if err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
 	s.grpcSrv = grpc.NewServer(api.ServerOptions(s.log.With("component", "api"), m, s.cfg.MaxRequestBytes)...)
 	svc.Register(s.grpcSrv)
 
