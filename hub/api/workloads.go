@@ -344,7 +344,7 @@ func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloa
 	slices.Sort(phases)
 	fh := filterHash(req.GetQueue(), strings.Join(phases, ","), req.GetCluster(), req.GetLabelSelector())
 	prefix := store.Prefix(store.KindWorkloads)
-	end := clientv3.GetPrefixRangeEnd(prefix)
+	below := "" // the newest workload first
 	if tok := req.GetPageToken(); tok != "" {
 		t, err := decodeToken(tok, fh)
 		if err != nil {
@@ -353,7 +353,7 @@ func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloa
 		if !validWorkloadID(t.Last) {
 			return nil, invalid("page_token", "is not a token this server issued (bad position)")
 		}
-		end = prefix + t.Last
+		below = prefix + t.Last
 	}
 	match := func(w *meridianv1.Workload) bool {
 		if !queueMatches(req.GetQueue(), w.GetQueue()) {
@@ -367,82 +367,20 @@ func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloa
 		}
 		return sel.matches(w.GetLabels())
 	}
+	next := s.etcdBatches(ctx, prefix)
 	if s.d.Workloads != nil {
-		below := ""
-		if req.GetPageToken() != "" {
-			below = end
+		var err error
+		if next, err = s.cacheBatches(ctx, prefix); err != nil {
+			return nil, err
 		}
-		return s.listFromCache(ctx, prefix, below, size, fh, match)
 	}
 	out := &meridianv1.ListWorkloadsResponse{}
-	var rev int64
 	scanned := 0
 	for {
-		opts := []clientv3.OpOption{
-			clientv3.WithRange(end),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend),
-			clientv3.WithLimit(listBatch),
-		}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := s.cli.Get(ctx, prefix, opts...)
+		batch, more, err := next(below)
 		if err != nil {
-			return nil, storeErr("list workloads", err)
+			return nil, err
 		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for i, kv := range resp.Kvs {
-			scanned++
-			key := string(kv.Key)
-			w, err := DecodeWorkloadRecord(kv.Value)
-			if err != nil {
-				s.log.Error("skipping undecodable workload record", "key", key, "err", err)
-				continue
-			}
-			if match(w) {
-				out.Workloads = append(out.Workloads, w)
-			}
-			last := strings.TrimPrefix(key, prefix)
-			moreHere := i < len(resp.Kvs)-1 || resp.More
-			if (len(out.Workloads) == size || scanned >= maxScanPerList) && moreHere {
-				out.NextPageToken = encodeToken(pageToken{Last: last, Filter: fh})
-				return out, nil
-			}
-			end = key
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, nil
-		}
-	}
-}
-
-// listFromCache pages through the watch cache, newest first. etcd cannot
-// read a range in descending order with a limit (it reads the whole range
-// and sorts it), which made every page cost as much as listing every
-// workload; the cache's ordered index reads only what a page needs. The
-// cache first catches up with etcd, so a list sees every write that
-// finished before it (as a read from etcd would).
-func (s *Service) listFromCache(ctx context.Context, prefix, below string, size int, fh string, match func(*meridianv1.Workload) bool) (*meridianv1.ListWorkloadsResponse, error) {
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithKeysOnly())
-	if err != nil {
-		return nil, storeErr("list workloads", err)
-	}
-	if err := s.d.Workloads.WaitForRevision(ctx, resp.Header.Revision); err != nil {
-		return nil, storeErr("list workloads: waiting for the watch cache", err)
-	}
-	out := &meridianv1.ListWorkloadsResponse{}
-	scanned := 0
-	for {
-		// One more than a batch, to know whether anything follows it.
-		var batch []store.Item
-		s.d.Workloads.Descend(prefix, below, listBatch+1, func(it store.Item) bool {
-			batch = append(batch, it)
-			return true
-		})
-		more := len(batch) > listBatch
-		batch = batch[:min(len(batch), listBatch)]
 		for i, it := range batch {
 			scanned++
 			w, err := DecodeWorkloadRecord(it.Value)
@@ -456,10 +394,73 @@ func (s *Service) listFromCache(ctx context.Context, prefix, below string, size 
 				return out, nil
 			}
 		}
-		if !more {
+		if !more || len(batch) == 0 {
 			return out, nil
 		}
 		below = batch[len(batch)-1].Key
+	}
+}
+
+// workloadBatches returns up to listBatch workload records with keys
+// below below ("" means from the newest), newest first, and whether more
+// follow.
+type workloadBatches func(below string) ([]store.Item, bool, error)
+
+// cacheBatches reads the watch cache's ordered index. etcd cannot read a
+// range in descending order with a limit (it reads the whole range and
+// sorts it), which made every page cost as much as listing every workload;
+// the cache reads only what a page needs. The cache first catches up with
+// etcd, so a list sees every write that finished before it (as a read from
+// etcd would).
+func (s *Service) cacheBatches(ctx context.Context, prefix string) (workloadBatches, error) {
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, storeErr("list workloads", err)
+	}
+	if err := s.d.Workloads.WaitForRevision(ctx, resp.Header.Revision); err != nil {
+		return nil, storeErr("list workloads: waiting for the watch cache", err)
+	}
+	return func(below string) ([]store.Item, bool, error) {
+		// One more than a batch, to know whether anything follows it.
+		var batch []store.Item
+		s.d.Workloads.Descend(prefix, below, listBatch+1, func(it store.Item) bool {
+			batch = append(batch, it)
+			return true
+		})
+		more := len(batch) > listBatch
+		return batch[:min(len(batch), listBatch)], more, nil
+	}, nil
+}
+
+// etcdBatches reads etcd, every batch at the revision of the first, for a
+// service without a watch cache.
+func (s *Service) etcdBatches(ctx context.Context, prefix string) workloadBatches {
+	var rev int64
+	return func(below string) ([]store.Item, bool, error) {
+		end := below
+		if end == "" {
+			end = clientv3.GetPrefixRangeEnd(prefix)
+		}
+		opts := []clientv3.OpOption{
+			clientv3.WithRange(end),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend),
+			clientv3.WithLimit(listBatch),
+		}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, prefix, opts...)
+		if err != nil {
+			return nil, false, storeErr("list workloads", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		batch := make([]store.Item, 0, len(resp.Kvs))
+		for _, kv := range resp.Kvs {
+			batch = append(batch, store.Item{Key: string(kv.Key), Value: kv.Value})
+		}
+		return batch, resp.More, nil
 	}
 }
 

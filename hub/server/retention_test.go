@@ -112,31 +112,3 @@ func testRetentionOverTheCap(t *testing.T, window, after time.Duration) {
 		t.Fatalf("metrics lack the three submits in submits_per_transaction:\n%.3000s", metrics)
 	}
 }
-
-func TestRetentionConfigErrors(t *testing.T) {
-	cases := []struct {
-		name string
-		cfg  Config
-		want string
-	}{
-		{"negative ttl", Config{DataDir: "x", RetentionTTL: -time.Hour}, "Config.RetentionTTL"},
-		{"negative cap", Config{DataDir: "x", RetentionPerQueue: -1}, "Config.RetentionPerQueue"},
-		{"ttl under the idempotency window", Config{DataDir: "x", RetentionTTL: time.Hour}, "Config.RetentionTTL 1h0m0s is shorter than 24h"},
-		{"negative interval", Config{DataDir: "x", RetentionInterval: -time.Second}, "Config.RetentionInterval"},
-		{"window under a minute", Config{DataDir: "x", IdempotencyWindow: 30 * time.Second}, "Config.IdempotencyWindow 30s is shorter than 1m0s"},
-		{"negative window", Config{DataDir: "x", IdempotencyWindow: -time.Hour}, "Config.IdempotencyWindow"},
-		{"ttl under a short window", Config{DataDir: "x", IdempotencyWindow: time.Hour, RetentionTTL: 30 * time.Minute}, "Config.RetentionTTL 30m0s is shorter than 1h0m0s"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s, err := New(c.cfg)
-			if err == nil {
-				_ = s.Close()
-				t.Fatal("New accepted a bad config")
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q does not mention %q", err, c.want)
-			}
-		})
-	}
-}

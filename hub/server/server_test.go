@@ -190,6 +190,13 @@ func TestConfigErrors(t *testing.T) {
 		{"bad grpc addr", Config{DataDir: "x", GRPCAddr: "nope"}, "GRPCAddr"},
 		{"negative size", Config{DataDir: "x", MaxRequestBytes: -1}, "MaxRequestBytes"},
 		{"negative txn ops", Config{DataDir: "x", EtcdMaxTxnOps: -2}, "EtcdMaxTxnOps"},
+		{"negative ttl", Config{DataDir: "x", RetentionTTL: -time.Hour}, "Config.RetentionTTL"},
+		{"negative cap", Config{DataDir: "x", RetentionPerQueue: -1}, "Config.RetentionPerQueue"},
+		{"ttl under the idempotency window", Config{DataDir: "x", RetentionTTL: time.Hour}, "Config.RetentionTTL 1h0m0s is shorter than 24h"},
+		{"negative interval", Config{DataDir: "x", RetentionInterval: -time.Second}, "Config.RetentionInterval"},
+		{"window under a minute", Config{DataDir: "x", IdempotencyWindow: 30 * time.Second}, "Config.IdempotencyWindow 30s is shorter than 1m0s"},
+		{"negative window", Config{DataDir: "x", IdempotencyWindow: -time.Hour}, "Config.IdempotencyWindow"},
+		{"ttl under a short window", Config{DataDir: "x", IdempotencyWindow: time.Hour, RetentionTTL: 30 * time.Minute}, "Config.RetentionTTL 30m0s is shorter than 1h0m0s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,9 +20,9 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/localrun"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // Options configure one demo run.
@@ -211,7 +210,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 		_ = hub.Close()
 	}()
 	addrs := hub.Addrs()
-	if err := waitReady(ctx, "http://"+addrs.HTTP+"/readyz", 30*time.Second); err != nil {
+	if err := localrun.WaitReady(ctx, "http://"+addrs.HTTP+"/readyz", 30*time.Second); err != nil {
 		return nil, err
 	}
 
@@ -333,28 +332,6 @@ func freeOr(addr string) string {
 	return addr
 }
 
-func waitReady(ctx context.Context, url string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the hub was not ready within %s (%s): %v", limit, url, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // startAgents connects the spokes to the hub through real spoke agents
 // over NATS, building a simulated cluster for each spec without a
 // connector.
@@ -410,32 +387,11 @@ func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.L
 // with the short heartbeat and advertisement periods the demo and the
 // benchmarks use; the returned func stops it (the connector stays open).
 func StartAgent(ctx context.Context, natsURL, id string, conn agent.Connector, log *slog.Logger) (func(), error) {
-	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-	bus, err := natsbus.Connect(cctx, natsURL, natsbus.WithName("demo-agent-"+id))
-	ccancel()
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: connect to NATS: %w", id, err)
-	}
-	a, err := agent.New(agent.Config{
-		ClusterID: id, Bus: bus, Connector: conn, Logger: log.With("agent", id),
+	return localrun.Agent(ctx, ctx, natsURL, "demo-agent-"+id, agent.Config{
+		ClusterID: id, Connector: conn, Logger: log.With("agent", id),
 		HeartbeatInterval: 500 * time.Millisecond, AdvertiseInterval: 2 * time.Second, ChangeDelay: 20 * time.Millisecond,
 		Version: "demo",
 	})
-	if err != nil {
-		bus.Close()
-		return nil, fmt.Errorf("agent %s: %w", id, err)
-	}
-	actx, acancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(actx) }()
-	return func() {
-		acancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-		}
-		bus.Close()
-	}, nil
 }
 
 func waitClusters(ctx context.Context, c client, n int, limit time.Duration) error {

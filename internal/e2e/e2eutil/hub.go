@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/localrun"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // Hub is a hub an end-to-end fixture started, with a gRPC connection and
@@ -62,7 +62,7 @@ func StartHub(ctx context.Context, id string, log *slog.Logger) (*Hub, error) {
 		_ = srv.Close()
 		os.RemoveAll(dir)
 	}
-	if err := WaitHTTP(ctx, h.REST+"/readyz", 30*time.Second); err != nil {
+	if err := localrun.WaitReady(ctx, h.REST+"/readyz", 30*time.Second); err != nil {
 		h.Stop()
 		return nil, err
 	}
@@ -84,30 +84,10 @@ func (h *Hub) Stop() { h.stop() }
 // intervals the tests use, else at the agent's defaults. It returns the
 // function that stops the agent and closes its NATS connection.
 func (h *Hub) StartAgent(ctx context.Context, id string, conn agent.Connector, log *slog.Logger, fast bool) (func(), error) {
-	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-	bus, err := natsbus.Connect(cctx, h.Server.NATSURL(), natsbus.WithName("e2e-agent-"+id))
-	ccancel()
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: connect to NATS: %w", id, err)
-	}
-	cfg := agent.Config{ClusterID: id, Bus: bus, Connector: conn, Logger: log.With("agent", id), Version: "e2e"}
+	cfg := agent.Config{ClusterID: id, Connector: conn, Logger: log.With("agent", id), Version: "e2e"}
 	if fast {
 		cfg.HeartbeatInterval, cfg.AdvertiseInterval, cfg.ChangeDelay = 300*time.Millisecond, time.Second, 20*time.Millisecond
 	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		bus.Close()
-		return nil, fmt.Errorf("agent %s: %w", id, err)
-	}
-	actx, acancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(actx) }()
-	return func() {
-		acancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-		}
-		bus.Close()
-	}, nil
+	// ctx bounds the fixture's start only; the agent runs until stopped.
+	return localrun.Agent(ctx, context.Background(), h.Server.NATSURL(), "e2e-agent-"+id, cfg)
 }

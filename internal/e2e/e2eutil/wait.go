@@ -3,37 +3,10 @@ package e2eutil
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
-
-// WaitHTTP waits until url answers 200 (a hub's /readyz), or limit passes.
-func WaitHTTP(ctx context.Context, url string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s: %v", url, limit, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 // WaitClusters waits until the hub reports every id READY with capacity.
 func WaitClusters(ctx context.Context, cl meridianv1.ClusterServiceClient, limit time.Duration, ids ...string) error {
