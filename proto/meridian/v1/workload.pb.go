@@ -505,9 +505,15 @@ type WorkloadStatus struct {
 	// When the current attempt was dispatched.
 	DispatchTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=dispatch_time,json=dispatchTime,proto3" json:"dispatch_time,omitempty"`
 	// When the status last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Machine-readable CamelCase code for `pending_reason`, set with it:
+	// `QuotaExceeded`, `NoFit`, `NoEligibleCluster`, `NeverFits` (no
+	// registered cluster or no quota above the queue could ever hold it as
+	// written), `WaitingForPreemption`, `Invalid`, `Deferred`,
+	// `WaitingForScheduler`.
+	PendingReasonCode string `protobuf:"bytes,13,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
@@ -624,13 +630,26 @@ func (x *WorkloadStatus) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WorkloadStatus) GetPendingReasonCode() string {
+	if x != nil {
+		return x.PendingReasonCode
+	}
+	return ""
+}
+
 // SubmitWorkloadRequest carries the workload to submit.
 type SubmitWorkloadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The workload; output-only fields must be empty.
-	Workload      *Workload `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Workload *Workload `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	// Reject the workload with FAILED_PRECONDITION, storing nothing, when it
+	// can never run as written: no registered cluster could ever hold it
+	// (too many GPUs per replica for the largest node of its class, a class
+	// no cluster has) or it exceeds every quota above its queue. Without it
+	// such a workload is stored and waits with reason code `NeverFits`.
+	RejectIfNeverFits bool `protobuf:"varint,2,opt,name=reject_if_never_fits,json=rejectIfNeverFits,proto3" json:"reject_if_never_fits,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SubmitWorkloadRequest) Reset() {
@@ -668,6 +687,13 @@ func (x *SubmitWorkloadRequest) GetWorkload() *Workload {
 		return x.Workload
 	}
 	return nil
+}
+
+func (x *SubmitWorkloadRequest) GetRejectIfNeverFits() bool {
+	if x != nil {
+		return x.RejectIfNeverFits
+	}
+	return false
 }
 
 // SubmitWorkloadResponse returns the stored workload.
@@ -1190,9 +1216,12 @@ type ExplainWorkloadResponse struct {
 	// Fit per cluster, in the order the scheduler ranked them.
 	Clusters []*ClusterFit `protobuf:"bytes,6,rep,name=clusters,proto3" json:"clusters,omitempty"`
 	// When the explanation was computed (the scheduler snapshot time).
-	EvaluateTime  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=evaluate_time,json=evaluateTime,proto3" json:"evaluate_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EvaluateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=evaluate_time,json=evaluateTime,proto3" json:"evaluate_time,omitempty"`
+	// Machine-readable code for `pending_reason` (see
+	// WorkloadStatus.pending_reason_code); empty unless QUEUED.
+	PendingReasonCode string `protobuf:"bytes,8,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ExplainWorkloadResponse) Reset() {
@@ -1272,6 +1301,13 @@ func (x *ExplainWorkloadResponse) GetEvaluateTime() *timestamppb.Timestamp {
 		return x.EvaluateTime
 	}
 	return nil
+}
+
+func (x *ExplainWorkloadResponse) GetPendingReasonCode() string {
+	if x != nil {
+		return x.PendingReasonCode
+	}
+	return ""
 }
 
 // WatchWorkloadsRequest selects the workloads to watch.
@@ -1455,7 +1491,7 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\x0e2\x1c.meridian.v1.ConditionStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
-	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xb2\x04\n" +
+	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xe2\x04\n" +
 	"\x0eWorkloadStatus\x120\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x1a.meridian.v1.WorkloadPhaseR\x05phase\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1f\n" +
@@ -1474,11 +1510,13 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"conditions\x12?\n" +
 	"\rdispatch_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fdispatchTime\x12;\n" +
 	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTimeB\f\n" +
+	"updateTime\x12.\n" +
+	"\x13pending_reason_code\x18\r \x01(\tR\x11pendingReasonCodeB\f\n" +
 	"\n" +
-	"_exit_code\"J\n" +
+	"_exit_code\"{\n" +
 	"\x15SubmitWorkloadRequest\x121\n" +
-	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\"g\n" +
+	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12/\n" +
+	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\"g\n" +
 	"\x16SubmitWorkloadResponse\x121\n" +
 	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12\x1a\n" +
 	"\breplayed\x18\x02 \x01(\bR\breplayed\"$\n" +
@@ -1511,7 +1549,7 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"ClusterFit\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04fits\x18\x02 \x01(\bR\x04fits\x12\x14\n" +
-	"\x05lines\x18\x03 \x03(\tR\x05lines\"\xdf\x02\n" +
+	"\x05lines\x18\x03 \x03(\tR\x05lines\"\x8f\x03\n" +
 	"\x17ExplainWorkloadResponse\x12\x1f\n" +
 	"\vworkload_id\x18\x01 \x01(\tR\n" +
 	"workloadId\x120\n" +
@@ -1520,7 +1558,8 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x0equeue_position\x18\x04 \x01(\x05R\rqueuePosition\x12-\n" +
 	"\x05quota\x18\x05 \x03(\v2\x17.meridian.v1.QuotaCheckR\x05quota\x123\n" +
 	"\bclusters\x18\x06 \x03(\v2\x17.meridian.v1.ClusterFitR\bclusters\x12?\n" +
-	"\revaluate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fevaluateTime\"\x9e\x01\n" +
+	"\revaluate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fevaluateTime\x12.\n" +
+	"\x13pending_reason_code\x18\b \x01(\tR\x11pendingReasonCode\"\x9e\x01\n" +
 	"\x15WatchWorkloadsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
 	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
