@@ -62,6 +62,11 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 	if err := validation.ValidateWorkload(w); err != nil {
 		return nil, err
 	}
+	if req.GetRejectIfNeverFits() {
+		if err := s.rejectIfNeverFits(ctx, w); err != nil {
+			return nil, err
+		}
+	}
 	qkey, err := QueueKey(w.GetQueue())
 	if err != nil {
 		return nil, invalid("queue", "%v", err)
@@ -530,36 +535,4 @@ func hasCondition(st *meridianv1.WorkloadStatus, typ string) bool {
 		}
 	}
 	return false
-}
-
-// ExplainWorkload asks the Explainer, or answers from the stored status.
-func (s *Service) ExplainWorkload(ctx context.Context, req *meridianv1.ExplainWorkloadRequest) (*meridianv1.ExplainWorkloadResponse, error) {
-	w, _, err := s.getWorkload(ctx, req.GetId())
-	if err != nil {
-		return nil, err
-	}
-	if s.d.Explainer != nil {
-		resp, err := s.d.Explainer.Explain(ctx, w)
-		if err != nil {
-			if _, ok := status.FromError(err); ok {
-				return nil, err
-			}
-			return nil, status.Errorf(codes.Internal, "explain %s: %v", w.GetId(), err)
-		}
-		if resp != nil {
-			return resp, nil
-		}
-	}
-	resp := &meridianv1.ExplainWorkloadResponse{
-		WorkloadId:   w.GetId(),
-		Phase:        w.GetStatus().GetPhase(),
-		EvaluateTime: w.GetStatus().GetUpdateTime(),
-	}
-	if resp.Phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
-		resp.PendingReason = w.GetStatus().GetPendingReason()
-		if resp.PendingReason == "" {
-			resp.PendingReason = PendingWaitingForScheduler
-		}
-	}
-	return resp, nil
 }
