@@ -3,7 +3,10 @@ package api
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -83,5 +86,57 @@ func TestListFromCacheMatchesEtcd(t *testing.T) {
 	slices.Reverse(want)
 	if !slices.Equal(all, want) {
 		t.Fatalf("listed %v\nwant newest first %v", all, want)
+	}
+}
+
+// A page ends early once its workloads add up to maxPageBytes, so that
+// large workloads cannot make a list fail for everyone with "received
+// message larger than max" (the default gRPC client accepts 4 MiB), and
+// paging still returns every workload once.
+func TestListPagesAreCappedByBytes(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	tn := tenant(t)
+	e.mkQueues(t, tn, tn+"/big")
+	const n = 20 // 20 x 250 KiB = 5 MiB: more than one default gRPC message
+	want := map[string]bool{}
+	for i := 0; i < n; i++ {
+		w := validWorkload(tn + "/big")
+		w.Runtime.GetContainer().Env = map[string]string{"BLOB": strings.Repeat("x", 250*1024)}
+		r, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[r.GetWorkload().GetId()] = true
+	}
+	req := &meridianv1.ListWorkloadsRequest{Queue: tn, PageSize: 1000}
+	got, pages := map[string]bool{}, 0
+	for {
+		resp, err := e.wl.ListWorkloads(ctx, req)
+		if err != nil {
+			t.Fatalf("page %d: %v", pages+1, err)
+		}
+		pages++
+		if size := proto.Size(resp); size > 2*maxPageBytes {
+			t.Fatalf("page %d is %d bytes; pages are capped near %d", pages, size, maxPageBytes)
+		}
+		for _, w := range resp.GetWorkloads() {
+			if got[w.GetId()] {
+				t.Fatalf("workload %s listed twice", w.GetId())
+			}
+			got[w.GetId()] = true
+		}
+		if resp.GetNextPageToken() == "" || pages > n {
+			break
+		}
+		req.PageToken = resp.GetNextPageToken()
+	}
+	if len(got) != n || pages < 4 {
+		t.Fatalf("listed %d of %d workloads in %d pages; want all, in at least 4 pages", len(got), n, pages)
+	}
+	for id := range want {
+		if !got[id] {
+			t.Fatalf("workload %s was never listed", id)
+		}
 	}
 }

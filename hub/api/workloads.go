@@ -35,11 +35,16 @@ const IdempotencyHeader = "Idempotency-Key"
 const ConditionCancelRequested = "CancelRequested"
 
 const (
-	maxReasonLen     = 1024
-	defaultPageSize  = 100
-	maxPageSize      = 1000
-	listBatch        = 256
-	maxScanPerList   = 20000
+	maxReasonLen    = 1024
+	defaultPageSize = 100
+	maxPageSize     = 1000
+	listBatch       = 256
+	maxScanPerList  = 20000
+	// maxPageBytes ends a list page early once its workloads' encodings
+	// add up to this much: with a stored workload below 2 MiB (the request
+	// limit) a page stays under the 4 MiB a gRPC client accepts by default,
+	// however large its workloads are.
+	maxPageBytes     = 1 << 20
 	maxSubmitRetries = 4
 	maxCASRetries    = 8
 )
@@ -380,7 +385,7 @@ func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloa
 		}
 	}
 	out := &meridianv1.ListWorkloadsResponse{}
-	scanned := 0
+	scanned, pageBytes := 0, 0
 	for {
 		batch, more, err := next(below)
 		if err != nil {
@@ -393,8 +398,10 @@ func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloa
 				s.log.Error("skipping undecodable workload record", "key", it.Key, "err", err)
 			} else if match(w) {
 				out.Workloads = append(out.Workloads, w)
+				pageBytes += len(it.Value)
 			}
-			if (len(out.Workloads) == size || scanned >= maxScanPerList) && (i < len(batch)-1 || more) {
+			full := len(out.Workloads) == size || pageBytes >= maxPageBytes || scanned >= maxScanPerList
+			if full && (i < len(batch)-1 || more) {
 				out.NextPageToken = encodeToken(pageToken{Last: strings.TrimPrefix(it.Key, prefix), Filter: fh})
 				return out, nil
 			}

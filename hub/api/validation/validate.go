@@ -11,18 +11,27 @@ import (
 // Limits enforced by ValidateWorkload and ValidateQueue. They are part of
 // the API contract (docs/api.md lists them).
 const (
-	MaxPodSets             = 16
-	MaxReplicas            = 10_000
-	MaxTotalReplicas       = 100_000
-	MaxGPUMilli            = 8_000
-	GPUMilliPerGPU         = 1_000
-	MaxGPUMemoryMiB        = 1_048_576
-	MaxCPUMilli            = 4_096_000
-	MaxMemoryMiB           = 64 * 1024 * 1024 // 64 TiB in MiB
-	MinPriority            = -1_000_000
-	MaxPriority            = 1_000_000
-	MaxIdempotencyKeyLen   = 128
-	MaxRuntimeBytes        = 256 * 1024
+	MaxPodSets           = 16
+	MaxReplicas          = 10_000
+	MaxTotalReplicas     = 100_000
+	MaxGPUMilli          = 8_000
+	GPUMilliPerGPU       = 1_000
+	MaxGPUMemoryMiB      = 1_048_576
+	MaxCPUMilli          = 4_096_000
+	MaxMemoryMiB         = 64 * 1024 * 1024 // 64 TiB in MiB
+	MinPriority          = -1_000_000
+	MaxPriority          = 1_000_000
+	MaxIdempotencyKeyLen = 128
+	MaxRuntimeBytes      = 256 * 1024
+	// MaxLabels bounds the entries of `labels` and of `cluster_selector`:
+	// labels are copied into every list page, watch event and status
+	// write, so their count is part of what one workload costs everyone.
+	MaxLabels = 64
+	// MaxWorkloadBytes bounds the whole workload as submitted (its
+	// protobuf encoding): a full runtime template plus some room for
+	// labels and pod sets. It keeps what one workload costs every list
+	// page, watch event and status write in check.
+	MaxWorkloadBytes       = 288 * 1024
 	MaxSameNodeGPUMilli    = 64 * GPUMilliPerGPU // replicas × GPUs on one node
 	MaxQueueWeight         = 1_000_000
 	MaxQueueDescriptionLen = 1024
@@ -78,9 +87,18 @@ func validateWorkload(c *collector, w *meridianv1.Workload) {
 	if w.GetStatus() != nil {
 		c.add("status", "is set by the server and must be empty on submit")
 	}
+	if n := proto.Size(w); n > MaxWorkloadBytes {
+		c.add("workload", "is %d bytes encoded; the limit is %d (%d KiB): shrink labels or the runtime template", n, MaxWorkloadBytes, MaxWorkloadBytes/1024)
+	}
 }
 
 func validateLabels(c *collector, field string, m map[string]string) {
+	if len(m) > MaxLabels {
+		// One violation, not one per entry: thousands of entries would
+		// make the error itself a flood.
+		c.add(field, "at most %d entries are allowed (got %d)", MaxLabels, len(m))
+		return
+	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -149,6 +149,17 @@ func TestValidateWorkloadRejectsBadInput(t *testing.T) {
 		"runtime too large": {func(w *meridianv1.Workload) {
 			w.Runtime.GetContainer().Env = map[string]string{"BLOB": strings.Repeat("x", MaxRuntimeBytes)}
 		}, "runtime", "at most 262144 bytes"},
+		"too many labels": {func(w *meridianv1.Workload) { w.Labels = manyLabels(MaxLabels+1, "") }, "labels", "at most 64 entries are allowed (got 65)"},
+		"too many selector entries": {func(w *meridianv1.Workload) {
+			w.ClusterSelector = manyLabels(MaxLabels*10, "")
+		}, "cluster_selector", "at most 64 entries are allowed (got 640)"},
+		"workload too large": {func(w *meridianv1.Workload) {
+			// Each part within its own limit, the whole over MaxWorkloadBytes.
+			w.Runtime.GetContainer().Env = map[string]string{"BLOB": strings.Repeat("x", 250*1024)}
+			long := strings.Repeat("p", 200) + ".example/"
+			w.Labels = manyLabels(MaxLabels, long)
+			w.ClusterSelector = manyLabels(MaxLabels, long)
+		}, "workload", "the limit is 294912"},
 		"container without image": {func(w *meridianv1.Workload) { w.Runtime.GetContainer().Image = "" }, "runtime.container.image", "required"},
 		"slurm without script": {func(w *meridianv1.Workload) {
 			w.Runtime = &meridianv1.RuntimeTemplate{Kind: &meridianv1.RuntimeTemplate_Slurm{Slurm: &meridianv1.SlurmTemplate{}}}
@@ -333,4 +344,14 @@ func TestValidateQueue(t *testing.T) {
 	if vs := FieldViolations(ValidateQueue(nil)); len(vs) != 1 || vs[0].GetField() != "queue" {
 		t.Errorf("ValidateQueue(nil) violations = %v, want one on field queue", vs)
 	}
+}
+
+// manyLabels returns n valid labels with long keys and values, each key
+// starting with prefix.
+func manyLabels(n int, prefix string) map[string]string {
+	m := make(map[string]string, n)
+	for i := 0; i < n; i++ {
+		m[fmt.Sprintf("%s%s-%d", prefix, strings.Repeat("k", 50), i)] = strings.Repeat("v", 60)
+	}
+	return m
 }
