@@ -8,6 +8,10 @@ import (
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
+// AnyClass as a queue quota's accelerator_class sets the limits of every
+// class the queue does not list by name.
+const AnyClass = "*"
+
 // Limits enforced by ValidateWorkload and ValidateQueue. They are part of
 // the API contract (docs/api.md lists them).
 const (
@@ -277,8 +281,8 @@ func ValidateQueue(q *meridianv1.Queue) error {
 		}
 		switch ac := qq.GetAcceleratorClass(); {
 		case ac == "":
-			c.add(join(path, "accelerator_class"), "is required")
-		case checkAcceleratorClass(ac) != "":
+			c.add(join(path, "accelerator_class"), "is required (a class, or \"*\" for every class the queue does not list)")
+		case ac != AnyClass && checkAcceleratorClass(ac) != "":
 			c.add(join(path, "accelerator_class"), "%s", checkAcceleratorClass(ac))
 		default:
 			if j, dup := seen[ac]; dup {

@@ -298,10 +298,14 @@ func TestValidateQueue(t *testing.T) {
 		mutate    func(*meridianv1.Queue)
 		wantField string // "" means valid
 	}{
-		"valid":                 {func(*meridianv1.Queue) {}, ""},
-		"valid no quotas":       {func(q *meridianv1.Queue) { q.Quotas = nil }, ""},
-		"valid zero borrow":     {func(q *meridianv1.Queue) { q.Quotas[1].BorrowLimitMilli = i64(0) }, ""},
-		"valid revision":        {func(q *meridianv1.Queue) { q.Revision = 7 }, ""},
+		"valid":             {func(*meridianv1.Queue) {}, ""},
+		"valid no quotas":   {func(q *meridianv1.Queue) { q.Quotas = nil }, ""},
+		"valid zero borrow": {func(q *meridianv1.Queue) { q.Quotas[1].BorrowLimitMilli = i64(0) }, ""},
+		"valid revision":    {func(q *meridianv1.Queue) { q.Revision = 7 }, ""},
+		"valid every class": {func(q *meridianv1.Queue) { q.Quotas[0].AcceleratorClass = AnyClass }, ""},
+		"every class twice": {func(q *meridianv1.Queue) {
+			q.Quotas[0].AcceleratorClass, q.Quotas[1].AcceleratorClass = AnyClass, AnyClass
+		}, "quotas[1].accelerator_class"},
 		"missing path":          {func(q *meridianv1.Queue) { q.Path = "" }, "path"},
 		"bad path":              {func(q *meridianv1.Queue) { q.Path = "acme/Team" }, "path"},
 		"negative weight":       {func(q *meridianv1.Queue) { q.Weight = -1 }, "weight"},
