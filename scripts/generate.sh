@@ -64,7 +64,7 @@ protoc "${INCLUDES[@]}" "${PLUGINS[@]}" \
 	--go-grpc_out="$OUT" --go-grpc_opt=paths=source_relative \
 	--grpc-gateway_out="$OUT" --grpc-gateway_opt=paths=source_relative \
 	--openapiv2_out="$OUT" \
-	--openapiv2_opt=allow_merge=true,merge_file_name=meridian/v1/meridian,disable_service_tags=false \
+	--openapiv2_opt=allow_merge=true,merge_file_name=meridian/v1/meridian,disable_service_tags=false,allow_patch_feature=false \
 	"${API_PROTOS[@]}"
 
 # Agent wire protocol: messages only (it travels over NATS, not gRPC).

@@ -10,6 +10,7 @@
 package meridianv1
 
 import (
+	_ "github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2/options"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -44,12 +45,18 @@ type Queue struct {
 	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// Output only. Current usage and fairshare.
 	Status *QueueStatus `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
-	// Output only. When the queue was created.
+	// Output only. When the queue was created. Clients may send it unset, null
+	// or as the zero time `0001-01-01T00:00:00Z`.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	// Output only. When the queue's spec last changed.
+	// Output only. When the queue's spec last changed. Clients may send it
+	// unset, null or as the zero time `0001-01-01T00:00:00Z`.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	// Output only on read; on update, if set, the update only succeeds when
-	// the stored queue still has this revision (optimistic concurrency).
+	// Spec revision. Set by the server on read: it changes only when this
+	// queue's own spec (weight, quotas, description) changes, not when a
+	// child queue is created. Must be 0 or unset on create. On update, if
+	// set, the update only succeeds when the queue's spec is still at this
+	// revision (optimistic concurrency); over REST the `ETag` header carries
+	// the same value and `If-Match` may be used instead.
 	Revision      int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -425,8 +432,9 @@ type UpdateQueueRequest struct {
 	// Required. The queue, `path` naming the one to update.
 	Queue *Queue `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Fields to update (`weight`, `quotas`, `description`). Empty means all
-	// of them. Over REST with PATCH it is filled from the fields present in
-	// the body.
+	// of them over gRPC. Over REST it is the `update_mask` query parameter,
+	// comma-separated (`?update_mask=weight,quotas`); without it the mask is
+	// the fields present in the body with a non-null value.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -691,16 +699,16 @@ var File_meridian_v1_queue_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x17meridian/v1/queue.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x02\n" +
+	"\x17meridian/v1/queue.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xe3\x02\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x05R\x06weight\x12/\n" +
 	"\x06quotas\x18\x03 \x03(\v2\x17.meridian.v1.QueueQuotaR\x06quotas\x12 \n" +
-	"\vdescription\x18\x04 \x01(\tR\vdescription\x120\n" +
-	"\x06status\x18\x05 \x01(\v2\x18.meridian.v1.QueueStatusR\x06status\x12;\n" +
-	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x12;\n" +
-	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x127\n" +
+	"\x06status\x18\x05 \x01(\v2\x18.meridian.v1.QueueStatusB\x05\x92A\x02@\x01R\x06status\x12B\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampB\x05\x92A\x02@\x01R\n" +
+	"createTime\x12B\n" +
+	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampB\x05\x92A\x02@\x01R\n" +
 	"updateTime\x12\x1a\n" +
 	"\brevision\x18\b \x01(\x03R\brevision\"\xf5\x01\n" +
 	"\n" +
@@ -742,16 +750,20 @@ const file_meridian_v1_queue_proto_rawDesc = "" +
 	"\x06queues\x18\x01 \x03(\v2\x12.meridian.v1.QueueR\x06queues\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n" +
 	"\x12DeleteQueueRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path2\x81\x04\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path2\x96\t\n" +
 	"\fQueueService\x12]\n" +
 	"\vCreateQueue\x12\x1f.meridian.v1.CreateQueueRequest\x1a\x12.meridian.v1.Queue\"\x19\x82\xd3\xe4\x93\x02\x13:\x05queue\"\n" +
-	"/v1/queues\x12m\n" +
-	"\vUpdateQueue\x12\x1f.meridian.v1.UpdateQueueRequest\x1a\x12.meridian.v1.Queue\")\x82\xd3\xe4\x93\x02#:\x05queue2\x1a/v1/queues/{queue.path=**}\x12Z\n" +
+	"/v1/queues\x12\x91\x05\n" +
+	"\vUpdateQueue\x12\x1f.meridian.v1.UpdateQueueRequest\x1a\x12.meridian.v1.Queue\"\xcc\x04\x92A\x9f\x04\x1a\x93\x03Only the fields named by `update_mask` change. Without `update_mask` the fields present in the body with a non-null value change; a field sent as null is left alone unless `update_mask` names it (then it is cleared). A `path` in the body must equal the URL's. Send `If-Match` with the `ETag` of a previous read (or `revision` in the body) to update only if the spec is unchanged: a mismatch is HTTP 412.r\x86\x01\n" +
+	"\x83\x01\n" +
+	"\bIf-Match\x12uETag from a previous GET, PATCH or POST of this queue; the update fails with 412 when the queue's spec changed since.\x18\x01\x82\xd3\xe4\x93\x02#:\x05queue2\x1a/v1/queues/{queue.path=**}\x12Z\n" +
 	"\bGetQueue\x12\x1c.meridian.v1.GetQueueRequest\x1a\x12.meridian.v1.Queue\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/queues/{path=**}\x12a\n" +
 	"\n" +
 	"ListQueues\x12\x1e.meridian.v1.ListQueuesRequest\x1a\x1f.meridian.v1.ListQueuesResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
-	"/v1/queues\x12d\n" +
-	"\vDeleteQueue\x12\x1f.meridian.v1.DeleteQueueRequest\x1a\x16.google.protobuf.Empty\"\x1c\x82\xd3\xe4\x93\x02\x16*\x14/v1/queues/{path=**}B?Z=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
+	"/v1/queues\x12\xd3\x01\n" +
+	"\vDeleteQueue\x12\x1f.meridian.v1.DeleteQueueRequest\x1a\x16.google.protobuf.Empty\"\x8a\x01\x92Akri\n" +
+	"g\n" +
+	"\bIf-Match\x12YETag from a previous read; the delete fails with 412 when the queue's spec changed since.\x18\x01\x82\xd3\xe4\x93\x02\x16*\x14/v1/queues/{path=**}B?Z=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
 
 var (
 	file_meridian_v1_queue_proto_rawDescOnce sync.Once

@@ -262,9 +262,11 @@ type Workload struct {
 	// queue returns the first workload instead of creating another. May also
 	// be sent as the `Idempotency-Key` HTTP header.
 	IdempotencyKey string `protobuf:"bytes,11,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	// Output only. When the hub accepted the workload.
+	// Output only. When the hub accepted the workload. Clients may send it
+	// unset, null or as the zero time `0001-01-01T00:00:00Z`.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	// Output only. Where the workload stands.
+	// Output only. Where the workload stands. Clients may send it unset, null
+	// or empty.
 	Status        *WorkloadStatus `protobuf:"bytes,13,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1463,9 +1465,9 @@ var File_meridian_v1_workload_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"\x1ameridian/v1/workload.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bmeridian/v1/resources.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xcd\x05\n" +
-	"\bWorkload\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x1ameridian/v1/workload.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bmeridian/v1/resources.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xe2\x05\n" +
+	"\bWorkload\x12\x15\n" +
+	"\x02id\x18\x01 \x01(\tB\x05\x92A\x02@\x01R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bpriority\x18\x04 \x01(\x05R\bpriority\x12 \n" +
@@ -1476,10 +1478,10 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x17requeue_on_cluster_loss\x18\t \x01(\bR\x14requeueOnClusterLoss\x129\n" +
 	"\x06labels\x18\n" +
 	" \x03(\v2!.meridian.v1.Workload.LabelsEntryR\x06labels\x12'\n" +
-	"\x0fidempotency_key\x18\v \x01(\tR\x0eidempotencyKey\x12;\n" +
-	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x123\n" +
-	"\x06status\x18\r \x01(\v2\x1b.meridian.v1.WorkloadStatusR\x06status\x1aB\n" +
+	"\x0fidempotency_key\x18\v \x01(\tR\x0eidempotencyKey\x12B\n" +
+	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampB\x05\x92A\x02@\x01R\n" +
+	"createTime\x12:\n" +
+	"\x06status\x18\r \x01(\v2\x1b.meridian.v1.WorkloadStatusB\x05\x92A\x02@\x01R\x06status\x1aB\n" +
 	"\x14ClusterSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
@@ -1590,17 +1592,21 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x19WORKLOAD_EVENT_TYPE_ADDED\x10\x01\x12 \n" +
 	"\x1cWORKLOAD_EVENT_TYPE_MODIFIED\x10\x02\x12\x1f\n" +
 	"\x1bWORKLOAD_EVENT_TYPE_DELETED\x10\x03\x12 \n" +
-	"\x1cWORKLOAD_EVENT_TYPE_BOOKMARK\x10\x042\xc6\x05\n" +
-	"\x0fWorkloadService\x12z\n" +
-	"\x0eSubmitWorkload\x12\".meridian.v1.SubmitWorkloadRequest\x1a#.meridian.v1.SubmitWorkloadResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\bworkload\"\r/v1/workloads\x12a\n" +
+	"\x1cWORKLOAD_EVENT_TYPE_BOOKMARK\x10\x042\xf5\n" +
+	"\n" +
+	"\x0fWorkloadService\x12\xc5\x03\n" +
+	"\x0eSubmitWorkload\x12\".meridian.v1.SubmitWorkloadRequest\x1a#.meridian.v1.SubmitWorkloadResponse\"\xe9\x02\x92A\xc6\x02r\xc3\x02\n" +
+	"\xc0\x02\n" +
+	"\x0fIdempotency-Key\x12\xaa\x02Client-chosen key (at most 128 printable ASCII characters) that makes the submission idempotent within the queue; the same as the workload's idempotencyKey field (when both are given they must be equal). A repeated submit with the same key and spec returns the stored workload with replayed = true.\x18\x01\x82\xd3\xe4\x93\x02\x19:\bworkload\"\r/v1/workloads\x12a\n" +
 	"\vGetWorkload\x12\x1f.meridian.v1.GetWorkloadRequest\x1a\x15.meridian.v1.Workload\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/workloads/{id}\x12m\n" +
 	"\rListWorkloads\x12!.meridian.v1.ListWorkloadsRequest\x1a\".meridian.v1.ListWorkloadsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/workloads\x12q\n" +
 	"\x0eCancelWorkload\x12\".meridian.v1.CancelWorkloadRequest\x1a\x15.meridian.v1.Workload\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/workloads/{id}:cancel\x12\x80\x01\n" +
-	"\x0fExplainWorkload\x12#.meridian.v1.ExplainWorkloadRequest\x1a$.meridian.v1.ExplainWorkloadResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/workloads/{id}:explain\x12o\n" +
-	"\x0eWatchWorkloads\x12\".meridian.v1.WatchWorkloadsRequest\x1a\x1a.meridian.v1.WorkloadEvent\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/workloads:watch0\x01B\xfa\x01\x92A\xb7\x01\x12\x8c\x01\n" +
-	"\fMeridian API\x12jFederated multi-cluster GPU dispatcher: submit gang workloads, manage queues and quotas, inspect clusters.*\f\n" +
+	"\x0fExplainWorkload\x12#.meridian.v1.ExplainWorkloadRequest\x1a$.meridian.v1.ExplainWorkloadResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/workloads/{id}:explain\x12\xd1\x03\n" +
+	"\x0eWatchWorkloads\x12\".meridian.v1.WatchWorkloadsRequest\x1a\x1a.meridian.v1.WorkloadEvent\"\xfc\x02\x92A\xdd\x02\x1a\x9c\x02Streaming: the response is newline-delimited JSON (NDJSON), not one JSON object. Each line is one object, `{\"result\": WorkloadEvent}`, or a final `{\"error\": Status}` when the stream fails. Read it line by line; the response stays open until the client closes it or the hub shuts down.:\x14application/x-ndjson:\x10application/jsonj\x14\n" +
+	"\bx-stream\x12\b\x1a\x06ndjson\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/workloads:watch0\x01B\x89\x03\x92A\xc6\x02\x12\x8b\x02\n" +
+	"\fMeridian API\x12\xe8\x01Federated multi-cluster GPU dispatcher: submit gang workloads, manage queues and quotas, inspect clusters. The host is the demo hub's REST listener (meridian-demo, plain HTTP); point clients at your hub. Production hubs serve HTTPS.*\f\n" +
 	"\n" +
-	"Apache-2.02\x02v1*\x02\x01\x022\x10application/json:\x10application/jsonZ=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
+	"Apache-2.02\x02v1\x1a\x0e127.0.0.1:8080*\x02\x01\x022\x10application/json:\x10application/jsonZ=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
 
 var (
 	file_meridian_v1_workload_proto_rawDescOnce sync.Once
