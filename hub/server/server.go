@@ -20,6 +20,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	// Registers google.rpc.BadRequest and the other error details, so the
+	// reflection service can describe the details Meridian's errors carry
+	// (grpcurl then prints them instead of base64).
+	_ "google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/meridian-gpu/meridian/hub/api"
 	"github.com/meridian-gpu/meridian/hub/dispatch"
@@ -110,7 +118,16 @@ type Config struct {
 	Version string
 	// UnsafeNoFsync skips fsync in the embedded etcd; for tests only.
 	UnsafeNoFsync bool
+	// DisableReflection turns off the gRPC server reflection service
+	// (grpc.reflection.v1 and v1alpha), which is on by default so that
+	// tools such as grpcurl can list and call the API without the .proto
+	// files. The standard grpc.health.v1.Health service is always on.
+	DisableReflection bool
 }
+
+// DefaultHealthInterval is how often the gRPC health service re-checks
+// readiness (the same checks as /readyz).
+const DefaultHealthInterval = time.Second
 
 func (c *Config) validate() error {
 	embedded := len(c.EtcdEndpoints) == 0 || c.NATSURL == ""
@@ -171,6 +188,7 @@ type Server struct {
 	natsURL string
 
 	grpcSrv  *grpc.Server
+	health   *health.Server
 	grpcLis  net.Listener
 	httpSrv  *http.Server
 	httpLis  net.Listener
@@ -366,6 +384,20 @@ func (s *Server) buildAPI() error {
 	s.svc = svc
 	s.grpcSrv = grpc.NewServer(api.ServerOptions(s.log.With("component", "api"), m, s.cfg.MaxRequestBytes)...)
 	svc.Register(s.grpcSrv)
+	// grpc.health.v1.Health: NOT_SERVING until Run sees the hub ready (the
+	// /readyz checks), then it follows readiness; NOT_SERVING for good on
+	// shutdown. The overall status is the empty service name; each
+	// meridian.v1 service has the same status under its full name.
+	s.health = health.NewServer()
+	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
+	if !s.cfg.DisableReflection {
+		// TODO(authz): reflection is unauthenticated today, like the rest
+		// of the API. When the authorization layer lands, reflection must
+		// follow it (describe only what the caller may call, or require an
+		// authenticated principal); health stays anonymous like /readyz.
+		reflection.Register(s.grpcSrv)
+	}
 
 	// The gateway calls the gRPC server over loopback, so REST requests go
 	// through the same interceptors.
@@ -428,7 +460,53 @@ func (s *Server) schedulerHealth(context.Context) (meridianv1.HealthStatus, stri
 // readyz answers 200 once etcd answers, NATS is connected and the cache
 // has listed; 503 with the reason otherwise.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	problems := s.readinessProblems(r.Context())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if len(problems) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(strings.Join(problems, "\n") + "\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// setHealth sets the gRPC health status of the hub ("") and of every
+// meridian.v1 service.
+func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
+	s.health.SetServingStatus("", st)
+	for name := range s.grpcSrv.GetServiceInfo() {
+		if strings.HasPrefix(name, "meridian.") {
+			s.health.SetServingStatus(name, st)
+		}
+	}
+}
+
+// runHealth keeps the gRPC health service in step with readiness until ctx
+// ends.
+func (s *Server) runHealth(ctx context.Context) {
+	t := time.NewTicker(DefaultHealthInterval)
+	defer t.Stop()
+	for {
+		st := healthpb.HealthCheckResponse_SERVING
+		if problems := s.readinessProblems(ctx); len(problems) > 0 {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.setHealth(st)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// readinessProblems runs the readiness checks: etcd answers, NATS is
+// connected and the cache has listed. It returns one line per problem.
+func (s *Server) readinessProblems(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var problems []string
 	if _, err := s.cli.Get(ctx, "/meridian/health-probe", clientv3.WithCountOnly()); err != nil {
@@ -440,13 +518,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if st, msg := s.cacheHealth(ctx); st != meridianv1.HealthStatus_HEALTH_STATUS_SERVING {
 		problems = append(problems, "cache: "+msg)
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if len(problems) > 0 {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(strings.Join(problems, "\n") + "\n"))
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
+	return problems
 }
 
 // Addrs are the actual listen addresses (ports resolved).
@@ -508,6 +580,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.retain != nil {
 		goRun("retention", func() error { return s.retain.Run(ctx) })
 	}
+	goRun("health", func() error { s.runHealth(ctx); return nil })
 	loopDone := make(chan struct{})
 	if s.loop != nil {
 		go func() {
@@ -534,6 +607,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Error("hub stopping on error", "err", runErr)
 	}
 	cancel()
+	// Health checkers see NOT_SERVING (Watch streams get it pushed) while
+	// the listeners drain.
+	s.health.Shutdown()
 	// REST first, then gRPC with a grace period for streams, then the loop.
 	sctx, scancel := context.WithTimeout(context.Background(), DefaultShutdownGrace)
 	defer scancel()
@@ -563,6 +639,9 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
+		if s.health != nil {
+			s.health.Shutdown()
+		}
 		if s.grpcSrv != nil {
 			s.grpcSrv.Stop()
 		}
