@@ -70,3 +70,42 @@ func (t *Tree) Lent(path, class string) int64 {
 	q, _ := bits.Div64(hi, lo, uint64(idleAll))
 	return int64(q)
 }
+
+// Ceiling is the most milli of class that leaf could ever hold under the
+// current limits: what Headroom would say if no queue used anything. It
+// reads only the limits and the quota other queues reserve (their nominal
+// above their lend limit), never usage, so it is the same on every clone of
+// a tree. A request above it can never be admitted until the limits change.
+//
+// blocker is the path of the queue whose limit binds first just above the
+// ceiling ("" is the federation: the sum of the tenants' nominals). ok is
+// false for an unknown or inner queue or an invalid class. A leaf that may
+// borrow without limit up to an unlimited root has a ceiling of MaxMilli.
+func (t *Tree) Ceiling(leaf, class string) (milli int64, blocker string, ok bool) {
+	id, found := t.s.index[leaf]
+	if !found || !t.s.leaf[id] {
+		return 0, "", false
+	}
+	_, col, known := t.colFor(class)
+	if !known && ValidateClass(class) != nil {
+		return 0, "", false
+	}
+	h := col.h0
+	if _, _, fits := t.walk(id, col, h, MaxMilli); fits {
+		return MaxMilli, "", true
+	}
+	lo, hi := int64(-1), MaxMilli // walk(lo) holds (or lo is -1), walk(hi) fails
+	if _, _, fits := t.walk(id, col, h, 0); fits {
+		lo = 0
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if _, _, fits := t.walk(id, col, h, mid); fits {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	at, _, _ := t.walk(id, col, h, hi)
+	return max(lo, 0), t.s.paths[at], true
+}

@@ -65,3 +65,47 @@ func TestLentSharesSiblingsBorrowingAmongLenders(t *testing.T) {
 		t.Fatalf("lent a=%d b=%d when borrowing exceeds idle, want all of it", a, b)
 	}
 }
+
+// Ceiling ignores usage: it is what the queue could ever hold, and the
+// blocker names the limit that binds.
+func TestCeilingIsTheMostAQueueCouldEverHold(t *testing.T) {
+	tr := mustTree(t,
+		queue("acme").quota(h100, 16, 4, unl),
+		queue("acme/a").quota(h100, 8, 4, unl),
+		queue("acme/b").quota(h100, 8, 0, 2), // keeps 6 for itself
+		queue("acme/c").quota(h100, 0, unl, unl),
+		queue("other").quota(h100, 8, 0, unl),
+		queue("other/x").quota(h100, 8, unl, unl),
+	)
+	tests := map[string]struct {
+		leaf, class string
+		want        int64
+		blocker     string
+		ok          bool
+	}{
+		"own borrow limit binds":         {"acme/a", h100, gpu(12), "acme/a", true},
+		"no borrowing: nominal":          {"acme/b", h100, gpu(8), "acme/b", true},
+		"parent binds, minus reserved":   {"acme/c", h100, gpu(20 - 6), "acme", true},
+		"unlimited up to the tenant cap": {"other/x", h100, gpu(8), "other", true},
+		"class without quota":            {"acme/a", t4, 0, "acme/a", true},
+		"unknown queue":                  {"acme/zz", h100, 0, "", false},
+		"inner queue":                    {"acme", h100, 0, "", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			before := tr.Clone()
+			applyCharges(t, tr, []charge{{"acme/a", h100, gpu(5)}})
+			defer func() { *tr = *before }()
+			got, blocker, ok := tr.Ceiling(tc.leaf, tc.class)
+			if got != tc.want || blocker != tc.blocker || ok != tc.ok {
+				t.Fatalf("Ceiling = %d, %q, %v; want %d, %q, %v", got, blocker, ok, tc.want, tc.blocker, tc.ok)
+			}
+			if ok && got < MaxMilli {
+				idle := before.Clone()
+				if !idle.Fits(tc.leaf, tc.class, got) && got > 0 || idle.Fits(tc.leaf, tc.class, got+1) {
+					t.Fatalf("Ceiling %d is not the edge of Fits on an idle tree", got)
+				}
+			}
+		})
+	}
+}

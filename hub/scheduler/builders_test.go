@@ -145,3 +145,33 @@ func wholeNode(node string, gpus int) []PodSetPlacement {
 	}
 	return []PodSetPlacement{{PodSet: "main", Replicas: []ReplicaPlacement{{Node: node, GPUs: idx}}}}
 }
+
+// busy marks the first n nodes of c as fully used (no free GPU).
+func busy(c Cluster, n int) Cluster {
+	for i := 0; i < n && i < len(c.Nodes); i++ {
+		gs := append([]gpufit.GPU(nil), c.Nodes[i].Res.GPUs...)
+		for g := range gs {
+			gs[g].FreeMilli, gs[g].FreeMemMiB = 0, 0
+		}
+		c.Nodes[i].Res.GPUs = gs
+	}
+	return c
+}
+
+// GPUMem sets the last pod set's GPU memory per GPU.
+func (b *workloadBuilder) GPUMem(mib int32) *workloadBuilder {
+	b.last().Req.GPUMemMiB = mib
+	return b
+}
+
+// memNodes sets every GPU of c to mib MiB of memory.
+func memNodes(c Cluster, mib int32) Cluster {
+	for i := range c.Nodes {
+		gs := append([]gpufit.GPU(nil), c.Nodes[i].Res.GPUs...)
+		for g := range gs {
+			gs[g].FreeMemMiB, gs[g].TotalMemMiB = mib, mib
+		}
+		c.Nodes[i].Res.GPUs = gs
+	}
+	return c
+}

@@ -9,8 +9,9 @@ import (
 )
 
 // A clusterFilter rules a cluster in or out for a workload. When it rules the
-// cluster out it returns a short phrase for the pending reason, such as
-// "lost or stale" or "no nvidia-h100 GPUs".
+// cluster out it returns a short participle phrase about that cluster, such
+// as "draining" or "with no nvidia-h100 GPUs", that reads after a count ("2
+// draining") and, through notEligible, after "not eligible: ".
 type clusterFilter struct {
 	name string
 	fn   func(p *planner, cs *clusterState, w *Workload) (ok bool, why string)
@@ -46,7 +47,7 @@ func filterFresh(p *planner, cs *clusterState, _ *Workload) (bool, string) {
 
 func filterAvoid(_ *planner, cs *clusterState, w *Workload) (bool, string) {
 	if slices.Contains(w.AvoidClusters, cs.src.ID) {
-		return false, "rejected it recently (backing off)"
+		return false, "backing off after it rejected this workload"
 	}
 	return true, ""
 }
@@ -67,20 +68,27 @@ func filterClass(_ *planner, cs *clusterState, w *Workload) (bool, string) {
 			continue
 		}
 		if cs.classFor(ps.Class) == nil {
-			return false, "without " + ps.Class + " GPUs"
+			return false, "with no " + ps.Class + " GPUs"
 		}
 	}
 	return true, ""
 }
 
+// filterFractional rules out a cluster that cannot share a GPU the way a
+// fractional pod set asks. Only a share of one GPU is fractional: whole GPUs
+// with gpu_memory_mib set ask for GPUs with at least that much memory each
+// (gpufit.Fits checks it), which needs no sharing mode.
 func filterFractional(_ *planner, cs *clusterState, w *Workload) (bool, string) {
 	for i := range w.PodSets {
 		ps := &w.PodSets[i]
-		if !ps.Req.Shared() && ps.Req.GPUMemMiB == 0 {
+		if !ps.Req.Shared() {
 			continue
 		}
-		if ps.Req.GPUs > 0 && !cs.src.Modes.Has(ps.Mode) {
-			return false, "without fractional mode " + ps.Mode.String()
+		if !cs.src.Modes.Has(ps.Mode) {
+			if ps.Mode == FracAny {
+				return false, "not sharing GPUs (no fractional mode)"
+			}
+			return false, "not serving fractional mode " + ps.Mode.String()
 		}
 	}
 	return true, ""
@@ -103,7 +111,7 @@ func filterNodeSize(_ *planner, cs *clusterState, w *Workload) (bool, string) {
 			}
 		}
 		if !ok {
-			return false, fmt.Sprintf("without a node of %d GPUs", ps.Req.GPUs)
+			return false, fmt.Sprintf("with no node of %d GPUs", ps.Req.GPUs)
 		}
 	}
 	return true, ""
@@ -195,7 +203,7 @@ func filterKey(w *Workload) string {
 			b.WriteString(ps.Class)
 			b.WriteByte('#')
 			b.WriteString(strconv.Itoa(int(ps.Req.GPUs)))
-			if ps.Req.Shared() || ps.Req.GPUMemMiB > 0 {
+			if ps.Req.Shared() {
 				b.WriteByte('~')
 				b.WriteByte(byte('0' + ps.Mode))
 			}
@@ -266,12 +274,21 @@ func noClusterReason(total int, whys map[string]int) string {
 	if total == 0 {
 		return "no clusters are registered"
 	}
+	if total == 1 {
+		for why := range whys { // the one entry
+			return "its only cluster is not eligible: " + notEligible(why)
+		}
+	}
 	parts := make([]string, 0, len(whys))
 	for _, why := range sortedKeys(whys) {
 		parts = append(parts, fmt.Sprintf("%d %s", whys[why], why))
 	}
 	return fmt.Sprintf("no eligible cluster among %d: %s", total, strings.Join(parts, ", "))
 }
+
+// notEligible turns a filter's phrase into one about a single cluster:
+// "with no nvidia-h100 GPUs" becomes "no nvidia-h100 GPUs".
+func notEligible(why string) string { return strings.TrimPrefix(why, "with ") }
 
 // noFitReason describes the pod set that did not fit and the closest cluster.
 func noFitReason(w *Workload, best fitAttempt, eligible, tried int) string {
@@ -287,9 +304,9 @@ func noFitReason(w *Workload, best fitAttempt, eligible, tried int) string {
 	case ps.Req.Shared():
 		what = fmt.Sprintf("room for %s of %.3g of a %s GPU each", replicaCount(best.res.need), float64(ps.Req.Milli)/1000, class)
 	default:
-		what = fmt.Sprintf("%d nodes with %d free %s GPUs", best.res.need, ps.Req.GPUs, class)
+		what = fmt.Sprintf("%d nodes with %d free %s", best.res.need, ps.Req.GPUs, gpuNoun(ps.Req.GPUs, class))
 		if best.res.need == 1 {
-			what = fmt.Sprintf("a node with %d free %s GPUs", ps.Req.GPUs, class)
+			what = fmt.Sprintf("a node with %d free %s", ps.Req.GPUs, gpuNoun(ps.Req.GPUs, class))
 		}
 	}
 	where := ""
@@ -297,7 +314,10 @@ func noFitReason(w *Workload, best fitAttempt, eligible, tried int) string {
 		where = " in one " + ps.Topology.String()
 	}
 	if ps.Topology == TopologySameNode {
-		what = fmt.Sprintf("a node with room for %d replicas of %d %s GPUs", best.res.need, ps.Req.GPUs, class)
+		what = fmt.Sprintf("a node with room for %s of %d %s", replicaCount(best.res.need), ps.Req.GPUs, gpuNoun(ps.Req.GPUs, class))
+		if ps.Req.Shared() {
+			what = fmt.Sprintf("a node with room for %s of %.3g of a %s GPU", replicaCount(best.res.need), float64(ps.Req.Milli)/1000, class)
+		}
 		where = ""
 	}
 	s := fmt.Sprintf("no cluster has %s%s", what, where)
@@ -311,11 +331,14 @@ func noFitReason(w *Workload, best fitAttempt, eligible, tried int) string {
 	return s
 }
 
-func replicaCount(n int32) string {
+func replicaCount(n int32) string { return countOf(int64(n), "replica") }
+
+// gpuNoun is "nvidia-h100 GPU" or "nvidia-h100 GPUs", as n asks.
+func gpuNoun(n int32, class string) string {
 	if n == 1 {
-		return "1 replica"
+		return class + " GPU"
 	}
-	return fmt.Sprintf("%d replicas", n)
+	return class + " GPUs"
 }
 
 func milliCPU(m int64) string {

@@ -35,6 +35,10 @@ type planner struct {
 	// owed lists, per class, queues with pending work that fits their own
 	// nominal quota but not the cohort's room: borrowers must not take it.
 	owed map[string]map[string]bool
+	// caps is every cluster's capacity when empty, and never the
+	// never-fits verdicts by shape; both built on first need (neverfits.go).
+	caps  []*clusterCaps
+	never map[string]neverVerdict
 }
 
 // Decide decides what to do with the pending workloads of a snapshot. It is
@@ -183,6 +187,11 @@ func (p *planner) pend(w *Workload, code ReasonCode, reason string) {
 func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 	v, borrows, ok := p.quotaPrecheck(w)
 	if !ok {
+		// Waiting for quota helps only if the queue could ever hold it.
+		if why, never := p.neverFits(w, ""); never {
+			p.pend(w, ReasonNeverFits, why)
+			return Dispatch{}, pending
+		}
 		p.pend(w, ReasonQuota, v)
 		return Dispatch{}, pending
 	}
@@ -200,6 +209,15 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 		return Dispatch{}, pending
 	}
 	cands, tooFull, why := p.eligible(w)
+	if len(cands) == 0 {
+		// Nowhere now: say so plainly when it is nowhere ever. Such a gang
+		// reserves nothing and is never a reason to preempt.
+		if why, never := p.neverFits(w, key); never {
+			p.failed[key] = memoFail{Pending: Pending{Code: ReasonNeverFits, Reason: why}}
+			p.pend(w, ReasonNeverFits, why)
+			return Dispatch{}, pending
+		}
+	}
 	if len(cands) == 0 && len(tooFull) > 0 {
 		// Nothing has the room; try the emptiest few only to say how close
 		// the gang comes.
@@ -254,7 +272,15 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 			continue
 		case !ok:
 			t.rollbackTo(0)
-			p.pend(w, ReasonQuota, reason)
+			code := ReasonQuota
+			placed := make(map[string]int64, len(usage))
+			for _, u := range usage {
+				placed[u.Class] += u.Milli
+			}
+			if why, never := neverFitsQuota(p.tree, w.Queue, placed); never {
+				code, reason = ReasonNeverFits, why
+			}
+			p.pend(w, code, reason)
 			return Dispatch{}, pending
 		}
 		d := Dispatch{WorkloadID: w.ID, Cluster: cs.src.ID, Placement: placement, Usage: usage, Borrowed: borrowed}
@@ -265,6 +291,11 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 	}
 	if sawBorrow {
 		return Dispatch{}, mustBorrow
+	}
+	if why, never := p.neverFits(w, key); never {
+		p.failed[key] = memoFail{Pending: Pending{Code: ReasonNeverFits, Reason: why}}
+		p.pend(w, ReasonNeverFits, why)
+		return Dispatch{}, pending
 	}
 	f := Pending{Code: ReasonNoFit, Reason: noFitReason(w, best, len(cands), tried)}
 	p.failed[key] = memoFail{f, best}

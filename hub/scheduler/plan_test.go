@@ -67,8 +67,8 @@ func TestPlanScenarios(t *testing.T) {
 		{
 			name: "gang that fits nowhere whole is not split across clusters",
 			snap: snapshot(queues(h100, big), []Cluster{
-				makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj(),
-				makeCluster("west").Nodes(2, 8, h100, 0, 0).Obj(),
+				busy(makeCluster("east").Nodes(4, 8, h100, 0, 0).Obj(), 2),
+				busy(makeCluster("west").Nodes(4, 8, h100, 0, 0).Obj(), 2),
 			}, makeWorkload("g", "t/a").PodSet("main", 3, 8, 1000, h100).Obj()),
 			dispatch: map[string]string{"g": ""},
 			reason:   map[string]string{"g": "no cluster has 3 nodes with 8 free nvidia-h100-80gb GPUs; closest: east (2 of 3)"},
@@ -79,7 +79,7 @@ func TestPlanScenarios(t *testing.T) {
 				makeCluster("east").Nodes(4, 8, h100, 2, 0).Obj(),
 			}, makeWorkload("g", "t/a").PodSet("main", 3, 8, 1000, h100).Topology(TopologyNVLink).Obj()),
 			dispatch: map[string]string{"g": ""},
-			reason:   map[string]string{"g": "no cluster has 3 nodes with 8 free nvidia-h100-80gb GPUs in one NVLink domain; closest: east (2 of 3)"},
+			reason:   map[string]string{"g": "can never fit: the largest NVLink domain of nvidia-h100-80gb has 16 GPUs, pod set main needs 24 GPUs in one NVLink domain"},
 		},
 		{
 			name: "rack constraint keeps replicas in one rack",
@@ -149,7 +149,7 @@ func TestPlanScenarios(t *testing.T) {
 				makeCluster("plain").Nodes(2, 8, a100, 0, 0).Modes(FracMPS).Obj(),
 			}, makeWorkload("f", "t/a").PodSet("main", 1, 1, 250, a100).Mode(FracMIG).Obj()),
 			dispatch: map[string]string{"f": ""},
-			reason:   map[string]string{"f": "no eligible cluster among 1: 1 without fractional mode mig"},
+			reason:   map[string]string{"f": "can never fit: no registered cluster serves fractional mode mig"},
 		},
 		{
 			name: "fractional pods share a GPU instead of taking whole ones",

@@ -50,7 +50,7 @@ func (p *planner) preemptPass() {
 		}
 		p.plan.Stats.Preemptions += len(sel.victims)
 		pe.Code = ReasonPreempting
-		pe.Reason = fmt.Sprintf("waiting for %d preempted workload(s) to stop, then runs on %s: %s", len(ids), sel.cluster, strings.Join(ids, ", "))
+		pe.Reason = fmt.Sprintf("waiting for %s to stop, then runs on %s: %s", countOf(int64(len(ids)), "preempted workload"), sel.cluster, strings.Join(ids, ", "))
 	}
 }
 

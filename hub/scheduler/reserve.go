@@ -59,7 +59,7 @@ func (p *planner) reserveFor(w *Workload, best fitAttempt, reason string) string
 	}
 	cs.reservedCount += len(chosen)
 	p.reservedQueues[w.Queue] = true
-	return fmt.Sprintf("%s; holding %d node(s) on %s for it while they drain", reason, len(chosen), cs.src.ID)
+	return fmt.Sprintf("%s; holding %s on %s for it while they drain", reason, countOf(int64(len(chosen)), "node"), cs.src.ID)
 }
 
 // reservationNodes picks the nodes a pod set would need: inside the domain

@@ -263,6 +263,13 @@ const (
 	ReasonInvalid
 	// ReasonDeferred: the cycle's budget ran out before this workload was tried.
 	ReasonDeferred
+	// ReasonNeverFits: the workload can never run as written, however long it
+	// waits: no registered (non-lost) cluster could hold it even if empty (a
+	// replica needs more GPUs than the largest node of its class has, a class
+	// or fractional mode no cluster has, a gang larger than any cluster or
+	// topology domain), or it needs more than its queue could ever hold
+	// (nominal + borrowing limit along its ancestors). See neverfits.go.
+	ReasonNeverFits
 )
 
 func (c ReasonCode) String() string {
@@ -279,6 +286,8 @@ func (c ReasonCode) String() string {
 		return "Invalid"
 	case ReasonDeferred:
 		return "Deferred"
+	case ReasonNeverFits:
+		return "NeverFits"
 	}
 	return "Unknown"
 }

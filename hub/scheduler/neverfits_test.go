@@ -1,0 +1,315 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-gpu/meridian/hub/quota"
+)
+
+// Whole GPUs with gpu_memory_mib ask for GPUs with that much memory each;
+// they are not a fractional request and need no sharing mode.
+func TestWholeGPUsWithMemory(t *testing.T) {
+	fed := func() []Cluster {
+		return []Cluster{
+			makeCluster("a100-1").Nodes(2, 8, a100, 0, 0).Modes(FracMPS).Obj(),
+			makeCluster("a100-2").Nodes(2, 8, a100, 0, 0).Modes(FracMPS).Obj(),
+			makeCluster("h100").Nodes(2, 8, h100, 0, 0).Obj(), // no sharing modes
+		}
+	}
+	tree := func() *quota.Tree {
+		tr, err := quota.NewTree([]quota.QueueSpec{{Path: "t", Weight: 1}, {Path: "t/a", Weight: 1, Limits: map[string]quota.Limits{
+			h100: {Nominal: 1000_000, BorrowLimit: -1, LendLimit: -1}, a100: {Nominal: 1000_000, BorrowLimit: -1, LendLimit: -1}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	tests := []struct {
+		name     string
+		clusters []Cluster
+		w        *Workload
+		cluster  string // "" for pending
+		code     ReasonCode
+		reason   string
+	}{
+		{
+			name:     "8 whole H100s with 80 GiB each go to the cluster without sharing modes",
+			clusters: fed(),
+			w:        makeWorkload("w", "t/a").PodSet("main", 1, 8, 1000, h100).GPUMem(81920).Obj(),
+			cluster:  "h100",
+		},
+		{
+			name:     "one whole GPU with memory needs no mode either",
+			clusters: fed(),
+			w:        makeWorkload("w", "t/a").PodSet("main", 2, 1, 1000, h100).GPUMem(40000).Obj(),
+			cluster:  "h100",
+		},
+		{
+			name: "only GPUs with at least that much memory match",
+			clusters: []Cluster{
+				memNodes(makeCluster("small").Nodes(2, 8, h100, 0, 0).Obj(), 40960),
+				makeCluster("large").Nodes(2, 8, h100, 0, 0).Obj(),
+			},
+			w:       makeWorkload("w", "t/a").PodSet("main", 1, 8, 1000, h100).GPUMem(81920).Obj(),
+			cluster: "large",
+		},
+		{
+			name:     "more memory per GPU than any GPU has never fits",
+			clusters: fed(),
+			w:        makeWorkload("w", "t/a").PodSet("main", 1, 8, 1000, h100).GPUMem(81921).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: on h100, the nvidia-h100-80gb GPUs have at most 81920 MiB of memory each, pod set main needs 81921 MiB per GPU; the other clusters have no nvidia-h100-80gb GPUs",
+		},
+		{
+			name:     "a memory slice of one GPU is still fractional",
+			clusters: fed(),
+			w:        makeWorkload("w", "t/a").PodSet("main", 1, 1, 1, h100).GPUMem(20000).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: on h100, GPUs are not shared (no fractional mode); the other clusters have no nvidia-h100-80gb GPUs",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Decide(snapshot(tree(), tc.clusters, tc.w), DefaultConfig())
+			if tc.cluster != "" {
+				if d := dispatchOf(p, "w"); d == nil || d.Cluster != tc.cluster {
+					t.Fatalf("dispatch = %+v, pending %+v; want dispatch to %s", d, pendingOf(p, "w"), tc.cluster)
+				}
+				return
+			}
+			pe := pendingOf(p, "w")
+			if pe == nil || pe.Code != tc.code || pe.Reason != tc.reason {
+				t.Fatalf("pending = %+v\nwant [%v] %q", pe, tc.code, tc.reason)
+			}
+		})
+	}
+}
+
+// A workload that no registered cluster or quota could ever hold waits
+// with NeverFits and a specific reason, never with a quota reason that
+// suggests waiting helps.
+func TestNeverFits(t *testing.T) {
+	milli := func(gpus int64) int64 {
+		if gpus < 0 {
+			return quota.Unlimited
+		}
+		return gpus * 1000
+	}
+	limits := func(leafNom, leafBorrow, teamNom, teamBorrow int64) *quota.Tree {
+		tr, err := quota.NewTree([]quota.QueueSpec{
+			{Path: "acme", Weight: 1},
+			{Path: "acme/vision", Weight: 1, Limits: map[string]quota.Limits{h100: {Nominal: milli(teamNom), BorrowLimit: milli(teamBorrow), LendLimit: -1}}},
+			{Path: "acme/vision/train", Weight: 1, Limits: map[string]quota.Limits{h100: {Nominal: milli(leafNom), BorrowLimit: milli(leafBorrow), LendLimit: -1}}},
+			{Path: "acme/vision/eval", Weight: 1, Limits: map[string]quota.Limits{h100: {Nominal: 8000, BorrowLimit: -1, LendLimit: -1}}},
+			{Path: "acme/nlp", Weight: 1, Limits: map[string]quota.Limits{a100: {Nominal: 16000, BorrowLimit: -1, LendLimit: -1}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	roomy := limits(1000, -1, 1000, -1)
+	tests := []struct {
+		name     string
+		tree     *quota.Tree
+		clusters []Cluster
+		running  func(cs []Cluster) []Running
+		w        *Workload
+		code     ReasonCode
+		reason   string // exact when it starts with "can never fit", else a substring
+	}{
+		{
+			name:     "a replica needs more GPUs than the largest node of its class, and quota is short too",
+			tree:     limits(8, 0, 16, 0),
+			clusters: []Cluster{makeCluster("east").Nodes(4, 4, a100, 0, 0).Obj(), makeCluster("west").Nodes(4, 8, h100, 0, 0).Obj()},
+			w:        makeWorkload("w", "acme/nlp").PodSet("worker", 10000, 8, 1000, a100).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: on east, the largest node of nvidia-a100-40gb has 4 GPUs, a replica of pod set worker needs 8; the other clusters have no nvidia-a100-40gb GPUs",
+		},
+		{
+			name:     "a class no cluster has",
+			tree:     roomy,
+			clusters: []Cluster{makeCluster("east").Nodes(2, 8, a100, 0, 0).Obj(), makeCluster("west").Nodes(2, 8, a100, 0, 0).Obj()},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 1, 1, 1000, h100).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: no registered cluster has nvidia-h100-80gb GPUs",
+		},
+		{
+			name:     "a gang larger than any cluster of its class",
+			tree:     roomy,
+			clusters: []Cluster{makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj(), makeCluster("west").Nodes(2, 8, h100, 0, 0).Obj()},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 3, 8, 1000, h100).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: a cluster has at most 16 nvidia-h100-80gb GPUs, the workload needs 24 GPUs in one cluster",
+		},
+		{
+			name:     "same-node pod set larger than any node",
+			tree:     roomy,
+			clusters: []Cluster{makeCluster("east").Nodes(4, 8, h100, 0, 0).Obj()},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 3, 4, 1000, h100).Topology(TopologySameNode).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: the largest node of nvidia-h100-80gb has 8 GPUs, pod set main needs 12 GPUs on one node",
+		},
+		{
+			name:     "more than the queue's nominal + borrowing limit",
+			tree:     limits(32, 16, 1000, -1),
+			clusters: []Cluster{makeCluster("east").Nodes(16, 8, h100, 0, 0).Obj()},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 10, 8, 1000, h100).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: needs 80 GPUs of nvidia-h100-80gb but queue acme/vision/train may hold at most 48 GPUs (nominal 32 + borrowing limit 16)",
+		},
+		{
+			name:     "more than the team above may hold",
+			tree:     limits(32, -1, 40, 0),
+			clusters: []Cluster{makeCluster("east").Nodes(16, 8, h100, 0, 0).Obj()},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 6, 8, 1000, h100).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: needs 48 GPUs of nvidia-h100-80gb but queue acme/vision/train may hold at most 40 GPUs (the limit of team acme/vision: nominal 40 + borrowing limit 0)",
+		},
+		{
+			name:     "a queue without quota for the class",
+			tree:     roomy,
+			clusters: []Cluster{makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj()},
+			w:        makeWorkload("w", "acme/nlp").PodSet("main", 1, 8, 1000, h100).Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: needs 8 GPUs of nvidia-h100-80gb but queue acme/nlp has no nvidia-h100-80gb quota (nominal 0, borrowing limit 0)",
+		},
+		{
+			name:     "a selector no cluster matches",
+			tree:     roomy,
+			clusters: []Cluster{makeCluster("east").Nodes(2, 8, h100, 0, 0).Label("zone", "us").Obj()},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 1, 8, 1000, h100).Selector("zone", "eu").Obj(),
+			code:     ReasonNeverFits,
+			reason:   "can never fit: no registered cluster matches its cluster selector zone=eu",
+		},
+		{
+			name: "quota in use now is a quota reason, not never",
+			tree: limits(16, 0, 1000, -1),
+			clusters: []Cluster{
+				makeCluster("east").Nodes(4, 8, h100, 0, 0).Obj(),
+			},
+			running: func(cs []Cluster) []Running {
+				hold := makeWorkload("hold", "acme/vision/train").PodSet("main", 1, 8, 1000, h100).NonPreemptible().Obj()
+				return []Running{running(hold, &cs[0], wholeNode("east-n000", 8), t0)}
+			},
+			w:      makeWorkload("w", "acme/vision/train").PodSet("main", 2, 8, 1000, h100).Obj(),
+			code:   ReasonQuota,
+			reason: "would exceed its nvidia-h100-80gb limit",
+		},
+		{
+			name:     "a full cluster that could hold it when empty is not never",
+			tree:     roomy,
+			clusters: []Cluster{busy(makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj(), 2)},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 2, 8, 1000, h100).Obj(),
+			code:     ReasonNoFit,
+			reason:   "no cluster has 2 nodes with 8 free",
+		},
+		{
+			name:     "a draining cluster may come back: not never",
+			tree:     roomy,
+			clusters: []Cluster{makeCluster("east").Nodes(2, 8, h100, 0, 0).State(ClusterDraining).Obj()},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 2, 8, 1000, h100).Obj(),
+			code:     ReasonNoCluster,
+			reason:   "its only cluster is not eligible: draining",
+		},
+		{
+			name: "a lost cluster does not count",
+			tree: roomy,
+			clusters: []Cluster{
+				makeCluster("big").Nodes(4, 8, h100, 0, 0).State(ClusterLost).Obj(),
+				makeCluster("small").Nodes(1, 8, h100, 0, 0).Obj(),
+			},
+			w:      makeWorkload("w", "acme/vision/train").PodSet("main", 2, 8, 1000, h100).Obj(),
+			code:   ReasonNeverFits,
+			reason: "can never fit: a cluster has at most 8 nvidia-h100-80gb GPUs, the workload needs 16 GPUs in one cluster",
+		},
+		{
+			name:     "with no registered cluster nothing is judged",
+			tree:     roomy,
+			clusters: []Cluster{makeCluster("gone").Nodes(1, 8, h100, 0, 0).State(ClusterLost).Obj()},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 4, 8, 1000, h100).Obj(),
+			code:     ReasonNoCluster,
+			reason:   "not eligible: lost",
+		},
+		{
+			name:     "an elastic gang is judged at its minimum size",
+			tree:     roomy,
+			clusters: []Cluster{busy(makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj(), 2)},
+			w:        makeWorkload("w", "acme/vision/train").PodSet("main", 8, 8, 1000, h100).Min(2).Obj(),
+			code:     ReasonNoFit,
+			reason:   "no cluster has",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := snapshot(tc.tree, tc.clusters, tc.w)
+			if tc.running != nil {
+				s.Running = tc.running(s.Clusters)
+			}
+			p := Decide(s, DefaultConfig())
+			pe := pendingOf(p, "w")
+			if pe == nil || pe.Code != tc.code {
+				t.Fatalf("pending = %+v, want code %v", pe, tc.code)
+			}
+			exact := strings.HasPrefix(tc.reason, "can never fit")
+			if exact && pe.Reason != tc.reason || !exact && !strings.Contains(pe.Reason, tc.reason) {
+				t.Fatalf("reason = %q\nwant %q", pe.Reason, tc.reason)
+			}
+			if pe.Code == ReasonNeverFits && strings.Contains(pe.Reason, "to lend") {
+				t.Fatalf("a never-fitting workload got a quota-to-lend reason: %q", pe.Reason)
+			}
+			// The pure helper the API uses agrees with the plan.
+			if _, never := NeverFits(s, tc.w); never != (tc.code == ReasonNeverFits) {
+				t.Fatalf("NeverFits = %v, plan code %v", never, pe.Code)
+			}
+		})
+	}
+}
+
+// A workload that can never fit is not a reason to preempt anything or to
+// hold nodes for it, and it does not keep others out.
+func TestNeverFitsPreemptsAndReservesNothing(t *testing.T) {
+	c := makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj()
+	low := makeWorkload("low", "t/a").PodSet("main", 1, 8, 1000, h100).Priority(0).Obj()
+	run := []Running{running(low, &c, wholeNode("east-n000", 8), t0)}
+	huge := makeWorkload("huge", "t/a").PodSet("main", 3, 8, 1000, h100).Priority(100).Obj()
+	small := makeWorkload("small", "t/a").PodSet("main", 1, 8, 1000, h100).Created(t0.Add(time.Second)).Obj()
+	s := &Snapshot{Now: t0, Queues: queues(h100, map[string]int64{"a": 1000}), Clusters: []Cluster{c}, Running: run, Pending: []*Workload{huge, small}}
+	p := Decide(s, DefaultConfig())
+	if pe := pendingOf(p, "huge"); pe == nil || pe.Code != ReasonNeverFits {
+		t.Fatalf("huge = %+v, want NeverFits", pe)
+	}
+	if len(p.Preemptions) != 0 {
+		t.Fatalf("preemptions for a workload that can never fit: %+v", p.Preemptions)
+	}
+	if d := dispatchOf(p, "small"); d == nil {
+		t.Fatalf("small was kept out (%+v)", pendingOf(p, "small"))
+	}
+}
+
+func TestCountOf(t *testing.T) {
+	tests := map[string]struct {
+		n    int64
+		want string
+	}{"zero": {0, "0 GPUs"}, "one": {1, "1 GPU"}, "two": {2, "2 GPUs"}}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := countOf(tc.n, "GPU"); got != tc.want {
+				t.Fatalf("countOf(%d) = %q, want %q", tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
+// Counts in reasons agree with their nouns: "1 free any-class GPU".
+func TestReasonsPluralise(t *testing.T) {
+	c := busy(makeCluster("east").Nodes(2, 2, h100, 0, 0).Obj(), 2)
+	w := makeWorkload("w", "t/a").PodSet("main", 1, 1, 1000, "").Obj()
+	p := Decide(snapshot(queues(h100, map[string]int64{"a": 100}), []Cluster{c}, w), DefaultConfig())
+	pe := pendingOf(p, "w")
+	if pe == nil || !strings.Contains(pe.Reason, "a node with 1 free any-class GPU;") {
+		t.Fatalf("reason = %+v, want %q", pe, "a node with 1 free any-class GPU")
+	}
+}
