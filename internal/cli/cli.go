@@ -27,6 +27,12 @@ const DefaultTimeout = 10 * time.Second
 // HubEnv is the environment variable that names the hub address.
 const HubEnv = "MERIDIAN_HUB"
 
+// maxRecvMsgBytes is the largest answer meridianctl accepts from the hub.
+// gRPC's default, 4 MiB, is one page of a few workloads with large labels;
+// list also halves its page size when a page is still too large. A
+// variable so tests can lower it.
+var maxRecvMsgBytes = 64 << 20
+
 // Env is everything a command may touch outside itself.
 type Env struct {
 	// Stdin is read by `-f -`.
@@ -99,9 +105,23 @@ stand, why they are pending, and how queues and clusters are doing.
 The hub address comes from --hub, else the ` + HubEnv + ` environment
 variable, else ` + DefaultHub + `.
 
-Exit codes: 0 done, 1 unexpected failure, 2 bad command line, 3 input
-rejected (field violations), 4 not found, 5 conflict, 6 hub unreachable or
-too slow, 7 permission denied, 130 interrupted.`,
+Exit codes:
+  0    done
+  1    unexpected failure (a hub fault, an odd or oversized answer)
+  2    bad command line (unknown command or flag, missing argument, unreadable file)
+  3    input rejected (field violations, failed precondition)
+  4    not found
+  5    conflict (already exists, or changed meanwhile; run again)
+  6    hub unreachable, unavailable or too slow (see --timeout)
+  7    the hub refused the credentials (unauthenticated or permission denied)
+  130  interrupted
+
+Start with:
+  meridianctl queues                       the queue tree and its quotas
+  meridianctl queue apply -f queues.yaml   create or update queues
+  meridianctl submit -f workload.yaml      submit a workload
+  meridianctl list                         workloads, newest first
+  meridianctl explain ID                   why a workload is pending`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -158,6 +178,7 @@ func (a *app) dial() (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(a.hub,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUserAgent("meridianctl/"+Version),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
 	)
 	if err != nil {
 		return nil, usageErrorf("--hub: %q is not a usable address: %v", a.hub, err)

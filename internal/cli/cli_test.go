@@ -17,6 +17,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -123,12 +125,17 @@ func TestCommands(t *testing.T) {
 		{name: "get_json", args: []string{"get", "wl-02", "-o", "json"}},
 		{name: "get_yaml", args: []string{"get", "wl-01", "-o", "yaml"}},
 		{name: "get_not_found", args: []string{"get", "wl-nope"}, code: ExitNotFound},
+		{name: "get_bad_id", args: []string{"get", "nope"}, code: ExitNotFound},
 		{name: "get_missing_id", args: []string{"get"}, code: ExitUsage},
 		{name: "get_extra_args", args: []string{"get", "a", "b"}, code: ExitUsage},
 		// explain
 		{name: "explain", args: []string{"explain", "wl-03"}},
 		{name: "explain_json", args: []string{"explain", "wl-03", "-o", "json"}},
 		{name: "explain_not_found", args: []string{"explain", "wl-nope"}, code: ExitNotFound},
+		{name: "explain_bad_id", args: []string{"explain", "nope"}, code: ExitNotFound},
+		{name: "explain_running", args: []string{"explain", "wl-04"}},
+		{name: "explain_finished", args: []string{"explain", "wl-01"}},
+		{name: "explain_queued_no_detail", args: []string{"explain", "wl-05"}},
 		// queues and clusters
 		{name: "queues", args: []string{"queues"}},
 		{name: "queues_prefix", args: []string{"queues", "--prefix", "acme/vision"}},
@@ -156,17 +163,26 @@ func TestCommands(t *testing.T) {
 		{name: "submit_key", args: []string{"submit", "-f", "../../examples/workloads/fractional.yaml", "--idempotency-key", "k-1"}},
 		{name: "submit_key_replayed", args: []string{"submit", "-f", "../../examples/workloads/fractional.yaml", "--idempotency-key", "k-1"}},
 		{name: "submit_json", args: []string{"submit", "-f", "../../examples/workloads/gang.yaml", "--idempotency-key", "k-2", "-o", "json"}},
+		{name: "submit_reject_never_fits", args: []string{"submit", "-f", "testdata/input/huge.yaml", "--reject-if-never-fits"}, code: ExitInvalid},
 		// cancel
 		{name: "cancel_queued", args: []string{"cancel", "wl-05", "--reason", "not needed"}},
 		{name: "cancel_running", args: []string{"cancel", "wl-04"}},
 		{name: "cancel_finished", args: []string{"cancel", "wl-01"}},
 		{name: "cancel_not_found", args: []string{"cancel", "wl-nope"}, code: ExitNotFound},
+		{name: "cancel_bad_id", args: []string{"cancel", "nope"}, code: ExitNotFound},
 		// queue create/apply
 		{name: "queue_create_exists", args: []string{"queue", "create", "-f", "testdata/input/queue-acme.yaml"}, code: ExitConflict},
 		{name: "queue_create_no_parent", args: []string{"queue", "create", "-f", "testdata/input/queue-orphan.yaml"}, code: ExitInvalid},
 		{name: "queue_create_invalid", args: []string{"queue", "create", "-f", "testdata/input/queue-invalid.yaml"}, code: ExitInvalid},
-		{name: "queue_apply", args: []string{"queue", "apply", "-f", "../../examples/queues/acme.yaml"}},
-		{name: "queue_apply_again", args: []string{"queue", "apply", "-f", "../../examples/queues/acme.yaml"}},
+		{name: "queue_create_dry_run", args: []string{"queue", "create", "--dry-run", "-f", "testdata/input/queue-new.yaml"}},
+		{name: "queue_create_dry_run_no_parent", args: []string{"queue", "create", "--dry-run", "-f", "testdata/input/queue-orphan.yaml"}, code: ExitInvalid},
+		{name: "queue_create_dry_run_exists", args: []string{"queue", "create", "--dry-run", "-f", "testdata/input/queue-acme.yaml"}, code: ExitConflict},
+		{name: "queue_apply_dry_run", args: []string{"queue", "apply", "--dry-run", "-f", "testdata/input/queue-tree.yaml"}},
+		{name: "queue_apply_dry_run_prune", args: []string{"queue", "apply", "--dry-run", "--prune", "-f", "testdata/input/queue-tree.yaml"}},
+		{name: "queue_apply", args: []string{"queue", "apply", "-f", "testdata/input/queue-tree.yaml"}},
+		{name: "queue_apply_again", args: []string{"queue", "apply", "-f", "testdata/input/queue-tree.yaml"}},
+		{name: "queue_apply_prune", args: []string{"queue", "apply", "--prune", "-f", "testdata/input/queue-tree.yaml"}},
+		{name: "queue_apply_example_dry_run", args: []string{"queue", "apply", "--dry-run", "-f", "../../examples/queues/acme.yaml"}},
 		{name: "queue_no_subcommand", args: []string{"queue"}, code: ExitUsage},
 		{name: "queue_get", args: []string{"queue", "get", "acme/vision"}},
 		{name: "queue_get_not_found", args: []string{"queue", "get", "acme/nope"}, code: ExitNotFound},
@@ -184,6 +200,8 @@ func TestCommands(t *testing.T) {
 		{name: "version_json", args: []string{"version", "-o", "json", "--client"}},
 		{name: "help", args: []string{"--help"}},
 		{name: "help_list", args: []string{"list", "--help"}},
+		{name: "help_queue_apply", args: []string{"queue", "apply", "--help"}},
+		{name: "help_explain", args: []string{"explain", "--help"}},
 		{name: "unknown_command", args: []string{"frobnicate"}, code: ExitUsage},
 		{name: "hub_url", args: []string{"list", "--hub", "http://127.0.0.1:8080"}, code: ExitUsage},
 		{name: "bad_timeout", args: []string{"list", "--timeout", "0s"}, code: ExitUsage},
@@ -353,20 +371,82 @@ func TestQueueApplyWrites(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	want := "create acme,create acme/vision,create acme/vision/train,create acme/search,create acme/search/inference,create acme/research"
+	want := "create acme,create acme/research,create acme/product,create acme/platform,create acme/sandbox"
 	if got := strings.Join(hub.queueWrites, ","); got != want {
 		t.Errorf("writes %s\nwant %s", got, want)
 	}
+	classes := func(path string) string {
+		var cs []string
+		for _, q := range hub.queues[path].GetQuotas() {
+			cs = append(cs, q.GetAcceleratorClass())
+		}
+		return strings.Join(cs, ",")
+	}
+	before := classes("acme")
+
+	// A file that sets the weight and lists one of acme's four quota
+	// classes, unchanged: only the weight is written, the other classes
+	// are kept, and the update is conditional on the revision it read.
+	file := "path: acme\nweight: 2\nquotas:\n- accelerator_class: nvidia-h100-80gb\n  nominal_milli_gpus: 64000\n"
 	hub.queueWrites = nil
-	r = runCLI(t, addr, "path: acme/vision\nweight: 5\nquotas:\n- accelerator_class: nvidia-h100-80gb\n  nominal_milli_gpus: 40000\n  borrow_limit_milli: 16000\n", "queue", "apply", "-f", "-")
-	if r.code != ExitOK || r.stdout != "queue acme/vision configured\n" {
+	r = runCLI(t, addr, file, "queue", "apply", "--dry-run", "-f", "-")
+	if r.code != ExitOK || len(hub.queueWrites) != 0 {
+		t.Fatalf("--dry-run: exit %d, writes %v (want none)\n%s%s", r.code, hub.queueWrites, r.stdout, r.stderr)
+	}
+	wantOut := "queue acme configured (dry run)\n  ~ weight: 1 -> 2\n" +
+		"  = quota nvidia-a100-40gb: kept, not in the file (--prune removes it)\n" +
+		"  = quota nvidia-gb200-192gb: kept, not in the file (--prune removes it)\n" +
+		"  = quota nvidia-l40s-48gb: kept, not in the file (--prune removes it)\n" +
+		"0 created, 1 configured, 0 unchanged (dry run: nothing was changed)\n"
+	if r.stdout != wantOut {
+		t.Errorf("--dry-run printed\n%s\nwant\n%s", r.stdout, wantOut)
+	}
+	rev := hub.queues["acme"].GetRevision()
+	r = runCLI(t, addr, file, "queue", "apply", "-f", "-")
+	if r.code != ExitOK {
 		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if got := hub.queues["acme/vision"].GetWeight(); got != 5 {
-		t.Errorf("weight after apply = %d, want 5", got)
+	if got := strings.Join(hub.queueWrites, ","); got != "update acme [weight]" {
+		t.Errorf("writes %q, want one update of the weight only", got)
 	}
-	if got := strings.Join(hub.queueWrites, ","); got != "update acme/vision" {
-		t.Errorf("writes %q, want one update", got)
+	if got := hub.updates[0].GetQueue().GetRevision(); got != rev {
+		t.Errorf("update sent revision %d, want %d (the one it compared against)", got, rev)
+	}
+	if got := hub.queues["acme"].GetWeight(); got != 2 {
+		t.Errorf("weight after apply = %d, want 2", got)
+	}
+	if got := classes("acme"); got != before {
+		t.Errorf("quota classes after apply = %s, want %s kept", got, before)
+	}
+
+	// --prune makes the file's list the whole list.
+	hub.queueWrites = nil
+	r = runCLI(t, addr, file, "queue", "apply", "--prune", "-f", "-")
+	if r.code != ExitOK || !strings.Contains(r.stdout, "  - quota nvidia-l40s-48gb: nominal 24, borrow limit unlimited, lend limit all\n") {
+		t.Fatalf("--prune: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if got := classes("acme"); got != "nvidia-h100-80gb" || strings.Join(hub.queueWrites, ",") != "update acme [quotas]" {
+		t.Errorf("after --prune: classes %s, writes %v", got, hub.queueWrites)
+	}
+
+	// A description the file leaves out is kept; one it writes is set.
+	r = runCLI(t, addr, "path: acme/sandbox\nweight: 1\n", "queue", "apply", "-f", "-")
+	if r.code != ExitOK || r.stdout != "queue acme/sandbox unchanged\n" || hub.queues["acme/sandbox"].GetDescription() == "" {
+		t.Errorf("omitted description: exit %d stdout %q, description %q", r.code, r.stdout, hub.queues["acme/sandbox"].GetDescription())
+	}
+
+	// The queue changes between apply's read and its write: nothing is
+	// overwritten and the user is told to run it again.
+	hub.mu.Lock()
+	hub.staleQueues = true
+	hub.mu.Unlock()
+	hub.queueWrites = nil
+	r = runCLI(t, addr, "path: acme\nweight: 7\n", "queue", "apply", "-f", "-")
+	if r.code != ExitConflict || !strings.Contains(r.stderr, "queue acme changed on the hub while apply was comparing it; nothing was written") {
+		t.Errorf("stale revision: exit %d stderr %q", r.code, r.stderr)
+	}
+	if got := hub.queues["acme"].GetWeight(); got != 2 || len(hub.queueWrites) != 0 {
+		t.Errorf("a stale apply wrote: weight %d, writes %v", got, hub.queueWrites)
 	}
 }
 
@@ -497,7 +577,8 @@ func TestHubErrorsMapToExitCodes(t *testing.T) {
 	}{
 		"no leader":  {status.Error(codes.Unavailable, "no leader elected yet"), ExitUnavailable, "error: the hub at HUB is unavailable: no leader elected yet; try again shortly\n"},
 		"internal":   {status.Error(codes.Internal, "etcd: boom"), ExitError, "error: hub error (internal) on workload list: etcd: boom\n"},
-		"denied":     {status.Error(codes.PermissionDenied, "team beta may not read acme"), ExitDenied, "error: the hub refused the request: team beta may not read acme\n"},
+		"denied":     {status.Error(codes.PermissionDenied, "team beta may not read acme"), ExitDenied, "error: the hub refused the request (permission denied): team beta may not read acme\n"},
+		"no token":   {status.Error(codes.Unauthenticated, "missing bearer token"), ExitDenied, "error: the hub refused the credentials (unauthenticated): missing bearer token\n"},
 		"bad token":  {status.Error(codes.InvalidArgument, "page_token does not match the request"), ExitInvalid, "error: the hub rejected the workload list: page_token does not match the request\n"},
 		"overloaded": {status.Error(codes.ResourceExhausted, "too many requests"), ExitError, "error: hub error (resource exhausted) on workload list: too many requests\n"},
 	} {
@@ -510,5 +591,110 @@ func TestHubErrorsMapToExitCodes(t *testing.T) {
 				t.Errorf("exit %d stderr %q; want exit %d stderr %q", r.code, r.stderr, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// bigWorkloads adds n workloads of about size bytes each (in labels) to
+// the hub, newest first.
+func bigWorkloads(h *fakeHub, n, size int) {
+	for i := 0; i < n; i++ {
+		labels := map[string]string{}
+		for k := 0; k < 8; k++ {
+			labels[fmt.Sprintf("blob-%d", k)] = strings.Repeat("x", size/8)
+		}
+		h.workloads = append([]*meridianv1.Workload{{
+			Id: fmt.Sprintf("wl-big%02d", i), Queue: "acme/research", Labels: labels, CreateTime: ts(55 * time.Minute),
+			PodSets: []*meridianv1.PodSet{{Name: "w", Replicas: 1, Resources: &meridianv1.Resources{GpuMilli: 1000}}},
+			Status:  &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED},
+		}}, h.workloads...)
+	}
+}
+
+// TestListLargePage: a page above gRPC's default 4 MiB receive limit
+// (six workloads with 0.9 MB of labels each) lists, with and without
+// --limit.
+func TestListLargePage(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	hub.pageCap = 500
+	bigWorkloads(hub, 6, 900_000)
+	addr := hub.serve(t)
+	for _, args := range [][]string{{"list"}, {"list", "--limit", "5"}, {"list", "-o", "json"}} {
+		hub.listReqs = nil
+		r := runCLI(t, addr, "", args...)
+		if r.code != ExitOK {
+			t.Fatalf("%v: exit %d stderr %q", args, r.code, r.stderr)
+		}
+		if len(hub.listReqs) != 1 {
+			t.Errorf("%v: %d list requests, want 1 (a 5.4 MB page is within the client's limit)", args, len(hub.listReqs))
+		}
+		if !strings.Contains(r.stdout, "wl-big05") {
+			t.Errorf("%v: output lacks wl-big05", args)
+		}
+	}
+}
+
+// TestListPageTooLarge: when a page is still above the client's limit,
+// list asks again for smaller pages; when even one workload is too large
+// it says so plainly, with a hint.
+func TestListPageTooLarge(t *testing.T) {
+	defer func(v int) { maxRecvMsgBytes = v }(maxRecvMsgBytes)
+	maxRecvMsgBytes = 2 << 20
+	hub := newFakeHub()
+	hub.seed()
+	hub.pageCap = 500
+	bigWorkloads(hub, 6, 900_000)
+	addr := hub.serve(t)
+	r := runCLI(t, addr, "", "list")
+	if r.code != ExitOK || strings.Count(r.stdout, "wl-big") != 6 || !strings.Contains(r.stdout, "wl-01") {
+		t.Fatalf("list with 2 MiB limit: exit %d stderr %q\n%s", r.code, r.stderr, r.stdout)
+	}
+	var sizes []int32
+	for _, req := range hub.listReqs {
+		sizes = append(sizes, req.GetPageSize())
+	}
+	if sizes[0] != listPageSize || sizes[len(sizes)-1] > 2 {
+		t.Errorf("page sizes %v: want %d first, then halved to at most 2", sizes, listPageSize)
+	}
+
+	maxRecvMsgBytes = 512 << 10
+	r = runCLI(t, addr, "", "list", "--limit", "5")
+	want := "error: the hub's answer to the workload list is 0.9 MiB, larger than meridianctl accepts (0.5 MiB); it was too large even at one workload per page; narrow the list with --queue, --phase, --cluster or -l\n"
+	if r.code != ExitError || r.stderr != want {
+		t.Errorf("exit %d stderr %q\nwant %q", r.code, r.stderr, want)
+	}
+}
+
+// TestExplainEmptyFleet: "no cluster is registered" only when the hub
+// has no cluster at all.
+func TestExplainEmptyFleet(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	hub.clusters = nil
+	addr := hub.serve(t)
+	r := runCLI(t, addr, "", "explain", "wl-05")
+	if r.code != ExitOK || !strings.Contains(r.stdout, "Clusters (best first):\n  none: no cluster is registered with the hub (start a meridian-agent in each cluster)\n") {
+		t.Errorf("exit %d stdout:\n%s", r.code, r.stdout)
+	}
+	r = runCLI(t, addr, "", "explain", "wl-01")
+	if r.code != ExitOK || strings.Contains(r.stdout, "registered") || !strings.Contains(r.stdout, "Phase:      SUCCEEDED\n") {
+		t.Errorf("a finished workload's explain must not blame the fleet: exit %d stdout:\n%s", r.code, r.stdout)
+	}
+}
+
+func TestSubmitRejectIfNeverFits(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	addr := hub.serve(t)
+	mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml")
+	r := runCLI(t, addr, "", "submit", "-f", "testdata/input/huge.yaml", "--reject-if-never-fits")
+	if r.code != ExitInvalid {
+		t.Errorf("exit %d stderr %q", r.code, r.stderr)
+	}
+	if len(hub.submitReqs) != 2 || hub.submitReqs[0].GetRejectIfNeverFits() || !hub.submitReqs[1].GetRejectIfNeverFits() {
+		t.Errorf("reject_if_never_fits sent as %v", hub.submitReqs)
+	}
+	if hub.submits != 1 {
+		t.Errorf("stored %d workloads, want 1 (the rejected one is not stored)", hub.submits)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -32,7 +34,10 @@ const (
 	// ExitUnavailable: the hub could not be reached or did not answer in
 	// time.
 	ExitUnavailable = 6
-	// ExitDenied: the hub refused the caller's identity or permissions.
+	// ExitDenied: the hub refused the caller's credentials: gRPC
+	// Unauthenticated (no or bad credentials) or PermissionDenied (not
+	// allowed to do this). The hub does not check credentials yet; the
+	// code is reserved so scripts need not change when it does.
 	ExitDenied = 7
 	// ExitInterrupted: the user interrupted the command (Ctrl-C).
 	ExitInterrupted = 130
@@ -98,6 +103,18 @@ func violationsText(headline string, err error) (string, bool) {
 type object struct {
 	kind string
 	id   string
+	// idField is the request field that carried id ("id", "path"), for a
+	// call that looks one object up. A field violation on it alone means
+	// the id cannot name an object, so it reads as not found.
+	idField string
+	// tooBig is the hint shown when the hub's answer exceeds the client's
+	// receive limit, for example "use a smaller --limit".
+	tooBig string
+}
+
+// lookup is the object of a call that names one object by its id field.
+func lookup(kind, id, idField string) object {
+	return object{kind: kind, id: id, idField: idField}
 }
 
 func (o object) String() string {
@@ -135,6 +152,12 @@ func (a *app) rpcError(ctx context.Context, err error, about object) error {
 	}
 	switch st.Code() {
 	case codes.InvalidArgument:
+		if about.id != "" && about.idField != "" {
+			if vs := validation.FieldViolations(err); len(vs) == 1 && vs[0].GetField() == about.idField {
+				// "nope" is no workload id, so no workload has it.
+				return wrap(ExitNotFound, fmt.Sprintf("%s not found: %s", about, vs[0].GetDescription()))
+			}
+		}
 		if text, ok := violationsText("the hub rejected the "+about.kind, err); ok {
 			return wrap(ExitInvalid, text)
 		}
@@ -149,6 +172,11 @@ func (a *app) rpcError(ctx context.Context, err error, about object) error {
 	case codes.Aborted:
 		return wrap(ExitConflict, fmt.Sprintf("%s changed while the hub was updating it; run the command again (%s)", about, msg))
 	case codes.FailedPrecondition:
+		if about.id == "" {
+			if text, ok := violationsText("the hub refused the "+about.kind, err); ok {
+				return wrap(ExitInvalid, text)
+			}
+		}
 		if about.id != "" && strings.Contains(msg, about.id) {
 			return wrap(ExitInvalid, msg)
 		}
@@ -163,8 +191,15 @@ func (a *app) rpcError(ctx context.Context, err error, about object) error {
 			return wrap(ExitUnavailable, a.cannotReach())
 		}
 		return wrap(ExitUnavailable, fmt.Sprintf("the hub at %s did not answer within %s (raise --timeout)", a.hub, a.timeout))
-	case codes.Unauthenticated, codes.PermissionDenied:
-		return wrap(ExitDenied, fmt.Sprintf("the hub refused the request: %s", msg))
+	case codes.Unauthenticated:
+		return wrap(ExitDenied, fmt.Sprintf("the hub refused the credentials (unauthenticated): %s", msg))
+	case codes.PermissionDenied:
+		return wrap(ExitDenied, fmt.Sprintf("the hub refused the request (permission denied): %s", msg))
+	case codes.ResourceExhausted:
+		if m := tooLarge.FindStringSubmatch(msg); m != nil {
+			return wrap(ExitError, tooLargeText(about, m[1], m[2]))
+		}
+		return wrap(ExitError, fmt.Sprintf("hub error (%s) on %s: %s", codeWords(st.Code()), about, msg))
 	case codes.Unimplemented:
 		return wrap(ExitError, fmt.Sprintf("the hub at %s does not support this call (%s); is it an older version than meridianctl %s?", a.hub, msg, Version))
 	case codes.Canceled:
@@ -172,6 +207,34 @@ func (a *app) rpcError(ctx context.Context, err error, about object) error {
 	default:
 		return wrap(ExitError, fmt.Sprintf("hub error (%s) on %s: %s", codeWords(st.Code()), about, msg))
 	}
+}
+
+// tooLarge matches gRPC's message for an answer above the receive limit:
+// "grpc: received message larger than max (5614302 vs. 4194304)".
+var tooLarge = regexp.MustCompile(`received message (?:larger than max|after decompression larger than max) \((\d+) vs\. (\d+)\)`)
+
+// isTooLarge reports whether err is the client refusing an answer above
+// its receive limit.
+func isTooLarge(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && tooLarge.MatchString(st.Message())
+}
+
+func tooLargeText(about object, got, limit string) string {
+	hint := about.tooBig
+	if hint == "" {
+		hint = "ask for less, or use -o json on a narrower request"
+	}
+	return fmt.Sprintf("the hub's answer to the %s is %s, larger than meridianctl accepts (%s); %s", about, byteSize(got), byteSize(limit), hint)
+}
+
+// byteSize formats a decimal byte count from an error message as MiB.
+func byteSize(s string) string {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return s + " bytes"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 func (a *app) cannotReach() string {

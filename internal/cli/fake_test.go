@@ -49,11 +49,14 @@ type fakeHub struct {
 	nextID    int
 
 	listReqs    []*meridianv1.ListWorkloadsRequest
+	submitReqs  []*meridianv1.SubmitWorkloadRequest
 	submits     int
 	queueWrites []string
+	updates     []*meridianv1.UpdateQueueRequest
 	failWith    error // when set, every call fails with it
 	watchBlock  bool  // keep watch streams open after the events, until the client leaves
 	slow        bool  // GetWorkload waits until the client gives up
+	staleQueues bool  // GetQueue answers one revision behind, as if the queue changed right after
 }
 
 func newFakeHub() *fakeHub {
@@ -91,6 +94,17 @@ func (h *fakeHub) fail() error {
 	return h.failWith
 }
 
+// checkID answers, as the hub does, an id that cannot be a workload id.
+func checkID(id string) error {
+	if strings.HasPrefix(id, "wl-") {
+		return nil
+	}
+	st, _ := status.New(codes.InvalidArgument, "id: not a workload id").WithDetails(&errdetails.BadRequest{
+		FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "id", Description: fmt.Sprintf("%q is not a workload id (want wl- followed by 26 base32 characters)", id)}},
+	})
+	return st.Err()
+}
+
 func (h *fakeHub) find(id string) *meridianv1.Workload {
 	for _, w := range h.workloads {
 		if w.GetId() == id {
@@ -107,14 +121,22 @@ func (h *fakeHub) SubmitWorkload(_ context.Context, req *meridianv1.SubmitWorklo
 		return nil, err
 	}
 	w := req.GetWorkload()
+	h.submitReqs = append(h.submitReqs, proto.Clone(req).(*meridianv1.SubmitWorkloadRequest))
 	if err := validation.ValidateWorkload(w); err != nil {
 		return nil, err
+	}
+	if req.GetRejectIfNeverFits() && requestedMilli(w) > 64000 {
+		// As the hub: refused, nothing stored.
+		st, _ := status.New(codes.FailedPrecondition, "never fits").WithDetails(&errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "pod_sets", Description: fmt.Sprintf("asks for %s GPUs; the largest cluster has 64 (reject_if_never_fits)", gpus(requestedMilli(w)))}},
+		})
+		return nil, st.Err()
 	}
 	if _, ok := h.queues[w.GetQueue()]; !ok {
 		st, _ := status.New(codes.InvalidArgument, "invalid workload").WithDetails(&errdetails.BadRequest{
 			FieldViolations: []*errdetails.BadRequest_FieldViolation{{
 				Field:       "queue",
-				Description: fmt.Sprintf("queue %q does not exist; create it first (meridianctl queue apply)", w.GetQueue()),
+				Description: fmt.Sprintf("queue %q does not exist; create it first (meridianctl queues, or POST /v1/queues)", w.GetQueue()),
 			}},
 		})
 		return nil, st.Err()
@@ -148,6 +170,9 @@ func (h *fakeHub) GetWorkload(ctx context.Context, req *meridianv1.GetWorkloadRe
 	}
 	defer h.mu.Unlock()
 	if err := h.fail(); err != nil {
+		return nil, err
+	}
+	if err := checkID(req.GetId()); err != nil {
 		return nil, err
 	}
 	if w := h.find(req.GetId()); w != nil {
@@ -237,6 +262,9 @@ func (h *fakeHub) CancelWorkload(_ context.Context, req *meridianv1.CancelWorklo
 	if err := h.fail(); err != nil {
 		return nil, err
 	}
+	if err := checkID(req.GetId()); err != nil {
+		return nil, err
+	}
 	w := h.find(req.GetId())
 	if w == nil {
 		return nil, status.Errorf(codes.NotFound, "no workload %q", req.GetId())
@@ -259,6 +287,9 @@ func (h *fakeHub) ExplainWorkload(_ context.Context, req *meridianv1.ExplainWork
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.fail(); err != nil {
+		return nil, err
+	}
+	if err := checkID(req.GetId()); err != nil {
 		return nil, err
 	}
 	if e, ok := h.explain[req.GetId()]; ok {
@@ -332,10 +363,35 @@ func (h *fakeHub) UpdateQueue(_ context.Context, req *meridianv1.UpdateQueueRequ
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no queue %q", q.GetPath())
 	}
-	stored := proto.Clone(q).(*meridianv1.Queue)
-	stored.Status, stored.CreateTime, stored.UpdateTime, stored.Revision = old.GetStatus(), old.GetCreateTime(), ts(time.Minute), old.GetRevision()+1
+	if q.GetRevision() != 0 && q.GetRevision() != old.GetRevision() {
+		// As the hub: the revision is a precondition.
+		st, _ := status.New(codes.FailedPrecondition, "revision: stale").WithDetails(&errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "revision", Description: fmt.Sprintf("queue %s is at revision %d, not %d; read it again and retry", q.GetPath(), old.GetRevision(), q.GetRevision())}},
+		})
+		return nil, st.Err()
+	}
+	// As the hub: only the fields in the mask change; no mask means all.
+	paths := req.GetUpdateMask().GetPaths()
+	if len(paths) == 0 {
+		paths = []string{"weight", "quotas", "description"}
+	}
+	stored := proto.Clone(old).(*meridianv1.Queue)
+	for _, p := range paths {
+		switch p {
+		case "weight":
+			stored.Weight = q.GetWeight()
+		case "quotas":
+			stored.Quotas = q.GetQuotas()
+		case "description":
+			stored.Description = q.GetDescription()
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "update_mask: %q cannot be updated", p)
+		}
+	}
+	stored.UpdateTime, stored.Revision = ts(time.Minute), old.GetRevision()+1
 	h.queues[q.GetPath()] = stored
-	h.queueWrites = append(h.queueWrites, "update "+q.GetPath())
+	h.queueWrites = append(h.queueWrites, fmt.Sprintf("update %s %v", q.GetPath(), req.GetUpdateMask().GetPaths()))
+	h.updates = append(h.updates, proto.Clone(req).(*meridianv1.UpdateQueueRequest))
 	return stored, nil
 }
 
@@ -346,6 +402,11 @@ func (h *fakeHub) GetQueue(_ context.Context, req *meridianv1.GetQueueRequest) (
 		return nil, err
 	}
 	if q, ok := h.queues[req.GetPath()]; ok {
+		if h.staleQueues {
+			// Someone else updates the queue right after this read.
+			q = proto.Clone(q).(*meridianv1.Queue)
+			q.Revision--
+		}
 		return q, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "no queue %q", req.GetPath())
@@ -455,10 +516,12 @@ func (h *fakeHub) seed() {
 			{AcceleratorClass: "nvidia-h100-80gb", NominalMilliGpus: 64000},
 			{AcceleratorClass: "nvidia-l4", NominalMilliGpus: 8000, LendLimitMilli: i64(4000)},
 		}, Status: &meridianv1.QueueStatus{PendingWorkloads: 2, RunningWorkloads: 2, Classes: []*meridianv1.ClassUsage{
-			{AcceleratorClass: "nvidia-h100-80gb", UsageMilli: 40000, FairshareFactor: 0.5},
-			{AcceleratorClass: "nvidia-l4", UsageMilli: 1500, FairshareFactor: 0.875},
+			{AcceleratorClass: "nvidia-h100-80gb", UsageMilli: 40000},
+			{AcceleratorClass: "nvidia-l4", UsageMilli: 1500},
 		}}},
-		{Path: "acme/search", Weight: 1, Status: &meridianv1.QueueStatus{PendingWorkloads: 1}},
+		{Path: "acme/search", Weight: 1, Status: &meridianv1.QueueStatus{PendingWorkloads: 1, Classes: []*meridianv1.ClassUsage{
+			{AcceleratorClass: "nvidia-l4", UsageMilli: 1500, BorrowedMilli: 500},
+		}}},
 		{Path: "acme/search/inference", Quotas: []*meridianv1.QueueQuota{
 			{AcceleratorClass: "nvidia-l4", NominalMilliGpus: 1000, BorrowLimitMilli: i64(0)},
 		}, Status: &meridianv1.QueueStatus{PendingWorkloads: 1, RunningWorkloads: 1, Classes: []*meridianv1.ClassUsage{
@@ -467,13 +530,32 @@ func (h *fakeHub) seed() {
 		{Path: "acme/vision", Weight: 3, Quotas: []*meridianv1.QueueQuota{
 			{AcceleratorClass: "nvidia-h100-80gb", NominalMilliGpus: 48000, BorrowLimitMilli: i64(16000)},
 		}, Status: &meridianv1.QueueStatus{PendingWorkloads: 1, RunningWorkloads: 1, Classes: []*meridianv1.ClassUsage{
-			{AcceleratorClass: "nvidia-h100-80gb", UsageMilli: 40000, LentMilli: 8000, DecayedGpuSeconds: 1.44e6, FairshareFactor: 0.625},
+			{AcceleratorClass: "nvidia-h100-80gb", UsageMilli: 40000, LentMilli: 8000, DecayedGpuSeconds: 1.44e6},
 		}}},
 		{Path: "acme/vision/train", Quotas: []*meridianv1.QueueQuota{
 			{AcceleratorClass: "nvidia-h100-80gb", NominalMilliGpus: 32000},
-		}},
-		{Path: "beta", Weight: 2},
+		}, Status: &meridianv1.QueueStatus{Classes: []*meridianv1.ClassUsage{
+			{AcceleratorClass: "nvidia-h100-80gb", FairshareFactor: 1},
+		}}},
+		// Leaves as in examples/queues/acme.yaml, which the example
+		// workloads name: a "*" quota borrows every class.
+		{Path: "acme/research", Weight: 3, Description: "demo team, borrows any class from acme", Quotas: []*meridianv1.QueueQuota{
+			{AcceleratorClass: "*"},
+		}, Status: &meridianv1.QueueStatus{Classes: []*meridianv1.ClassUsage{
+			{AcceleratorClass: "*", FairshareFactor: 0.5},
+		}}},
+		{Path: "acme/product", Weight: 2, Quotas: []*meridianv1.QueueQuota{
+			{AcceleratorClass: "*"},
+		}, Status: &meridianv1.QueueStatus{Classes: []*meridianv1.ClassUsage{
+			{AcceleratorClass: "*", FairshareFactor: 0.333},
+		}}},
+		// A leaf that uses nothing and has no quota: the hub reports its
+		// fairshare under class "*".
+		{Path: "beta", Weight: 2, Status: &meridianv1.QueueStatus{Classes: []*meridianv1.ClassUsage{
+			{AcceleratorClass: "*", FairshareFactor: 0.667},
+		}}},
 	} {
+		q.Revision = 3
 		h.queues[q.GetPath()] = q
 	}
 	gang := func(replicas int32, milli int32) []*meridianv1.PodSet {
@@ -487,7 +569,7 @@ func (h *fakeHub) seed() {
 			PodSets:    []*meridianv1.PodSet{{Name: "server", Replicas: 3, Resources: &meridianv1.Resources{GpuMilli: 500, GpuMemoryMib: 20480, FractionalMode: meridianv1.FractionalMode_FRACTIONAL_MODE_MPS}}},
 			CreateTime: ts(50 * time.Minute),
 			Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
-				PendingReason: "queue acme/search/inference is at its nvidia-l4 quota (1.5 of 1 GPUs, borrowing 0.5)"}},
+				PendingReason: "queue acme/search/inference is at its nvidia-l4 quota (1.5 of 1 GPUs, borrowing 0.5)", PendingReasonCode: "QuotaExceeded"}},
 		{Id: "wl-04", Name: "pretrain", Queue: "acme/vision/train", Priority: 100, Labels: map[string]string{"team": "vision", "tier": "prod"},
 			PodSets: gang(4, 8000), CreateTime: ts(40*time.Minute + 30*time.Second),
 			Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING, Cluster: "east-h100", DispatchId: "d-04-1",
@@ -530,7 +612,25 @@ func (h *fakeHub) seed() {
 			{Cluster: "edge-l4", Fits: false, Lines: []string{"draining: closed to new dispatches"}},
 			{Cluster: "west-a100", Fits: false, Lines: []string{"lost: no heartbeat for 48m0s"}},
 		},
+		EvaluateTime: ts(59*time.Minute + 58*time.Second), PendingReasonCode: "NoFit",
+	}
+	// Not queued: phase, and at most the cluster it runs or ran on.
+	h.explain["wl-04"] = &meridianv1.ExplainWorkloadResponse{
+		WorkloadId: "wl-04", Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING,
+		Clusters: []*meridianv1.ClusterFit{{Cluster: "east-h100", Fits: true, Lines: []string{
+			"dispatch d-04-1, attempt 1", "running since 2026-11-30T12:42:00Z",
+		}}},
 		EvaluateTime: ts(59*time.Minute + 58*time.Second),
+	}
+	h.explain["wl-01"] = &meridianv1.ExplainWorkloadResponse{
+		WorkloadId: "wl-01", Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED,
+		EvaluateTime: ts(59*time.Minute + 58*time.Second),
+	}
+	// Queued with no per-cluster lines (an older hub, or one that has not
+	// evaluated it yet).
+	h.explain["wl-05"] = &meridianv1.ExplainWorkloadResponse{
+		WorkloadId: "wl-05", Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
+		PendingReason: h.workloads[0].GetStatus().GetPendingReason(), PendingReasonCode: "QuotaExceeded", QueuePosition: 1,
 	}
 	h.events = []*meridianv1.WorkloadEvent{
 		{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED, Workload: h.workloads[1], Revision: 10, Time: ts(40 * time.Minute)},

@@ -92,13 +92,24 @@ func TestAgainstRealAPI(t *testing.T) {
 	addr := startRealAPI(t)
 
 	r := mustRun(t, addr, "", "queue", "apply", "-f", "../../examples/queues/acme.yaml")
-	if got := strings.Count(r.stdout, " created\n"); got != 6 {
-		t.Fatalf("queue apply created %d queues, want 6:\n%s", got, r.stdout)
+	if got := strings.Count(r.stdout, " created\n"); got != 5 {
+		t.Fatalf("queue apply created %d queues, want 5:\n%s", got, r.stdout)
 	}
 	r = mustRun(t, addr, "", "queue", "apply", "-f", "../../examples/queues/acme.yaml")
-	if got := strings.Count(r.stdout, " unchanged\n"); got != 6 {
-		t.Errorf("second apply: %d unchanged, want 6 (apply must be idempotent):\n%s", got, r.stdout)
+	if got := len(regexp.MustCompile(`(?m)^queue \S+ unchanged$`).FindAllString(r.stdout, -1)); got != 5 {
+		t.Errorf("second apply: %d unchanged, want 5 (apply must be idempotent):\n%s", got, r.stdout)
 	}
+	// Apply changes only what the file writes: the weight here. The three
+	// quota classes the file leaves out are kept on the real hub.
+	r = mustRun(t, addr, "path: acme\nweight: 2\nquotas:\n- accelerator_class: nvidia-h100-80gb\n  nominal_milli_gpus: 64000\n", "queue", "apply", "-f", "-")
+	if !strings.HasPrefix(r.stdout, "queue acme configured\n  ~ weight: 1 -> 2\n  = quota nvidia-a100-40gb: kept, not in the file (--prune removes it)\n") {
+		t.Errorf("apply of a partial file printed:\n%s", r.stdout)
+	}
+	r = mustRun(t, addr, "", "queue", "get", "acme", "-o", "json")
+	if n := strings.Count(r.stdout, "accelerator_class"); n != 4 || !strings.Contains(r.stdout, `"weight": 2`) {
+		t.Errorf("after a partial apply acme has %d quotas (want 4 kept) :\n%s", n, r.stdout)
+	}
+	mustRun(t, addr, "", "queue", "apply", "-f", "../../examples/queues/acme.yaml")
 	r = runCLI(t, addr, "", "queue", "create", "-f", "../../examples/queues/acme.yaml")
 	if r.code != ExitConflict || !strings.Contains(r.stderr, "queue acme already exists (use 'meridianctl queue apply' to update it)") {
 		t.Errorf("create over existing: exit %d stderr %q", r.code, r.stderr)
@@ -128,12 +139,12 @@ func TestAgainstRealAPI(t *testing.T) {
 	// From stdin, without a key: a second workload.
 	r = mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/fractional.yaml")
 	other := strings.Fields(r.stdout)[1]
-	if other == id || !strings.HasPrefix(r.stdout, "workload wl-") || !strings.HasSuffix(r.stdout, " submitted to queue acme/search/inference (phase QUEUED)\n") {
+	if other == id || !strings.HasPrefix(r.stdout, "workload wl-") || !strings.HasSuffix(r.stdout, " submitted to queue acme/product (phase QUEUED)\n") {
 		t.Errorf("second submit printed %q", r.stdout)
 	}
 
 	r = mustRun(t, addr, "", "get", id)
-	for _, want := range []string{"ID: " + id, "Queue: acme/vision/train", "Phase: QUEUED", "Pending reason: ", " worker 4 - 8 80Gi nvidia-h100-80gb - nvlink-domain\n"} {
+	for _, want := range []string{"ID: " + id, "Queue: acme/research", "Phase: QUEUED", "Pending reason: ", " worker 4 - 8 80Gi nvidia-h100-80gb - nvlink-domain\n"} {
 		if !strings.Contains(squash(r.stdout), want) {
 			t.Errorf("get output lacks %q:\n%s", want, r.stdout)
 		}
@@ -144,7 +155,7 @@ func TestAgainstRealAPI(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], other) || !strings.HasPrefix(lines[2], id) {
 		t.Errorf("list (newest first) =\n%s", r.stdout)
 	}
-	r = mustRun(t, addr, "", "list", "--queue", "acme/vision", "-l", "team=vision", "--phase", "queued")
+	r = mustRun(t, addr, "", "list", "--queue", "acme/research", "-l", "team=research", "--phase", "queued")
 	if !strings.Contains(r.stdout, id) || strings.Contains(r.stdout, other) {
 		t.Errorf("filtered list =\n%s", r.stdout)
 	}
@@ -172,7 +183,7 @@ func TestAgainstRealAPI(t *testing.T) {
 	}
 
 	r = mustRun(t, addr, "", "queues")
-	for _, want := range []string{"\nacme 1 nvidia-a100-40gb 32 ", "\n├─ research 1 nvidia-a100-40gb 16 ", "\n└─ vision 2 nvidia-h100-80gb 40 16 all ", "\n └─ train 1 nvidia-h100-80gb 32 unlimited all "} {
+	for _, want := range []string{"\nacme 1 - 0 0 nvidia-a100-40gb 24 unlimited all 0 0 0\n", "\n├─ research 3 - 0 0 * 0 unlimited all 0 0 0\n", "\n└─ sandbox 1 - 0 0 nvidia-l40s-48gb 4 0 all 0 0 0\n", "\nFAIRSHARE: leaf queues only"} {
 		if !strings.Contains(squash(r.stdout), want) {
 			t.Errorf("queues output lacks %q:\n%s", want, r.stdout)
 		}
@@ -189,7 +200,7 @@ func TestAgainstRealAPI(t *testing.T) {
 	defer wcancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(wctx, []string{"watch", "--hub", addr, "--initial", "--queue", "acme/search"}, Env{Stdout: &out, Stderr: &errb})
+		done <- Main(wctx, []string{"watch", "--hub", addr, "--initial", "--queue", "acme/product"}, Env{Stdout: &out, Stderr: &errb})
 	}()
 	waitFor := func(what string) {
 		t.Helper()
@@ -217,7 +228,7 @@ func TestAgainstRealAPI(t *testing.T) {
 		t.Fatal("watch did not stop within 10s of the interrupt")
 	}
 	if strings.Contains(out.String(), id) {
-		t.Errorf("watch --queue acme/search showed %s from acme/vision:\n%s", id, out.String())
+		t.Errorf("watch --queue acme/product showed %s from acme/research:\n%s", id, out.String())
 	}
 
 	// Error paths, as the real hub reports them.
@@ -229,6 +240,13 @@ func TestAgainstRealAPI(t *testing.T) {
 	r = runCLI(t, addr, "", "cancel", missing)
 	if r.code != ExitNotFound {
 		t.Errorf("cancel missing: exit %d stderr %q", r.code, r.stderr)
+	}
+	// Not even a workload id: still "not found", never "rejected".
+	for _, cmd := range []string{"get", "cancel", "explain"} {
+		r = runCLI(t, addr, "", cmd, "nope")
+		if r.code != ExitNotFound || !strings.HasPrefix(r.stderr, "error: workload nope not found: ") {
+			t.Errorf("%s nope: exit %d stderr %q", cmd, r.code, r.stderr)
+		}
 	}
 	r = runCLI(t, addr, "", "submit", "-f", "testdata/input/unknown-queue.yaml")
 	if r.code != ExitInvalid || !strings.HasPrefix(r.stderr, "error: the hub rejected the workload (1 problem):\n  queue: ") {

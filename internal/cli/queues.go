@@ -3,17 +3,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meridian-gpu/meridian/hub/api/validation"
@@ -25,10 +24,39 @@ import (
 // parents before children. Field names may be proto names (`nominal_milli_gpus`)
 // or lowerCamelCase; unknown fields are errors. It does not validate.
 func DecodeQueues(data []byte) ([]*meridianv1.Queue, error) {
+	docs, err := decodeQueueDocs(data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*meridianv1.Queue, len(docs))
+	for i, d := range docs {
+		out[i] = d.queue
+	}
+	return out, nil
+}
+
+// queueDoc is one decoded queue and the top-level fields its document
+// wrote, by proto name (weight, quotas, description): apply changes only
+// those.
+type queueDoc struct {
+	queue *meridianv1.Queue
+	set   map[string]bool
+}
+
+// queueFieldNames maps the names a document may use for a queue field to
+// its proto name.
+var queueFieldNames = map[string]string{
+	"path": "path", "weight": "weight", "description": "description", "quotas": "quotas",
+	"revision": "revision", "status": "status",
+	"create_time": "create_time", "createTime": "create_time",
+	"update_time": "update_time", "updateTime": "update_time",
+}
+
+func decodeQueueDocs(data []byte) ([]queueDoc, error) {
 	if len(data) > validation.MaxDocumentBytes {
 		return nil, fmt.Errorf("document is %d bytes; the limit is %d (1 MiB)", len(data), validation.MaxDocumentBytes)
 	}
-	var out []*meridianv1.Queue
+	var out []queueDoc
 	for i, doc := range splitDocuments(data) {
 		if len(bytes.TrimSpace(doc.text)) == 0 {
 			continue
@@ -49,7 +77,17 @@ func DecodeQueues(data []byte) ([]*meridianv1.Queue, error) {
 			msg := protojsonPos.ReplaceAllString(cleanProtoError(err.Error()), "")
 			return nil, fmt.Errorf("document %d (line %d): %s", i+1, doc.line, msg)
 		}
-		out = append(out, q)
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(js, &fields); err != nil {
+			return nil, fmt.Errorf("document %d (line %d): %v", i+1, doc.line, err)
+		}
+		set := make(map[string]bool, len(fields))
+		for k := range fields {
+			if name, ok := queueFieldNames[k]; ok {
+				set[name] = true
+			}
+		}
+		out = append(out, queueDoc{queue: q, set: set})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no queue in the document")
@@ -96,8 +134,19 @@ func (a *app) queuesCommand() *cobra.Command {
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "queues",
-		Short: "Show the queue tree: quota, usage, borrowed and fairshare per accelerator class",
-		Args:  noArgs,
+		Short: "Show the queue tree: weight, fairshare, and per accelerator class the quota and usage",
+		Long: `Show the queue tree. Each queue has one row per accelerator class it has a
+quota for or uses; its weight, fairshare factor and workload counts are on
+its first row. A legend under the table explains the columns. Amounts are
+GPUs (0.5 is half a GPU).
+
+FAIRSHARE is the hub's Fair Tree factor of a leaf queue, from 0 to 1:
+higher means the queue used less than its weight's share lately, so its
+workloads are scheduled sooner.`,
+		Example: `  meridianctl queues
+  meridianctl queues --prefix acme/vision
+  meridianctl queues -o yaml`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var all []*meridianv1.Queue
 			req := &meridianv1.ListQueuesRequest{PageSize: 1000, Prefix: prefix}
@@ -160,7 +209,7 @@ func (a *app) printQueueTree(queues []*meridianv1.Queue) error {
 		par := parentOf(q.GetPath())
 		children[par] = append(children[par], q)
 	}
-	t := newTable(a.env.Stdout, "QUEUE", "WEIGHT", "CLASS", "QUOTA", "BORROW LIMIT", "LEND LIMIT", "USAGE", "BORROWED", "LENT", "FAIRSHARE", "PENDING", "RUNNING")
+	t := newTable(a.env.Stdout, "QUEUE", "WEIGHT", "FAIRSHARE", "PENDING", "RUNNING", "CLASS", "NOMINAL", "BORROW LIMIT", "LEND LIMIT", "USED", "BORROWED", "LENT")
 	var walk func(parent, indent string)
 	walk = func(parent, indent string) {
 		kids := children[parent]
@@ -185,10 +234,31 @@ func (a *app) printQueueTree(queues []*meridianv1.Queue) error {
 		}
 	}
 	walk("", "")
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(a.env.Stdout, queueLegend)
+	return err
 }
 
+// queueLegend explains the queue table's columns and words. FAIRSHARE is
+// hub/quota's Fair Tree factor: rank / number of leaves, so the leaf most
+// owed GPU time gets 1.
+const queueLegend = `
+FAIRSHARE: leaf queues only, 0 to 1; higher = used less than its WEIGHT's share lately, so its
+  workloads are scheduled sooner (1.000 = first in line). - for a queue with child queues.
+CLASS *: every accelerator class the queue does not list on a row of its own.
+NOMINAL: GPUs guaranteed to the queue and its children. - = no quota entry for the class:
+  a parent then sums its children's, a leaf queue cannot use the class.
+BORROW LIMIT: GPUs it may use above NOMINAL while siblings are idle (unlimited = no cap, 0 = none).
+LEND LIMIT: GPUs of its idle NOMINAL that siblings may borrow (all = all of it).
+USED: GPUs in use now; BORROWED: the part above NOMINAL; LENT: NOMINAL GPUs siblings are using.
+PENDING, RUNNING: workloads in the queue and the queues below it.
+`
+
 // queueRows adds one row per accelerator class of q (quota or usage).
+// The queue's own columns (weight, fairshare, pending, running) are on its
+// first row only.
 func (a *app) queueRows(t *table, name string, q *meridianv1.Queue) {
 	type row struct {
 		quota *meridianv1.QueueQuota
@@ -198,9 +268,19 @@ func (a *app) queueRows(t *table, name string, q *meridianv1.Queue) {
 	for _, qq := range q.GetQuotas() {
 		rows[qq.GetAcceleratorClass()] = &row{quota: qq}
 	}
+	fair := "-"
 	for _, u := range q.GetStatus().GetClasses() {
+		if f := u.GetFairshareFactor(); f > 0 && fair == "-" {
+			// The hub reports one factor per queue, repeated per class.
+			fair = fmt.Sprintf("%.3f", f)
+		}
 		r, ok := rows[u.GetAcceleratorClass()]
 		if !ok {
+			if u.GetAcceleratorClass() == anyClass && u.GetUsageMilli() == 0 && u.GetBorrowedMilli() == 0 && u.GetLentMilli() == 0 {
+				// Only there to carry the fairshare factor of a queue
+				// that uses nothing.
+				continue
+			}
 			r = &row{}
 			rows[u.GetAcceleratorClass()] = r
 		}
@@ -215,38 +295,45 @@ func (a *app) queueRows(t *table, name string, q *meridianv1.Queue) {
 	if weight == 0 {
 		weight = 1
 	}
-	pending := fmt.Sprint(q.GetStatus().GetPendingWorkloads())
-	running := fmt.Sprint(q.GetStatus().GetRunningWorkloads())
+	own := []string{name, fmt.Sprint(weight), fair, fmt.Sprint(q.GetStatus().GetPendingWorkloads()), fmt.Sprint(q.GetStatus().GetRunningWorkloads())}
 	if len(classes) == 0 {
-		t.row(name, fmt.Sprint(weight), "-", "-", "-", "-", "-", "-", "-", "-", pending, running)
+		t.row(append(own, "-", "-", "-", "-", "0", "0", "0")...)
 		return
 	}
 	for i, c := range classes {
 		r := rows[c]
-		quota, borrow, lend := "-", "-", "-"
+		nominal, borrow, lend := "-", "-", "-"
 		if r.quota != nil {
-			quota = gpus(r.quota.GetNominalMilliGpus())
-			borrow, lend = "unlimited", "all"
-			if r.quota.BorrowLimitMilli != nil {
-				borrow = gpus(r.quota.GetBorrowLimitMilli())
-			}
-			if r.quota.LendLimitMilli != nil {
-				lend = gpus(r.quota.GetLendLimitMilli())
-			}
+			nominal, borrow, lend = quotaCells(r.quota)
 		}
-		usage, borrowed, lent, fair := "0", "0", "0", "-"
+		used, borrowed, lent := "0", "0", "0"
 		if r.usage != nil {
-			usage = gpus(r.usage.GetUsageMilli())
+			used = gpus(r.usage.GetUsageMilli())
 			borrowed = gpus(r.usage.GetBorrowedMilli())
 			lent = gpus(r.usage.GetLentMilli())
-			fair = fmt.Sprintf("%.3f", r.usage.GetFairshareFactor())
 		}
+		cells := []string{"", "", "", "", ""}
 		if i == 0 {
-			t.row(name, fmt.Sprint(weight), c, quota, borrow, lend, usage, borrowed, lent, fair, pending, running)
-		} else {
-			t.row("", "", c, quota, borrow, lend, usage, borrowed, lent, fair, "", "")
+			cells = own
 		}
+		t.row(append(cells, c, nominal, borrow, lend, used, borrowed, lent)...)
 	}
+}
+
+// anyClass is the class the hub reports usage under for a queue with no
+// class of its own (hub/quota.AnyClass).
+const anyClass = "*"
+
+// quotaCells formats a quota's nominal, borrow limit and lend limit.
+func quotaCells(q *meridianv1.QueueQuota) (nominal, borrow, lend string) {
+	nominal, borrow, lend = gpus(q.GetNominalMilliGpus()), "unlimited", "all"
+	if q.BorrowLimitMilli != nil {
+		borrow = gpus(q.GetBorrowLimitMilli())
+	}
+	if q.LendLimitMilli != nil {
+		lend = gpus(q.GetLendLimitMilli())
+	}
+	return nominal, borrow, lend
 }
 
 func (a *app) queueCommand() *cobra.Command {
@@ -275,7 +362,7 @@ func (a *app) queueGetCommand() *cobra.Command {
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, object{kind: "queue", id: args[0]})
+				return a.rpcError(cmd.Context(), err, lookup("queue", args[0], "path"))
 			}
 			if a.output != "table" {
 				return a.writeMessage(q)
@@ -296,7 +383,7 @@ func (a *app) queueDeleteCommand() *cobra.Command {
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, object{kind: "queue", id: args[0]})
+				return a.rpcError(cmd.Context(), err, lookup("queue", args[0], "path"))
 			}
 			if a.output == "table" {
 				fmt.Fprintf(a.env.Stdout, "queue %s deleted\n", args[0])
@@ -304,118 +391,4 @@ func (a *app) queueDeleteCommand() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// queueWriteCommand builds `queue create` (apply=false) or `queue apply`
-// (create missing queues, update existing ones).
-func (a *app) queueWriteCommand(apply bool) *cobra.Command {
-	var file string
-	use, short := "create -f FILE", "Create queues (parents before children); fails if one exists"
-	if apply {
-		use, short = "apply -f FILE", "Create missing queues and update existing ones to match the file"
-	}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := a.readInput(file)
-			if err != nil {
-				return err
-			}
-			queues, err := DecodeQueues(data)
-			if err != nil {
-				return invalidErrorf("%s: decode queues: %v", displayName(file), err)
-			}
-			for i, q := range queues {
-				if err := validation.ValidateQueue(q); err != nil {
-					head := fmt.Sprintf("invalid queue %q in %s", q.GetPath(), displayName(file))
-					if len(queues) > 1 {
-						head = fmt.Sprintf("invalid queue %q (document %d) in %s", q.GetPath(), i+1, displayName(file))
-					}
-					if text, ok := violationsText(head, err); ok {
-						return invalidErrorf("%s", text)
-					}
-					return invalidErrorf("%s: %v", head, err)
-				}
-			}
-			var results []*meridianv1.Queue
-			for _, q := range queues {
-				got, verb, err := a.writeQueue(cmd.Context(), q, apply)
-				if err != nil {
-					return err
-				}
-				results = append(results, got)
-				if a.output == "table" {
-					fmt.Fprintf(a.env.Stdout, "queue %s %s\n", q.GetPath(), verb)
-				}
-			}
-			if a.output != "table" {
-				return a.writeMessage(&meridianv1.ListQueuesResponse{Queues: results})
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "queue file, YAML or JSON (- for stdin); several queues as YAML documents separated by ---")
-	return cmd
-}
-
-// writeQueue creates q, or with apply updates it when it exists. It
-// returns the stored queue and what happened: created, configured or
-// unchanged.
-func (a *app) writeQueue(ctx context.Context, q *meridianv1.Queue, apply bool) (*meridianv1.Queue, string, error) {
-	about := object{kind: "queue", id: q.GetPath()}
-	var existing *meridianv1.Queue
-	if apply {
-		err := a.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-			var err error
-			existing, err = a.queueClient(conn).GetQueue(ctx, &meridianv1.GetQueueRequest{Path: q.GetPath()})
-			return err
-		})
-		if status.Code(err) == codes.NotFound {
-			existing = nil
-		} else if err != nil {
-			return nil, "", a.rpcError(ctx, err, about)
-		}
-	}
-	if existing == nil {
-		var got *meridianv1.Queue
-		err := a.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-			var err error
-			got, err = a.queueClient(conn).CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q})
-			return err
-		})
-		if err != nil {
-			if status.Code(err) == codes.AlreadyExists && !apply {
-				return nil, "", &exitError{code: ExitConflict, msg: fmt.Sprintf("queue %s already exists (use 'meridianctl queue apply' to update it)", q.GetPath()), err: err}
-			}
-			return nil, "", a.rpcError(ctx, err, about)
-		}
-		return got, "created", nil
-	}
-	if sameQueueSpec(existing, q) {
-		return existing, "unchanged", nil
-	}
-	var got *meridianv1.Queue
-	err := a.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-		var err error
-		got, err = a.queueClient(conn).UpdateQueue(ctx, &meridianv1.UpdateQueueRequest{Queue: q})
-		return err
-	})
-	if err != nil {
-		return nil, "", a.rpcError(ctx, err, about)
-	}
-	return got, "configured", nil
-}
-
-// sameQueueSpec compares the user-settable fields of two queues.
-func sameQueueSpec(a, b *meridianv1.Queue) bool {
-	spec := func(q *meridianv1.Queue) *meridianv1.Queue {
-		w := q.GetWeight()
-		if w == 0 {
-			w = 1
-		}
-		return &meridianv1.Queue{Path: q.GetPath(), Weight: w, Quotas: q.GetQuotas(), Description: q.GetDescription()}
-	}
-	return proto.Equal(spec(a), spec(b))
 }

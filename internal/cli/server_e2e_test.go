@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -134,7 +135,7 @@ func TestEndToEndWithHub(t *testing.T) {
 	if !strings.Contains(squash(r.stdout), "Pending reason: "+squash(reason)) {
 		t.Errorf("get does not show the pending reason %q:\n%s", reason, r.stdout)
 	}
-	r = mustRun(t, addr, "", "list", "--queue", "acme/vision", "--phase", "queued")
+	r = mustRun(t, addr, "", "list", "--queue", "acme/research", "--phase", "queued")
 	if !strings.Contains(r.stdout, id) {
 		t.Errorf("list lacks %s:\n%s", id, r.stdout)
 	}
@@ -259,7 +260,8 @@ func TestEndToEndRunsOnAgent(t *testing.T) {
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		r = mustRun(t, addr, "", "queues", "--prefix", "acme/research")
-		if strings.Contains(squash(r.stdout), "acme/research 1 nvidia-a100-40gb 16 unlimited all 0 0 0 ") {
+		// QUEUE WEIGHT FAIRSHARE PENDING RUNNING CLASS NOMINAL BORROW LEND USED ...
+		if regexp.MustCompile(`\nacme/research 3 [0-9.]+ 0 0 \* 0 unlimited all 0 0 0\n`).MatchString(squash(r.stdout)) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -49,7 +49,7 @@ func displayName(name string) string {
 
 func (a *app) submitCommand() *cobra.Command {
 	var file, key string
-	var dryRun bool
+	var dryRun, rejectNeverFits bool
 	cmd := &cobra.Command{
 		Use:   "submit -f FILE",
 		Short: "Submit a workload described in a YAML or JSON file (- for stdin)",
@@ -57,7 +57,14 @@ func (a *app) submitCommand() *cobra.Command {
 
 The file is decoded and validated here first, so mistakes are reported
 before anything is sent. With --idempotency-key, submitting the same file
-again returns the first workload instead of creating a second one.`,
+again returns the first workload instead of creating a second one.
+
+The queue must exist ('meridianctl queues' lists them). A workload that no
+registered cluster or quota could ever hold is stored and waits with
+reason code NeverFits; --reject-if-never-fits refuses it instead.`,
+		Example: `  meridianctl submit -f examples/workloads/gang.yaml
+  meridianctl submit -f job.yaml --idempotency-key nightly-2026-12-01
+  cat job.yaml | meridianctl submit -f - -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			data, err := a.readInput(file)
@@ -84,11 +91,11 @@ again returns the first workload instead of creating a second one.`,
 			var resp *meridianv1.SubmitWorkloadResponse
 			err = a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
 				var err error
-				resp, err = a.workloads(conn).SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+				resp, err = a.workloads(conn).SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w, RejectIfNeverFits: rejectNeverFits})
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, object{kind: "workload"})
+				return a.submitError(cmd.Context(), err)
 			}
 			if a.output != "table" {
 				return a.writeMessage(resp)
@@ -105,7 +112,31 @@ again returns the first workload instead of creating a second one.`,
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "workload file, YAML or JSON (- for stdin)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "make the submission idempotent (overrides idempotency_key in the file)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "decode and validate the file only; send nothing")
+	cmd.Flags().BoolVar(&rejectNeverFits, "reject-if-never-fits", false, "refuse the workload, storing nothing, when no registered cluster or quota could ever hold it (default: store it; it waits with reason NeverFits)")
 	return cmd
+}
+
+// staleQueueHint is the advice older hubs attach to "queue does not
+// exist": `meridianctl queues` only lists queues.
+const staleQueueHint = "(meridianctl queues, or POST /v1/queues)"
+
+// submitError is rpcError for a submit, with the CLI's own advice when
+// the queue does not exist.
+func (a *app) submitError(ctx context.Context, err error) error {
+	out := a.rpcError(ctx, err, object{kind: "workload"})
+	missingQueue := false
+	for _, v := range validation.FieldViolations(err) {
+		if v.GetField() == "queue" && strings.Contains(v.GetDescription(), "does not exist") {
+			missingQueue = true
+		}
+	}
+	var ee *exitError
+	if !missingQueue || !errors.As(out, &ee) {
+		return out
+	}
+	msg := strings.ReplaceAll(ee.msg, staleQueueHint, "(meridianctl queue apply -f FILE, or POST /v1/queues)")
+	msg += "\nhint: 'meridianctl queues' lists the queues that exist; 'meridianctl queue create -f FILE' or 'meridianctl queue apply -f FILE' creates one"
+	return &exitError{code: ee.code, msg: msg, err: ee.err}
 }
 
 func (a *app) getWorkload(ctx context.Context, id string) (*meridianv1.Workload, error) {
@@ -116,7 +147,7 @@ func (a *app) getWorkload(ctx context.Context, id string) (*meridianv1.Workload,
 		return err
 	})
 	if err != nil {
-		return nil, a.rpcError(ctx, err, object{kind: "workload", id: id})
+		return nil, a.rpcError(ctx, err, lookup("workload", id, "id"))
 	}
 	return w, nil
 }
@@ -125,7 +156,12 @@ func (a *app) getCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get ID",
 		Short: "Show one workload in detail",
-		Args:  exactArgs("ID"),
+		Long: `Show one workload: phase, pending reason and its code (for a queued
+workload), the cluster it was dispatched to, pod sets and conditions.
+-o json or -o yaml prints the whole object.`,
+		Example: `  meridianctl get wl-01JD3M6Q7ZK4X9V2B8N5T0RCWE
+  meridianctl get wl-01JD3M6Q7ZK4X9V2B8N5T0RCWE -o yaml`,
+		Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := a.getWorkload(cmd.Context(), args[0])
 			if err != nil {
@@ -151,6 +187,9 @@ func (a *app) describeWorkload(w *meridianv1.Workload) error {
 	kv.row("Phase:", phaseName(st.GetPhase()))
 	if st.GetPendingReason() != "" {
 		kv.row("Pending reason:", st.GetPendingReason())
+	}
+	if st.GetPendingReasonCode() != "" {
+		kv.row("Reason code:", st.GetPendingReasonCode())
 	}
 	kv.row("Cluster:", dash(st.GetCluster()))
 	kv.row("Dispatch:", dash(st.GetDispatchId()))
@@ -278,7 +317,10 @@ func (a *app) listCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List workloads, newest first (all pages unless --limit)",
-		Args:  noArgs,
+		Example: `  meridianctl list --queue acme/vision --phase queued,running
+  meridianctl list -l team=vision -l tier!=prod --limit 20
+  meridianctl list --cluster east-h100 -o json`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
 				return usageErrorf("--limit: must not be negative (got %d); 0 means no limit", limit)
@@ -300,8 +342,11 @@ func (a *app) listCommand() *cobra.Command {
 			}
 			var all []*meridianv1.Workload
 			more := false
+			// pageSize shrinks when a page is too large to receive (large
+			// labels); listing is a read, so asking again is safe.
+			pageSize := listPageSize
 			for page := 0; ; page++ {
-				size := listPageSize
+				size := pageSize
 				if limit > 0 && limit-len(all) < size {
 					size = limit - len(all)
 				}
@@ -312,8 +357,13 @@ func (a *app) listCommand() *cobra.Command {
 					resp, err = a.workloads(conn).ListWorkloads(ctx, req)
 					return err
 				})
+				if err != nil && isTooLarge(err) && size > 1 {
+					pageSize = size / 2
+					continue
+				}
 				if err != nil {
-					return a.rpcError(cmd.Context(), err, object{kind: "workload list"})
+					return a.rpcError(cmd.Context(), err, object{kind: "workload list",
+						tooBig: "it was too large even at one workload per page; narrow the list with --queue, --phase, --cluster or -l"})
 				}
 				all = append(all, resp.GetWorkloads()...)
 				if limit > 0 && len(all) >= limit {
@@ -330,7 +380,11 @@ func (a *app) listCommand() *cobra.Command {
 				req.PageToken = resp.GetNextPageToken()
 			}
 			if more {
-				fmt.Fprintf(a.env.Stderr, "note: showing the first %d workloads; more match (raise --limit, or 0 for all)\n", limit)
+				what := fmt.Sprintf("the first %d workloads", limit)
+				if limit == 1 {
+					what = "the first workload"
+				}
+				fmt.Fprintf(a.env.Stderr, "note: showing %s; more match (raise --limit, or 0 for all)\n", what)
 			}
 			if a.output != "table" {
 				return a.writeMessage(&meridianv1.ListWorkloadsResponse{Workloads: all})
@@ -377,7 +431,7 @@ func (a *app) cancelCommand() *cobra.Command {
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, object{kind: "workload", id: id})
+				return a.rpcError(cmd.Context(), err, lookup("workload", id, "id"))
 			}
 			if a.output != "table" {
 				return a.writeMessage(w)
@@ -401,8 +455,12 @@ func (a *app) cancelCommand() *cobra.Command {
 func (a *app) explainCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "explain ID",
-		Short: "Explain why a workload is pending: quota checks and the fit on each cluster",
-		Args:  exactArgs("ID"),
+		Short: "Explain why a workload is pending (quota and fit per cluster), or where it runs",
+		Long: `Explain a workload. For a QUEUED workload: the pending reason and its
+code (NeverFits, QuotaExceeded, ...), the queue position, the quota check per
+accelerator class, and the fit on each cluster, best first. For any other
+phase: the phase, and the cluster it runs or ran on.`,
+		Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
 			var resp *meridianv1.ExplainWorkloadResponse
@@ -412,23 +470,28 @@ func (a *app) explainCommand() *cobra.Command {
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, object{kind: "workload", id: id})
+				return a.rpcError(cmd.Context(), err, lookup("workload", id, "id"))
 			}
 			if a.output != "table" {
 				return a.writeMessage(resp)
 			}
-			return a.printExplain(resp)
+			return a.printExplain(cmd.Context(), resp)
 		},
 	}
 }
 
-func (a *app) printExplain(r *meridianv1.ExplainWorkloadResponse) error {
+func (a *app) printExplain(ctx context.Context, r *meridianv1.ExplainWorkloadResponse) error {
 	out := a.env.Stdout
+	// An older hub leaves phase unset; it only explained queued workloads.
+	queued := r.GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || r.GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_UNSPECIFIED
 	kv := newTable(out)
 	kv.row("Workload:", r.GetWorkloadId())
 	kv.row("Phase:", phaseName(r.GetPhase()))
 	if r.GetPendingReason() != "" {
 		kv.row("Pending reason:", r.GetPendingReason())
+	}
+	if r.GetPendingReasonCode() != "" {
+		kv.row("Reason code:", r.GetPendingReasonCode())
 	}
 	if r.GetQueuePosition() > 0 {
 		kv.row("Queue position:", fmt.Sprint(r.GetQueuePosition()))
@@ -449,9 +512,29 @@ func (a *app) printExplain(r *meridianv1.ExplainWorkloadResponse) error {
 			return err
 		}
 	}
+	if !queued {
+		// Not waiting: at most one entry, the cluster it runs or ran on.
+		fmt.Fprintln(out, "\nCluster:")
+		if len(r.GetClusters()) == 0 {
+			fmt.Fprintln(out, "  no per-cluster detail")
+			return nil
+		}
+		t := newTable(out, "  CLUSTER", "DETAILS")
+		for _, c := range r.GetClusters() {
+			lines := c.GetLines()
+			if len(lines) == 0 {
+				lines = []string{"-"}
+			}
+			t.row("  "+dash(c.GetCluster()), lines[0])
+			for _, l := range lines[1:] {
+				t.row("", l)
+			}
+		}
+		return t.flush()
+	}
 	fmt.Fprintln(out, "\nClusters (best first):")
 	if len(r.GetClusters()) == 0 {
-		fmt.Fprintln(out, "  none: no cluster is registered with the hub")
+		fmt.Fprintln(out, "  "+a.noClusterDetail(ctx))
 		return nil
 	}
 	t := newTable(out, "  CLUSTER", "FITS", "DETAILS")
@@ -460,12 +543,28 @@ func (a *app) printExplain(r *meridianv1.ExplainWorkloadResponse) error {
 		if len(lines) == 0 {
 			lines = []string{"-"}
 		}
-		t.row("  "+c.GetCluster(), yesNo(c.GetFits()), lines[0])
+		t.row("  "+dash(c.GetCluster()), yesNo(c.GetFits()), lines[0])
 		for _, l := range lines[1:] {
 			t.row("", "", l)
 		}
 	}
 	return t.flush()
+}
+
+// noClusterDetail says why a queued workload's explanation lists no
+// cluster. Only an empty fleet is "no cluster is registered"; the extra
+// call is made only in that case, and its failure is not the command's.
+func (a *app) noClusterDetail(ctx context.Context) string {
+	var resp *meridianv1.ListClustersResponse
+	err := a.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		resp, err = meridianv1.NewClusterServiceClient(conn).ListClusters(ctx, &meridianv1.ListClustersRequest{})
+		return err
+	})
+	if err == nil && len(resp.GetClusters()) == 0 {
+		return "none: no cluster is registered with the hub (start a meridian-agent in each cluster)"
+	}
+	return "no per-cluster detail"
 }
 
 func (a *app) watchCommand() *cobra.Command {
