@@ -85,7 +85,7 @@ func validateWorkload(c *collector, w *meridianv1.Workload) {
 			c.add("idempotency_key", "must contain only printable ASCII characters")
 		}
 	}
-	if w.GetCreateTime() != nil {
+	if !UnsetTime(w.GetCreateTime()) {
 		c.add("create_time", "is set by the server and must be empty on submit")
 	}
 	if w.GetStatus() != nil {
@@ -311,10 +311,10 @@ func ValidateQueue(q *meridianv1.Queue) error {
 	if q.GetStatus() != nil {
 		c.add("status", "is set by the server and must be empty")
 	}
-	if q.GetCreateTime() != nil {
+	if !UnsetTime(q.GetCreateTime()) {
 		c.add("create_time", "is set by the server and must be empty")
 	}
-	if q.GetUpdateTime() != nil {
+	if !UnsetTime(q.GetUpdateTime()) {
 		c.add("update_time", "is set by the server and must be empty")
 	}
 	if r := q.GetRevision(); r < 0 {
