@@ -313,3 +313,49 @@ func TestReasonsPluralise(t *testing.T) {
 		t.Fatalf("reason = %+v, want %q", pe, "a node with 1 free any-class GPU")
 	}
 }
+
+// Explaining one cluster phrases every line for that cluster alone.
+func TestExplainCluster(t *testing.T) {
+	roomy := queues(h100, map[string]int64{"a": 1000})
+	tight := queues(h100, map[string]int64{"a": 8})
+	// east: 4 nodes of 8 H100s in NVLink domains of 2 nodes; one node busy,
+	// so one domain has room for 1 replica of 8 GPUs and the other for 2.
+	east := busy(makeCluster("east").Nodes(4, 8, h100, 2, 0).Obj(), 1)
+	gang := func(n int32) *Workload {
+		return makeWorkload("w", "t/a").PodSet("worker", n, 8, 1000, h100).Topology(TopologyNVLink).Obj()
+	}
+	tests := []struct {
+		name    string
+		tree    *quota.Tree
+		cluster Cluster
+		w       *Workload
+		fits    bool
+		lines   []string
+	}{
+		{"fits", roomy, east, gang(2), true, []string{"fits now: the whole gang has room here"}},
+		{"class absent", roomy, makeCluster("west").Nodes(2, 8, a100, 0, 0).Obj(), gang(1), false,
+			[]string{"can never fit here, even when empty: no nvidia-h100-80gb GPUs"}},
+		{"draining", roomy, makeCluster("d").Nodes(2, 8, h100, 0, 0).State(ClusterDraining).Obj(), gang(1), false,
+			[]string{"not eligible: draining"}},
+		{"domain too small ever", roomy, east, gang(3), false,
+			[]string{"can never fit here, even when empty: the largest NVLink domain of nvidia-h100-80gb has 16 GPUs, pod set worker needs 24 GPUs in one NVLink domain"}},
+		{"room for part of the gang, topology applied", roomy, busy(makeCluster("east").Nodes(4, 8, h100, 4, 0).Obj(), 1), gang(4), false,
+			[]string{"no room now for the whole gang", "pod set worker: room for only 3 of the 4 replicas it needs in one NVLink domain"}},
+		{"quota could never hold it", tight, east, gang(2), false,
+			[]string{"its queue's quota could never hold it: needs 16 GPUs of nvidia-h100-80gb but queue t/a may hold at most 8 GPUs (the federation's whole nvidia-h100-80gb quota, the sum of the tenants' nominals, is 8 GPUs)",
+				"pod set worker: room for all 2 replicas now in one NVLink domain"}},
+		{"pod sets fit alone but not together", roomy, busy(makeCluster("east").Nodes(2, 8, h100, 0, 0).Obj(), 1),
+			makeWorkload("w", "t/a").PodSet("a", 1, 8, 1000, h100).PodSet("b", 1, 8, 1000, h100).Obj(), false,
+			[]string{"no room now for the whole gang", "pod set a: room for its replica now", "pod set b: room for its replica now",
+				"each pod set has room on its own, but not all of them together"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := snapshot(tc.tree, []Cluster{tc.cluster}, tc.w)
+			ex := ExplainCluster(s, DefaultConfig(), tc.w, tc.cluster.ID)
+			if ex.Fits != tc.fits || strings.Join(ex.Lines, "\n") != strings.Join(tc.lines, "\n") {
+				t.Fatalf("got fits=%v\n%s\nwant fits=%v\n%s", ex.Fits, strings.Join(ex.Lines, "\n"), tc.fits, strings.Join(tc.lines, "\n"))
+			}
+		})
+	}
+}
