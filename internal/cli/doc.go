@@ -9,9 +9,12 @@
 //     Env carries stdin, stdout, stderr, the environment and the clock, so
 //     nothing reads process globals.
 //  2. Commands: submit, get, list, cancel, explain, watch, queues,
-//     queue create|apply, clusters and version. Each talks gRPC to the hub
-//     named by --hub or MERIDIAN_HUB, every call bounded by --timeout
-//     (watch streams until interrupted).
+//     queue create|apply|get|delete, clusters, cluster drain|resume and
+//     version. Each talks gRPC to the hub named by --hub or MERIDIAN_HUB,
+//     every call bounded by --timeout (watch streams until interrupted).
+//     queue apply changes only what the file writes (update mask, quota
+//     classes merged, --prune to remove), guarded by the revision it
+//     compared, and prints a per-field diff; --dry-run writes nothing.
 //  3. Output as an aligned table (default), JSON or YAML (-o). Tables use
 //     human units: GPUs with decimals for fractions (0.5), ages like 3m12s.
 //  4. Errors that say what to fix, one class per exit code (see the Exit*
@@ -27,5 +30,7 @@
 //     the user's back;
 //   - read os.Args, os.Stdout or the process environment directly (use Env);
 //   - hide a failure: a command that did not do what was asked exits
-//     non-zero.
+//     non-zero;
+//   - change on the hub what the user's file does not mention (queue
+//     apply keeps omitted fields and quota classes unless --prune).
 package cli
