@@ -20,6 +20,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/cli"
 	"github.com/meridian-gpu/meridian/internal/localrun"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
@@ -153,37 +154,169 @@ var clusters = []clusterSpec{
 
 // Run starts a hub and three simulated clusters in-process, creates a queue
 // tree, submits the workloads, shows their progress and prints a summary.
+// It then leaves a few workloads waiting for reasons worth explaining
+// (exhibits.go) and prints the commands to look at them.
 func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, error) {
 	if o.Workloads <= 0 || o.Workloads > 100000 {
 		return nil, fmt.Errorf("--workloads: must be 1..100000, got %d", o.Workloads)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	f, err := startFederation(ctx, o, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer f.close()
+	fmt.Fprintf(stderr, "meridian demo: queues %s; submitting %d workloads\n", teamList(), o.Workloads)
+
+	mix := generate(o.Workloads, rand.New(rand.NewSource(o.Seed)))
+	if o.Real != nil {
+		if err := addRuntimes(mix, o.Real, o.TimeScale); err != nil {
+			return nil, err
+		}
+	}
+	mon := newMonitor(f.c, f.addrs.HTTP, o, stdout, stderr, start)
+	var subErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		subErr = submit(ctx, f.c, mix, mon)
+	}()
+	sum, err := mon.run(ctx, mix)
+	wg.Wait()
+	if subErr != nil && err == nil {
+		err = subErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range f.sims {
+		sum.Launches += s.Launches()
+	}
+	if o.Real != nil && o.Real.Launches != nil {
+		sum.Launches += o.Real.Launches()
+	}
+	for _, s := range f.specs {
+		sum.clusterIDs = append(sum.clusterIDs, s.id)
+	}
+	sum.Write(stdout)
+
+	var left []exhibitResult
+	if o.Real == nil { // the exhibits are sized for the simulated federation
+		fmt.Fprintf(stderr, "meridian demo: leaving a few workloads waiting, to explore\n")
+		if left, err = leaveExhibits(ctx, f.c, 20*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	printNextSteps(stdout, o, f, left)
+	if o.Forever {
+		fmt.Fprintf(stderr, "\nmeridian demo: running until Ctrl-C\n")
+		<-ctx.Done()
+		if f.keptDir != "" {
+			fmt.Fprintf(stderr, "meridian demo: stopped; its state and log stay in %s (delete it when done)\n", f.keptDir)
+		}
+	}
+	return sum, nil
+}
+
+// printNextSteps prints the commands to try after the summary, copyable as
+// printed: the workloads left waiting first, then the general ones.
+func printNextSteps(w io.Writer, o Options, f *federation, left []exhibitResult) {
+	ctl := "go run ./cmd/meridianctl"
+	if f.addrs.GRPC != cli.DefaultHub {
+		ctl += " --hub " + f.addrs.GRPC
+	}
+	if o.Forever {
+		fmt.Fprintf(w, "\nThe hub and clusters keep running. Try:\n")
+	} else {
+		fmt.Fprintf(w, "\nRun `make demo-forever` to keep the hub up after the summary, then try:\n")
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(w, "  Left waiting, each for a different reason (ids differ in each run):\n")
+		for _, e := range left {
+			fmt.Fprintf(w, "           %s explain %s   # %s\n", ctl, e.id, e.why)
+		}
+		fmt.Fprintf(w, "           %s list --phase QUEUED\n", ctl)
+	}
+	fmt.Fprintf(w, "  CLI      %s queues\n", ctl)
+	fmt.Fprintf(w, "           %s clusters\n", ctl)
+	fmt.Fprintf(w, "           %s submit -f examples/workloads/gang.yaml   # then: get <id>, explain <id>\n", ctl)
+	fmt.Fprintf(w, "           %s queue apply --dry-run -f examples/queues/acme.yaml\n", ctl)
+	fmt.Fprintf(w, "  REST     curl -s 'http://%s/v1/workloads?page_size=5'\n", f.addrs.HTTP)
+	fmt.Fprintf(w, "           curl -s 'http://%s/v1/clusters'\n", f.addrs.HTTP)
+	fmt.Fprintf(w, "  metrics  curl -s 'http://%s/metrics' | grep '^meridian_'\n", f.addrs.HTTP)
+	if o.Real != nil && o.Real.Hints != nil {
+		for _, h := range o.Real.Hints(f.addrs.GRPC) {
+			fmt.Fprintf(w, "  %s\n", h)
+		}
+	}
+	if o.DataDir != "" || o.Forever {
+		fmt.Fprintf(w, "  log      %s\n", f.logPath)
+	}
+}
+
+// federation is a running demo hub with its spokes and queue tree: what
+// `make demo` runs its workloads on, and what TestExamplesRun applies the
+// examples to.
+type federation struct {
+	addrs   server.Addrs
+	c       client
+	specs   []clusterSpec
+	sims    []*simcluster.Cluster
+	logPath string
+	// keptDir is the state directory the demo made and keeps (--forever
+	// without --data-dir), so the log it printed outlives the run.
+	keptDir string
+	closers []func()
+}
+
+func (f *federation) close() {
+	for i := len(f.closers) - 1; i >= 0; i-- {
+		f.closers[i]()
+	}
+	f.closers = nil
+}
+
+// startFederation starts the hub on embedded etcd and NATS, the spokes
+// behind real agents, and the queue tree of examples/queues/acme.yaml. On
+// an error it stops what it started.
+func startFederation(ctx context.Context, o Options, stderr io.Writer) (_ *federation, err error) {
 	if o.TimeScale <= 0 {
 		return nil, fmt.Errorf("--time-scale: must be positive, got %g", o.TimeScale)
 	}
+	f := &federation{}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
 	dir := o.DataDir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "meridian-demo-")
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(d)
 		dir = d
+		if o.Forever {
+			f.keptDir = d // its log path is printed for later: keep it
+		} else {
+			f.closers = append(f.closers, func() { os.RemoveAll(d) })
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
-	logPath := filepath.Join(dir, "demo.log")
-	logFile, err := os.Create(logPath)
+	f.logPath = filepath.Join(dir, "demo.log")
+	logFile, err := os.Create(f.logPath)
 	if err != nil {
 		return nil, fmt.Errorf("demo log: %w", err)
 	}
-	defer logFile.Close()
+	f.closers = append(f.closers, func() { logFile.Close() })
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	server.TuneGC(server.DefaultGCPercent, log) // as meridian-hub does
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
 	fmt.Fprintf(stderr, "meridian demo: starting the hub (embedded etcd and NATS in %s)\n", dir)
 	hub, err := server.New(server.Config{
 		DataDir:        filepath.Join(dir, "hub"),
@@ -199,116 +332,58 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 	if err != nil {
 		return nil, fmt.Errorf("start the hub: %w", err)
 	}
+	hubCtx, stopHub := context.WithCancel(ctx)
 	hubDone := make(chan error, 1)
-	go func() { hubDone <- hub.Run(ctx) }()
-	defer func() {
-		cancel()
+	go func() { hubDone <- hub.Run(hubCtx) }()
+	f.closers = append(f.closers, func() {
+		stopHub()
 		select {
 		case <-hubDone:
 		case <-time.After(15 * time.Second):
 		}
 		_ = hub.Close()
-	}()
-	addrs := hub.Addrs()
-	if err := localrun.WaitReady(ctx, "http://"+addrs.HTTP+"/readyz", 30*time.Second); err != nil {
+	})
+	f.addrs = hub.Addrs()
+	if err := localrun.WaitReady(ctx, "http://"+f.addrs.HTTP+"/readyz", 30*time.Second); err != nil {
 		return nil, err
 	}
 
-	specs, err := o.spokes()
-	if err != nil {
+	if f.specs, err = o.spokes(); err != nil {
 		return nil, err
 	}
 	gpus := classGPUs
 	if o.Real != nil {
-		if gpus, err = capacity(specs, o.Real); err != nil {
+		if gpus, err = capacity(f.specs, o.Real); err != nil {
 			return nil, err
 		}
 	}
-	sims, stopAgents, err := startAgents(ctx, hub.NATSURL(), o.TimeScale, log, specs)
+	sims, stopAgents, err := startAgents(hubCtx, hub.NATSURL(), o.TimeScale, log, f.specs)
 	if err != nil {
 		return nil, err
 	}
-	defer stopAgents()
-	for _, c := range specs {
+	f.sims = sims
+	f.closers = append(f.closers, stopAgents)
+	for _, c := range f.specs {
 		fmt.Fprintf(stderr, "meridian demo: cluster %-8s %s\n", c.id, c.what)
 	}
 
-	conn, err := grpc.NewClient(addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(f.addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	c := client{
+	f.closers = append(f.closers, func() { conn.Close() })
+	f.c = client{
 		wl: meridianv1.NewWorkloadServiceClient(conn),
 		q:  meridianv1.NewQueueServiceClient(conn),
 		cl: meridianv1.NewClusterServiceClient(conn),
 	}
-	if err := waitClusters(ctx, c, len(specs), 30*time.Second); err != nil {
+	if err := waitClusters(ctx, f.c, len(f.specs), 30*time.Second); err != nil {
 		return nil, err
 	}
-	if err := createQueues(ctx, c, gpus); err != nil {
+	if err := createQueues(ctx, f.c, gpus); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "meridian demo: queues %s; submitting %d workloads\n", teamList(), o.Workloads)
-
-	mix := generate(o.Workloads, rand.New(rand.NewSource(o.Seed)))
-	if o.Real != nil {
-		if err := addRuntimes(mix, o.Real, o.TimeScale); err != nil {
-			return nil, err
-		}
-	}
-	mon := newMonitor(c, addrs.HTTP, o, stdout, stderr, start)
-	var subErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		subErr = submit(ctx, c, mix, mon)
-	}()
-	sum, err := mon.run(ctx, mix)
-	wg.Wait()
-	if subErr != nil && err == nil {
-		err = subErr
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range sims {
-		sum.Launches += s.Launches()
-	}
-	if o.Real != nil && o.Real.Launches != nil {
-		sum.Launches += o.Real.Launches()
-	}
-	for _, s := range specs {
-		sum.clusterIDs = append(sum.clusterIDs, s.id)
-	}
-	sum.Write(stdout)
-	if o.Forever {
-		fmt.Fprintf(stdout, "\nThe hub and clusters keep running. Try:\n")
-	} else {
-		fmt.Fprintf(stdout, "\nRun `make demo-forever` to keep the hub up after the summary, then try:\n")
-	}
-	fmt.Fprintf(stdout, "  REST     curl -s 'http://%s/v1/workloads?page_size=5'\n", addrs.HTTP)
-	fmt.Fprintf(stdout, "           curl -s http://%s/v1/clusters\n", addrs.HTTP)
-	fmt.Fprintf(stdout, "  metrics  curl -s http://%s/metrics | grep '^meridian_'\n", addrs.HTTP)
-	fmt.Fprintf(stdout, "  CLI      go run ./cmd/meridianctl --hub %s list --phase QUEUED\n", addrs.GRPC)
-	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s queues\n", addrs.GRPC)
-	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s clusters\n", addrs.GRPC)
-	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s submit -f examples/workloads/gang.yaml\n", addrs.GRPC)
-	fmt.Fprintf(stdout, "           go run ./cmd/meridianctl --hub %s explain <workload id>\n", addrs.GRPC)
-	if o.Real != nil && o.Real.Hints != nil {
-		for _, h := range o.Real.Hints(addrs.GRPC) {
-			fmt.Fprintf(stdout, "  %s\n", h)
-		}
-	}
-	if o.DataDir != "" || o.Forever {
-		fmt.Fprintf(stdout, "  log      %s\n", logPath)
-	}
-	if o.Forever {
-		fmt.Fprintf(stderr, "\nmeridian demo: running until Ctrl-C\n")
-		<-ctx.Done()
-	}
-	return sum, nil
+	return f, nil
 }
 
 type client struct {

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
+	examplefiles "github.com/meridian-gpu/meridian/examples"
+	"github.com/meridian-gpu/meridian/internal/cli"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -25,7 +27,8 @@ type team struct {
 
 var teams = []team{{"acme/research", 3}, {"acme/product", 2}, {"acme/platform", 1}}
 
-// classGPUs is the demo federation's capacity per accelerator class.
+// classGPUs is the demo federation's capacity per accelerator class; the
+// tenant's quotas in treeFile list the same numbers (a test checks).
 var classGPUs = map[string]int64{
 	"nvidia-h100-80gb":   64,
 	"nvidia-a100-40gb":   24,
@@ -41,29 +44,50 @@ func teamList() string {
 	return strings.Join(parts, ", ")
 }
 
-// createQueues makes the tree acme/{research,product,platform}. The tenant
-// acme owns every GPU of the federation as its nominal quota; the teams own
-// none and borrow from it, so fairshare alone (weights 3:2:1, Fair Tree over
-// decayed usage) splits the contended GPUs, and priority preemption is the
-// only preemption. (Give teams nominal quota to see borrowing and reclaim;
-// docs/design/quota-and-fairshare.md explains both.)
-func createQueues(ctx context.Context, c client, gpus map[string]int64) error {
+// treeFile is the demo's queue tree, the file users apply (its comment
+// explains the tree); teams must match its leaves and weights.
+const treeFile = "queues/acme.yaml"
+
+// demoQueues returns the queues of treeFile, with the tenant's quota
+// topped up for any class of gpus the file does not list (a real spoke's
+// GPUs in make demo-k8s), so the tenant owns the whole federation.
+func demoQueues(gpus map[string]int64) ([]*meridianv1.Queue, error) {
+	data, err := examplefiles.FS.ReadFile(treeFile)
+	if err != nil {
+		return nil, err
+	}
+	queues, err := cli.DecodeQueues(data)
+	if err != nil {
+		return nil, fmt.Errorf("examples/%s: %w", treeFile, err)
+	}
+	tenant := queues[0]
+	listed := map[string]bool{}
+	for _, q := range tenant.GetQuotas() {
+		listed[q.GetAcceleratorClass()] = true
+	}
 	classes := make([]string, 0, len(gpus))
 	for class := range gpus {
 		classes = append(classes, class)
 	}
 	sort.Strings(classes)
-	tenant := &meridianv1.Queue{Path: "acme", Weight: 1, Description: "the demo tenant: owns the whole federation"}
 	for _, class := range classes {
-		tenant.Quotas = append(tenant.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: gpus[class] * 1000})
-	}
-	queues := []*meridianv1.Queue{tenant}
-	for _, t := range teams {
-		q := &meridianv1.Queue{Path: t.path, Weight: t.weight, Description: "demo team"}
-		for _, class := range classes {
-			q.Quotas = append(q.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: 0})
+		if !listed[class] {
+			tenant.Quotas = append(tenant.Quotas, &meridianv1.QueueQuota{AcceleratorClass: class, NominalMilliGpus: gpus[class] * 1000})
 		}
-		queues = append(queues, q)
+	}
+	return queues, nil
+}
+
+// createQueues creates the demo's tree (demoQueues). The tenant acme owns
+// every GPU of the federation as its nominal quota; the teams own none
+// and borrow from it, so fairshare alone (weights 3:2:1, Fair Tree over
+// decayed usage) splits the contended GPUs, and priority preemption is
+// the only preemption. docs/design/quota-and-fairshare.md explains
+// borrowing and reclaim.
+func createQueues(ctx context.Context, c client, gpus map[string]int64) error {
+	queues, err := demoQueues(gpus)
+	if err != nil {
+		return err
 	}
 	for _, q := range queues {
 		_, err := c.q.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q})
