@@ -20,8 +20,23 @@ import (
 // maxNamedWorkloads bounds how many blocking workloads an error lists.
 const maxNamedWorkloads = 10
 
+// specRevision is the revision clients see and compare (the body's
+// `revision`, the ETag): the store revision of the last write that changed
+// the queue's own spec. A stored record's revision field is 0 after a spec
+// write (the record's mod revision is then the spec revision) and carries
+// the spec revision through writes that only fence (CreateQueue rewrites
+// the parent unchanged so racing submits look again). The store compares
+// mod revisions; clients never see them.
+func specRevision(stored *meridianv1.Queue, modRev int64) int64 {
+	if r := stored.GetRevision(); r > 0 {
+		return r
+	}
+	return modRev
+}
+
+// fillQueue makes a stored record (at store revision rev) an API answer.
 func (s *Service) fillQueue(q *meridianv1.Queue, rev int64) *meridianv1.Queue {
-	q.Revision = rev
+	q.Revision = specRevision(q, rev)
 	if s.d.QueueStatus != nil {
 		if st := s.d.QueueStatus.QueueStatus(q.GetPath()); st != nil {
 			q.Status = proto.Clone(st).(*meridianv1.QueueStatus)
@@ -77,6 +92,17 @@ func (s *Service) CreateQueue(ctx context.Context, req *meridianv1.CreateQueueRe
 		if err != nil {
 			return nil, storeErr("read parent queue", err)
 		}
+		pq, err := DecodeQueueRecord(pval)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "queue %s: %v", parent, err)
+		}
+		if pq.GetRevision() == 0 {
+			// Keep the parent's spec revision across the fencing write.
+			pq.Revision = prev
+			if pval, err = marshal(pq); err != nil {
+				return nil, status.Errorf(codes.Internal, "create queue: %v", err)
+			}
+		}
 		blocking, _, err := s.nonTerminalWorkloads(ctx, parent, false)
 		if err != nil {
 			return nil, err
@@ -85,9 +111,10 @@ func (s *Service) CreateQueue(ctx context.Context, req *meridianv1.CreateQueueRe
 			return nil, fieldError(codes.FailedPrecondition, "path",
 				"parent queue %q still has non-terminal workloads (%s); a queue with children cannot hold workloads", parent, names(blocking))
 		}
-		// Rewrite the parent unchanged rather than only checking it: its
-		// revision moves, so a submit that saw it as a leaf (and commits
-		// against that revision) is refused and looks again.
+		// Rewrite the parent's spec unchanged rather than only checking it:
+		// its store revision moves, so a submit that saw it as a leaf (and
+		// commits against that revision) is refused and looks again. Its
+		// spec revision (what clients compare) stays.
 		ops = append(ops, store.PutIfModRev(pkey, pval, prev))
 	}
 	now := timestamppb.New(s.now())
@@ -147,8 +174,16 @@ func (s *Service) UpdateQueue(ctx context.Context, req *meridianv1.UpdateQueueRe
 		if err != nil {
 			return nil, err
 		}
-		if in.GetRevision() != 0 && in.GetRevision() != rev {
-			return nil, fieldError(codes.FailedPrecondition, "revision", "queue %s is at revision %d, not %d; read it again and retry", in.GetPath(), rev, in.GetRevision())
+		specRev := specRevision(cur, rev)
+		if in.GetRevision() != 0 && in.GetRevision() != specRev {
+			return nil, fieldError(codes.FailedPrecondition, "revision", "queue %s is at revision %d, not %d; read it again and retry", in.GetPath(), specRev, in.GetRevision())
+		}
+		if err := checkIfMatch(ctx, in.GetPath(), specRev); err != nil {
+			return nil, err
+		}
+		if len(fields) == 0 {
+			// The mask named only path or revision: nothing to write.
+			return s.fillQueue(cur, rev), nil
 		}
 		if fields["weight"] {
 			cur.Weight = in.GetWeight()
@@ -172,9 +207,9 @@ func (s *Service) UpdateQueue(ctx context.Context, req *meridianv1.UpdateQueueRe
 		if !store.IsConflict(err) {
 			return nil, storeErr("update queue", err)
 		}
-		if in.GetRevision() != 0 {
-			return nil, fieldError(codes.FailedPrecondition, "revision", "queue %s changed meanwhile; read it again and retry", in.GetPath())
-		}
+		// Conflict: retry on a fresh read. With a revision or If-Match the
+		// fresh read's spec revision decides: a fencing write (a child
+		// queue created meanwhile) leaves it, a spec change fails above.
 	}
 	return nil, status.Errorf(codes.Aborted, "update queue %s: it kept changing; retry", in.GetPath())
 }
@@ -262,8 +297,11 @@ func (s *Service) ListQueues(ctx context.Context, req *meridianv1.ListQueuesRequ
 // workloads.
 func (s *Service) DeleteQueue(ctx context.Context, req *meridianv1.DeleteQueueRequest) (*emptypb.Empty, error) {
 	path := req.GetPath()
-	_, rev, err := s.getQueue(ctx, path)
+	cur, rev, err := s.getQueue(ctx, path)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkIfMatch(ctx, path, specRevision(cur, rev)); err != nil {
 		return nil, err
 	}
 	key, _ := QueueKey(path)
@@ -298,8 +336,11 @@ func (s *Service) DeleteQueue(ctx context.Context, req *meridianv1.DeleteQueueRe
 		if cresp.Count > 0 {
 			return nil, fieldError(codes.FailedPrecondition, "path", "queue %s has %d child queue(s); delete them first", path, cresp.Count)
 		}
-		_, rev, err = s.getQueue(ctx, path)
+		cur, rev, err = s.getQueue(ctx, path)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkIfMatch(ctx, path, specRevision(cur, rev)); err != nil {
 			return nil, err
 		}
 	}

@@ -20,10 +20,21 @@ import (
 )
 
 // NewGatewayMux returns a grpc-gateway mux that decodes bodies strictly
-// (unknown fields are errors), writes JSON without unset fields, and passes
-// the Idempotency-Key header through as gRPC metadata. Register the
-// generated handlers on it, then call HandleSubmit.
+// (unknown fields are errors naming the field), writes JSON without unset
+// fields, and passes the Idempotency-Key and If-Match headers through as
+// gRPC metadata. It also:
+//
+//   - rejects unknown query parameters and values that do not parse with
+//     an InvalidArgument naming the parameter (see rest_checks.go), and
+//     accepts short enum names (phase=QUEUED);
+//   - answers a wrong method with 405 and an Allow header;
+//   - sets ETag on queue responses and answers an If-Match mismatch with
+//     412;
+//   - forwards no gRPC response metadata as Grpc-Metadata-* headers.
+//
+// Register the handlers on it with RegisterGateway.
 func NewGatewayMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
+	var mux *runtime.ServeMux
 	opts := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false},
@@ -33,14 +44,26 @@ func NewGatewayMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
 			if strings.EqualFold(k, IdempotencyHeader) {
 				return "idempotency-key", true
 			}
+			if strings.EqualFold(k, IfMatchHeader) {
+				return "if-match", true
+			}
 			return runtime.DefaultHeaderMatcher(k)
 		}),
+		// The gRPC server's response headers (content-type and the like)
+		// mean nothing to REST clients.
+		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
+		runtime.WithForwardResponseOption(setETag),
+		runtime.WithRoutingErrorHandler(routingError),
+		runtime.WithErrorHandler(errorHandler),
+		runtime.WithMiddlewares(checkMiddleware(&mux)),
 	}
-	return runtime.NewServeMux(append(opts, extra...)...)
+	mux = runtime.NewServeMux(append(opts, extra...)...)
+	return mux
 }
 
 // RegisterGateway registers every service's REST handlers on mux, calling
-// the gRPC server through conn, and the strict submit handler.
+// the gRPC server through conn, then the strict submit handler and the
+// queue PATCH handler that replace the generated ones.
 func RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn, maxBody int64) error {
 	for name, reg := range map[string]func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		"workload": meridianv1.RegisterWorkloadServiceHandler,
@@ -51,6 +74,9 @@ func RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.Clie
 		if err := reg(ctx, mux, conn); err != nil {
 			return fmt.Errorf("api: register %s gateway: %w", name, err)
 		}
+	}
+	if err := HandleQueuePatch(mux, meridianv1.NewQueueServiceClient(conn), maxBody); err != nil {
+		return fmt.Errorf("api: register queue PATCH: %w", err)
 	}
 	return HandleSubmit(mux, meridianv1.NewWorkloadServiceClient(conn), maxBody)
 }
@@ -108,7 +134,7 @@ func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient,
 		runtime.HTTPError(ctx, mux, outbound, w, r, err)
 		return
 	}
-	runtime.ForwardResponseMessage(ctx, mux, outbound, w, r, resp)
+	runtime.ForwardResponseMessage(ctx, mux, outbound, w, r, resp, mux.GetForwardResponseOptions()...)
 }
 
 // writeStatus writes a gRPC status as the gateway would, with an explicit

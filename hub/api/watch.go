@@ -43,6 +43,16 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 	if req.GetSinceRevision() > 0 && req.GetSendInitial() {
 		return invalid("send_initial", "cannot be combined with since_revision; resume or start fresh")
 	}
+	if r := req.GetSinceRevision(); r > 0 {
+		// etcd would wait silently for a revision it has not reached.
+		head, err := s.cli.Get(stream.Context(), store.Prefix(store.KindWorkloads), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return storeErr("watch: read etcd revision", err)
+		}
+		if cur := head.Header.Revision; r > cur {
+			return fieldError(codes.OutOfRange, "since_revision", "revision %d is in the future: the store is at revision %d; pass a revision from an event or a list, or 0 to start from now", r, cur)
+		}
+	}
 	f := watchFilter{queue: req.GetQueue(), sel: sel}
 	if req.GetSinceRevision() > 0 || s.d.Workloads == nil {
 		return s.watchEtcd(stream.Context(), req, f, stream)
