@@ -88,7 +88,7 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 			return s.replay(ctx, w, pf.idemID)
 		}
 		if pf.queueRev == 0 {
-			return nil, invalid("queue", "queue %q does not exist; create it first (meridianctl queues, or POST /v1/queues)", w.GetQueue())
+			return nil, invalid("queue", "queue %q does not exist; create it first (meridianctl queue apply -f FILE, or POST /v1/queues)", w.GetQueue())
 		}
 		if pf.children > 0 {
 			return nil, invalid("queue", "queue %q has child queues; submit to a leaf queue below it", w.GetQueue())

@@ -136,7 +136,7 @@ func (h *fakeHub) SubmitWorkload(_ context.Context, req *meridianv1.SubmitWorklo
 		st, _ := status.New(codes.InvalidArgument, "invalid workload").WithDetails(&errdetails.BadRequest{
 			FieldViolations: []*errdetails.BadRequest_FieldViolation{{
 				Field:       "queue",
-				Description: fmt.Sprintf("queue %q does not exist; create it first (meridianctl queues, or POST /v1/queues)", w.GetQueue()),
+				Description: fmt.Sprintf("queue %q does not exist; create it first (meridianctl queue apply -f FILE, or POST /v1/queues)", w.GetQueue()),
 			}},
 		})
 		return nil, st.Err()

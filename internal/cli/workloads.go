@@ -116,10 +116,6 @@ reason code NeverFits; --reject-if-never-fits refuses it instead.`,
 	return cmd
 }
 
-// staleQueueHint is the advice older hubs attach to "queue does not
-// exist": `meridianctl queues` only lists queues.
-const staleQueueHint = "(meridianctl queues, or POST /v1/queues)"
-
 // submitError is rpcError for a submit, with the CLI's own advice when
 // the queue does not exist.
 func (a *app) submitError(ctx context.Context, err error) error {
@@ -134,8 +130,7 @@ func (a *app) submitError(ctx context.Context, err error) error {
 	if !missingQueue || !errors.As(out, &ee) {
 		return out
 	}
-	msg := strings.ReplaceAll(ee.msg, staleQueueHint, "(meridianctl queue apply -f FILE, or POST /v1/queues)")
-	msg += "\nhint: 'meridianctl queues' lists the queues that exist; 'meridianctl queue create -f FILE' or 'meridianctl queue apply -f FILE' creates one"
+	msg := ee.msg + "\nhint: 'meridianctl queues' lists the queues that exist; 'meridianctl queue create -f FILE' or 'meridianctl queue apply -f FILE' creates one"
 	return &exitError{code: ee.code, msg: msg, err: ee.err}
 }
 
