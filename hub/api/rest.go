@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -129,7 +130,21 @@ func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient,
 	if rid := r.Header.Get("X-Request-Id"); rid != "" {
 		md.Set("x-request-id", rid)
 	}
-	resp, err := client.SubmitWorkload(metadata.NewOutgoingContext(ctx, md), &meridianv1.SubmitWorkloadRequest{Workload: wl})
+	req := &meridianv1.SubmitWorkloadRequest{Workload: wl}
+	// The one non-body field; the gateway's checks already refused a value
+	// that is not a boolean.
+	q := r.URL.Query()
+	for _, name := range []string{"reject_if_never_fits", "rejectIfNeverFits"} {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				runtime.HTTPError(ctx, mux, outbound, w, r, invalid("reject_if_never_fits", "query parameter %q: %q is not true or false", name, v))
+				return
+			}
+			req.RejectIfNeverFits = b
+		}
+	}
+	resp, err := client.SubmitWorkload(metadata.NewOutgoingContext(ctx, md), req)
 	if err != nil {
 		runtime.HTTPError(ctx, mux, outbound, w, r, err)
 		return

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
@@ -319,4 +321,36 @@ func TestGeneratedClientStyleRequests(t *testing.T) {
 	if q.GetWeight() != 3 || len(q.GetQuotas()) != 1 {
 		t.Fatalf("generated-client PATCH: %v", &q)
 	}
+}
+
+// fakeSubmitter records the SubmitWorkloadRequest the REST handler builds.
+type fakeSubmitter struct {
+	meridianv1.WorkloadServiceClient
+	got *meridianv1.SubmitWorkloadRequest
+}
+
+func (f *fakeSubmitter) SubmitWorkload(_ context.Context, req *meridianv1.SubmitWorkloadRequest, _ ...grpc.CallOption) (*meridianv1.SubmitWorkloadResponse, error) {
+	f.got = req
+	return &meridianv1.SubmitWorkloadResponse{Workload: req.GetWorkload()}, nil
+}
+
+// The submit route decodes its own body; its one query parameter must
+// still reach the RPC.
+func TestRESTSubmitPassesRejectIfNeverFits(t *testing.T) {
+	mux := NewGatewayMux()
+	fake := &fakeSubmitter{}
+	if err := HandleSubmit(mux, fake, 0); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	e := &env{base: hs.URL}
+	for q, want := range map[string]bool{"": false, "?rejectIfNeverFits=true": true, "?reject_if_never_fits=false": false} {
+		fake.got = nil
+		r := e.rest(t, "POST", "/v1/workloads"+q, mustJSON(t, validWorkload("acme")), nil)
+		if r.code != http.StatusOK || fake.got == nil || fake.got.GetRejectIfNeverFits() != want {
+			t.Errorf("POST /v1/workloads%s: HTTP %d, request %v, want reject_if_never_fits=%v", q, r.code, fake.got, want)
+		}
+	}
+	wantViolation(t, e.rest(t, "POST", "/v1/workloads?rejectIfNeverFits=maybe", mustJSON(t, validWorkload("acme")), nil), "reject_if_never_fits", "true or false")
 }
