@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/convert"
 	"github.com/meridian-gpu/meridian/hub/quota"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
-	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -191,9 +189,12 @@ func (l *Loop) SetDraining(ctx context.Context, id string, draining bool) error 
 }
 
 // Explain runs the pure core on a snapshot of the current state and reports
-// why w waits, plus one line per cluster: eligible or not, and how many of
-// each pod set's replicas would fit there now. It never writes. It
-// implements the API's Explainer.
+// why w waits, with its reason code, plus one entry per cluster, the ones
+// where it fits first: eligible or not, and how many of each pod set's
+// replicas have room there now (scheduler.ExplainCluster). It never writes.
+// A workload that is not QUEUED gets only its header here (id, phase,
+// evaluate time); the API adds where it runs or how it ended. It implements
+// the API's Explainer.
 func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1.ExplainWorkloadResponse, error) {
 	if w == nil {
 		return nil, errors.New("dispatch: Explain: workload is nil")
@@ -204,12 +205,12 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 	now := l.clock()
 	resp := &meridianv1.ExplainWorkloadResponse{WorkloadId: w.GetId(), Phase: w.GetStatus().GetPhase(), EvaluateTime: tsOf(now)}
 	if w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
-		resp.PendingReason = w.GetStatus().GetPendingReason()
 		return resp, nil
 	}
 	sw, err := convert.Workload(w, avoided(w, now))
 	if err != nil {
 		resp.PendingReason = "cannot be scheduled as stored: " + err.Error()
+		resp.PendingReasonCode = scheduler.ReasonInvalid.String()
 		return resp, nil
 	}
 	b := l.snapshotNow(l.ledgerNow(), now)
@@ -227,10 +228,19 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 		return nil, fmt.Errorf("dispatch: Explain: %w", err)
 	}
 	resp.PendingReason = "the scheduler would dispatch it in the next cycle"
+	resp.PendingReasonCode = CodeWaitingForScheduler
 	for _, p := range plan.Pending {
 		if p.WorkloadID == sw.ID {
-			resp.PendingReason = p.Reason
+			resp.PendingReason, resp.PendingReasonCode = p.Reason, p.Code.String()
 		}
+	}
+	switch {
+	case hasCondition(w, ConditionCancelRequested):
+		resp.PendingReason = cancelMessage(w, "cancelled by request") + "; the hub finishes the cancel in its next cycle"
+		resp.PendingReasonCode = CodeWaitingForScheduler
+	case held(w, now) && w.GetStatus().GetPendingReason() != "":
+		// Preempted a moment ago: the stored reason says until when.
+		resp.PendingReason, resp.PendingReasonCode = w.GetStatus().GetPendingReason(), CodeWaitingForScheduler
 	}
 	pos := int32(0)
 	for _, p := range b.snap.Pending {
@@ -240,10 +250,42 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 	}
 	resp.QueuePosition = pos + 1
 	resp.Quota = quotaChecks(b, sw)
+	var fit, rest []*meridianv1.ClusterFit
 	for _, c := range b.snap.Clusters {
-		resp.Clusters = append(resp.Clusters, clusterFit(b, sw, c, l.cfg.Scheduler))
+		cf := clusterFit(b, sw, c.ID, l.cfg.Scheduler)
+		if cf.Fits {
+			fit = append(fit, cf)
+		} else {
+			rest = append(rest, cf)
+		}
 	}
+	resp.Clusters = append(fit, rest...)
 	return resp, nil
+}
+
+// NeverFits reports whether w can never run as written in the federation
+// as the hub knows it now: no registered (non-lost) cluster could hold it
+// even if it were empty, or it needs more than its queue could ever hold
+// (scheduler.NeverFits). It reads the fleet and the queue limits, never
+// writes, and may be called concurrently. It implements the API's
+// FitChecker; a workload that does not convert (the API validated it
+// already) is not judged.
+func (l *Loop) NeverFits(w *meridianv1.Workload) (reason string, never bool) {
+	if w == nil {
+		return "", false
+	}
+	// The workload has no id before it is stored; convert only what the
+	// core looks at.
+	sw, err := convert.Workload(&meridianv1.Workload{Id: "new", Queue: w.GetQueue(), Priority: w.GetPriority(),
+		ClusterSelector: w.GetClusterSelector(), PodSets: w.GetPodSets()}, nil)
+	if err != nil {
+		return "", false
+	}
+	snap := &scheduler.Snapshot{Queues: l.currentView().tree}
+	for _, v := range l.fleet.Views() {
+		snap.Clusters = append(snap.Clusters, v.Cluster)
+	}
+	return scheduler.NeverFits(snap, sw)
 }
 
 // quotaChecks reports, per class the workload needs, what its queue could
@@ -271,67 +313,26 @@ func quotaChecks(b *built, w *scheduler.Workload) []*meridianv1.QuotaCheck {
 	return out
 }
 
-// clusterFit runs the core with only cluster c and this workload, and
-// counts replicas that fit node by node.
-func clusterFit(b *built, w *scheduler.Workload, c scheduler.Cluster, cfg scheduler.Config) *meridianv1.ClusterFit {
-	one := *b.snap
-	one.Clusters = []scheduler.Cluster{c}
-	one.Pending = []*scheduler.Workload{w}
-	cf := &meridianv1.ClusterFit{Cluster: c.ID}
-	plan, err := safeDecide(&one, cfg)
-	switch {
-	case err != nil:
-		cf.Lines = append(cf.Lines, "could not evaluate: "+err.Error())
-	case len(plan.Dispatches) == 1:
-		cf.Fits = true
-		cf.Lines = append(cf.Lines, "eligible: the whole gang fits now")
-	default:
-		for _, p := range plan.Pending {
-			cf.Lines = append(cf.Lines, "not now: "+p.Reason)
-		}
+// clusterFit explains w on one cluster of the snapshot, as if it were the
+// only one (scheduler.ExplainCluster).
+func clusterFit(b *built, w *scheduler.Workload, cluster string, cfg scheduler.Config) *meridianv1.ClusterFit {
+	cf := &meridianv1.ClusterFit{Cluster: cluster}
+	ex, err := safeExplainCluster(b.snap, cfg, w, cluster)
+	if err != nil {
+		cf.Lines = []string{"could not evaluate: " + err.Error()}
+		return cf
 	}
-	for _, ps := range w.PodSets {
-		n := replicasThatFit(c, ps)
-		cf.Lines = append(cf.Lines, fmt.Sprintf("pod set %s: %d of %d replicas fit node by node (topology not applied)", ps.Name, n, ps.Replicas))
-	}
+	cf.Fits, cf.Lines = ex.Fits, ex.Lines
 	return cf
 }
 
-// replicasThatFit places replicas greedily on a copy of the cluster's nodes.
-func replicasThatFit(c scheduler.Cluster, ps scheduler.PodSet) int32 {
-	nodes := make([]gpufit.Node, 0, len(c.Nodes))
-	for _, n := range c.Nodes {
-		if ps.Class != "" && n.Res.Class != ps.Class {
-			continue
+// safeExplainCluster runs scheduler.ExplainCluster and turns a panic into
+// an error, as safeDecide does for Decide.
+func safeExplainCluster(s *scheduler.Snapshot, cfg scheduler.Config, w *scheduler.Workload, cluster string) (ex scheduler.ClusterExplanation, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("scheduler.ExplainCluster panicked: %v", r)
 		}
-		nodes = append(nodes, n.Res.Clone())
-	}
-	sort.SliceStable(nodes, func(a, b int) bool { return nodes[a].FreeMilli() < nodes[b].FreeMilli() })
-	var placed int32
-	req := ps.Req
-	for placed < ps.Replicas {
-		ok := false
-		for i := range nodes {
-			if !gpufit.Fits(&nodes[i], &req) {
-				continue
-			}
-			var gpus []int
-			for g := range nodes[i].GPUs {
-				if len(gpus) == int(req.GPUs) {
-					break
-				}
-				if nodes[i].GPUs[g].FreeMilli >= req.Milli && nodes[i].GPUs[g].FreeMemMiB >= req.GPUMemMiB {
-					gpus = append(gpus, g)
-				}
-			}
-			nodes[i].Apply(&req, gpus)
-			placed++
-			ok = true
-			break
-		}
-		if !ok {
-			break
-		}
-	}
-	return placed
+	}()
+	return scheduler.ExplainCluster(s, cfg, w, cluster), nil
 }

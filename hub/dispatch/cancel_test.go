@@ -12,12 +12,13 @@ import (
 )
 
 // requestCancel does what the API does for dispatched work: append the
-// CancelRequested condition with a compare-and-swap.
-func (e *env) requestCancel(id string) {
+// CancelRequested condition, whose message says who asked and why, with a
+// compare-and-swap.
+func (e *env) requestCancel(id, msg string) {
 	e.t.Helper()
 	w, rev := e.workload(id)
 	w.Status.Conditions = append(w.Status.Conditions, &meridianv1.Condition{Type: ConditionCancelRequested,
-		Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE, LastTransitionTime: timestamppb.Now()})
+		Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE, Reason: "UserRequested", Message: msg, LastTransitionTime: timestamppb.Now()})
 	b, _ := encodeWorkload(w)
 	k, _ := WorkloadKey(id)
 	if _, err := e.st.Commit(e.ctx, nil, store.PutIfModRev(k, b, rev)); err != nil {
@@ -34,8 +35,8 @@ func TestCancelRequests(t *testing.T) {
 	e.submit(gpuWorkload("run", "acme/ml/train", 1), gpuWorkload("stuck", "acme/ml/none", 1))
 	did := e.waitRunningOn("run", "east", 10*time.Second)
 
-	e.requestCancel("run")
-	e.requestCancel("stuck") // QUEUED with the condition: the loop finishes it
+	e.requestCancel("run", "cancelled by user: wrong dataset")
+	e.requestCancel("stuck", "cancelled by user: not needed") // QUEUED with the condition: the loop finishes it
 	e.waitFor("both cancelled", 10*time.Second, func() bool {
 		p1, _, _ := e.phaseOn("run")
 		p2, _, _ := e.phaseOn("stuck")
@@ -52,6 +53,17 @@ func TestCancelRequests(t *testing.T) {
 	}
 	if w, _ := e.workload("run"); w.GetStatus().GetEndTime() == nil {
 		t.Fatal("cancelled workload has no end time")
+	}
+	// The final message carries the user's reason, not the agent's
+	// "cancelled by the hub" (or the hub's "cancelled by request").
+	for id, want := range map[string]string{"run": "cancelled by user: wrong dataset", "stuck": "cancelled by user: not needed"} {
+		w, _ := e.workload(id)
+		if got := w.GetStatus().GetMessage(); got != want {
+			t.Errorf("%s: message %q, want %q", id, got, want)
+		}
+		if w.GetStatus().GetPendingReason() != "" || w.GetStatus().GetPendingReasonCode() != "" {
+			t.Errorf("%s: cancelled workload keeps a pending reason %q (%q)", id, w.GetStatus().GetPendingReason(), w.GetStatus().GetPendingReasonCode())
+		}
 	}
 }
 

@@ -125,11 +125,12 @@ func (l *Loop) requeueStatus(w *meridianv1.Workload, now time.Time, why string, 
 	if hasCondition(w, ConditionCancelRequested) {
 		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
 		st.EndTime = tsOf(now)
-		st.Message = clip("cancelled: "+why, 512)
-		st.PendingReason = ""
+		st.Message = cancelMessage(w, clip("cancelled: "+why, 512))
+		st.PendingReason, st.PendingReasonCode = "", ""
 	} else {
 		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED
 		st.PendingReason = clip("requeued: "+why, 512)
+		st.PendingReasonCode = CodeWaitingForScheduler
 		st.Message = st.PendingReason
 		st.StartTime = nil
 		if avoid && cluster != "" {
@@ -243,7 +244,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		st.Cluster, st.DispatchId = d.Cluster, id
 		st.Attempts++
 		st.DispatchTime = tsOf(now)
-		st.PendingReason, st.Message = "", ""
+		st.PendingReason, st.PendingReasonCode, st.Message = "", "", ""
 		st.StartTime, st.EndTime, st.ExitCode = nil, nil, nil
 		wb, err := l.stamp(nw, now)
 		if err != nil {
@@ -295,15 +296,18 @@ func (l *Loop) cycle(t *term) (err error) {
 		}
 	}
 
-	// Pending reasons, only when they changed.
+	// Pending reasons and their codes, only when they changed.
 	reasons := map[string]string{}
+	codes := map[string]string{}
 	counts := map[string]int{}
 	for _, p := range plan.Pending {
 		reasons[p.WorkloadID] = p.Reason
+		codes[p.WorkloadID] = p.Code.String()
 		counts[p.Code.String()]++
 	}
 	for id, why := range b.invalid {
 		reasons[id] = why
+		codes[id] = scheduler.ReasonInvalid.String()
 		counts[scheduler.ReasonInvalid.String()]++
 	}
 	l.m.setPending(counts)
@@ -314,12 +318,12 @@ func (l *Loop) cycle(t *term) (err error) {
 	}
 	for _, id := range sortedKeys(reasons) {
 		w := b.byID[id]
-		why := clip(reasons[id], 1024)
-		if w == nil || dispatched[id] || w.w.GetStatus().GetPendingReason() == why {
+		why, code := clip(reasons[id], 1024), codes[id]
+		if w == nil || dispatched[id] || (w.w.GetStatus().GetPendingReason() == why && w.w.GetStatus().GetPendingReasonCode() == code) {
 			continue
 		}
 		nw := cloneWorkload(w.w)
-		nw.Status.PendingReason = why
+		nw.Status.PendingReason, nw.Status.PendingReasonCode = why, code
 		wb, err := l.stamp(nw, now)
 		if err != nil {
 			continue
@@ -437,8 +441,8 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 			nw := cloneWorkload(w.w)
 			nw.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
 			nw.Status.EndTime = tsOf(now)
-			nw.Status.PendingReason = ""
-			nw.Status.Message = "cancelled by request"
+			nw.Status.PendingReason, nw.Status.PendingReasonCode = "", ""
+			nw.Status.Message = cancelMessage(w.w, "cancelled by request")
 			if b, err := l.stamp(nw, now); err == nil {
 				ms = append(ms, mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)})
 			}

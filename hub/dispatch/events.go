@@ -253,7 +253,12 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 			st.ExitCode = proto.Int32(ev.GetExitCode())
 		}
 		st.Message = clip(ev.GetReason(), 1024)
-		st.PendingReason = ""
+		if st.Phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED {
+			// The agent only knows that the hub stopped it ("cancelled by
+			// the hub"); the request says who asked and why.
+			st.Message = cancelMessage(w, st.Message)
+		}
+		st.PendingReason, st.PendingReasonCode = "", ""
 		wi.dirty = true
 		ri.dirty, ri.deleted = true, true
 		l.markFinished(t, id)
@@ -275,6 +280,7 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 			until := now.Add(backoffFor(n, l.cfg.PreemptBackoff, l.cfg.PreemptBackoffMax))
 			setPreemptHold(w, n, until)
 			w.Status.PendingReason = clip(fmt.Sprintf("requeued: %s; held until %s (preemption %d), then scheduled again", why, until.UTC().Format(time.RFC3339), n), 512)
+			w.Status.PendingReasonCode = CodeWaitingForScheduler
 		}
 		wi.dirty = true
 		ri.dirty, ri.deleted = true, true

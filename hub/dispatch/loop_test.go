@@ -95,6 +95,9 @@ func TestSubmitToSucceeded(t *testing.T) {
 	if w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
 		t.Fatalf("orphan phase = %v", w.GetStatus().GetPhase())
 	}
+	if c := w.GetStatus().GetPendingReasonCode(); c != "Invalid" {
+		t.Fatalf("orphan pending reason code = %q, want Invalid", c)
+	}
 
 	// Explain names the reason and has a line for the cluster.
 	ex, err := h.loop.Explain(e.ctx, w)

@@ -26,6 +26,10 @@ const (
 	ConditionClusterBackoff = "ClusterBackoff"
 	// PendingWaitingForScheduler is the reason the API writes on submit.
 	PendingWaitingForScheduler = "waiting for the scheduler"
+	// CodeWaitingForScheduler is WorkloadStatus.pending_reason_code while
+	// nothing has been decided for the current attempt yet: on submit and
+	// after a requeue, until the next cycle gives a reason.
+	CodeWaitingForScheduler = "WaitingForScheduler"
 )
 
 // LedgerKey holds the fairshare ledger's JSON.
@@ -99,6 +103,19 @@ func newDispatchID() string {
 }
 
 // hasCondition reports whether w carries a TRUE condition of type typ.
+// cancelMessage is the final message of a workload cancelled on request:
+// the CancelRequested condition's message, which the API fills with who
+// asked and why ("cancelled by user: <reason>"), or fallback when the
+// condition carries none.
+func cancelMessage(w *meridianv1.Workload, fallback string) string {
+	for _, c := range w.GetStatus().GetConditions() {
+		if c.GetType() == ConditionCancelRequested && c.GetStatus() == meridianv1.ConditionStatus_CONDITION_STATUS_TRUE && c.GetMessage() != "" {
+			return clip(c.GetMessage(), 1024)
+		}
+	}
+	return fallback
+}
+
 func hasCondition(w *meridianv1.Workload, typ string) bool {
 	for _, c := range w.GetStatus().GetConditions() {
 		if c.GetType() == typ && c.GetStatus() == meridianv1.ConditionStatus_CONDITION_STATUS_TRUE {

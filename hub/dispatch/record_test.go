@@ -107,36 +107,3 @@ func TestDecodeRecordNamesMissingFields(t *testing.T) {
 		t.Fatalf("good record = %+v, %v", r, err)
 	}
 }
-
-func TestReplicasThatFit(t *testing.T) {
-	node := func(name, class string, free ...int32) scheduler.Node {
-		n := scheduler.Node{Name: name, Res: gpufit.Node{Class: class, CPUMilliFree: 64000, MemMiBFree: 1 << 20}}
-		for _, f := range free {
-			n.Res.GPUs = append(n.Res.GPUs, gpufit.GPU{FreeMilli: f, FreeMemMiB: 80000})
-		}
-		return n
-	}
-	c := scheduler.Cluster{ID: "east", Nodes: []scheduler.Node{
-		node("a", "h100", 1000, 1000, 1000, 1000), node("b", "h100", 1000, 1000, 500, 0), node("c", "a100", 1000, 1000),
-	}}
-	tests := map[string]struct {
-		ps   scheduler.PodSet
-		want int32
-	}{
-		"two-gpu replicas of h100":   {scheduler.PodSet{Name: "p", Replicas: 5, Class: "h100", Req: gpufit.Request{GPUs: 2, Milli: 1000}}, 3},
-		"any class takes a100 too":   {scheduler.PodSet{Name: "p", Replicas: 9, Req: gpufit.Request{GPUs: 2, Milli: 1000}}, 4},
-		"halves pack onto fractions": {scheduler.PodSet{Name: "p", Replicas: 20, Class: "h100", Req: gpufit.Request{GPUs: 1, Milli: 500}}, 13},
-		"too big for any node":       {scheduler.PodSet{Name: "p", Replicas: 1, Class: "h100", Req: gpufit.Request{GPUs: 8, Milli: 1000}}, 0},
-		"asks for fewer than fit":    {scheduler.PodSet{Name: "p", Replicas: 1, Class: "h100", Req: gpufit.Request{GPUs: 1, Milli: 1000}}, 1},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := replicasThatFit(c, tc.ps); got != tc.want {
-				t.Fatalf("replicasThatFit = %d, want %d", got, tc.want)
-			}
-			if c.Nodes[0].Res.GPUs[0].FreeMilli != 1000 {
-				t.Fatal("replicasThatFit changed the cluster it was given")
-			}
-		})
-	}
-}

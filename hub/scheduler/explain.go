@@ -135,6 +135,8 @@ func podSetLine(ps *PodSet, placed int32) string {
 		return fmt.Sprintf("pod set %s: room for all %s now%s", ps.Name, replicaCount(want), where)
 	case placed >= need:
 		return fmt.Sprintf("pod set %s: room for %d of its %s now%s, and it needs at least %d", ps.Name, placed, replicaCount(want), where, need)
+	case placed == 0 && need == 1:
+		return fmt.Sprintf("pod set %s: no room now for its replica%s", ps.Name, where)
 	case placed == 0:
 		return fmt.Sprintf("pod set %s: no room now for any of the %s it needs%s", ps.Name, replicaCount(need), where)
 	}

@@ -207,6 +207,11 @@ func (p *placer) placeSameNode(t *txn, ps *PodSet) int32 {
 		fb := firstBucket(&ps.Req)
 		if ps.Req.Milli >= gpufit.MilliPerGPU && ps.Req.GPUs > 0 {
 			fb = bucketWhole + int(whole) - 1
+			if last := bucketWhole + int(ci.maxGPUs) - 1; fb > last && last >= bucketWhole {
+				// No node is that large: scan the largest ones only to
+				// count how many replicas come closest.
+				fb = last
+			}
 		}
 		for b := fb; b < len(ci.buckets); b++ {
 			// copy: placing replicas moves nodes between buckets

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 )
 
 // Whole GPUs with gpu_memory_mib ask for GPUs with that much memory each;
@@ -355,6 +356,44 @@ func TestExplainCluster(t *testing.T) {
 			ex := ExplainCluster(s, DefaultConfig(), tc.w, tc.cluster.ID)
 			if ex.Fits != tc.fits || strings.Join(ex.Lines, "\n") != strings.Join(tc.lines, "\n") {
 				t.Fatalf("got fits=%v\n%s\nwant fits=%v\n%s", ex.Fits, strings.Join(ex.Lines, "\n"), tc.fits, strings.Join(tc.lines, "\n"))
+			}
+		})
+	}
+}
+
+// podSetRoom counts, per pod set on its own, the replicas that have room.
+func TestPodSetRoom(t *testing.T) {
+	node := func(name, class string, free ...int32) Node {
+		n := Node{Name: name, Res: gpufit.Node{Class: class, CPUMilliFree: 64000, MemMiBFree: 1 << 20}}
+		for _, f := range free {
+			n.Res.GPUs = append(n.Res.GPUs, gpufit.GPU{FreeMilli: f, FreeMemMiB: 80000, TotalMemMiB: 80000})
+		}
+		return n
+	}
+	c := Cluster{ID: "east", Nodes: []Node{
+		node("a", "h100", 1000, 1000, 1000, 1000), node("b", "h100", 1000, 1000, 500, 0), node("c", "a100", 1000, 1000),
+	}}
+	tests := map[string]struct {
+		ps   PodSet
+		want string
+	}{
+		"two-gpu replicas of h100":   {PodSet{Name: "p", Replicas: 5, Class: "h100", Req: gpufit.Request{GPUs: 2, Milli: 1000}}, "pod set p: room for only 3 of the 5 replicas it needs"},
+		"any class takes a100 too":   {PodSet{Name: "p", Replicas: 9, Req: gpufit.Request{GPUs: 2, Milli: 1000}}, "pod set p: room for only 4 of the 9 replicas it needs"},
+		"halves pack onto fractions": {PodSet{Name: "p", Replicas: 20, Class: "h100", Req: gpufit.Request{GPUs: 1, Milli: 500}}, "pod set p: room for only 13 of the 20 replicas it needs"},
+		"elastic":                    {PodSet{Name: "p", Replicas: 20, MinReplicas: 10, Class: "h100", Req: gpufit.Request{GPUs: 1, Milli: 500}}, "pod set p: room for 13 of its 20 replicas now, and it needs at least 10"},
+		"too big for any node":       {PodSet{Name: "p", Replicas: 1, Class: "h100", Req: gpufit.Request{GPUs: 8, Milli: 1000}}, "pod set p: no room now for its replica"},
+		"asks for fewer than fit":    {PodSet{Name: "p", Replicas: 1, Class: "h100", Req: gpufit.Request{GPUs: 1, Milli: 1000}}, "pod set p: room for its replica now"},
+		"same node":                  {PodSet{Name: "p", Replicas: 3, Class: "h100", Req: gpufit.Request{GPUs: 2, Milli: 1000}, Topology: TopologySameNode}, "pod set p: room for only 2 of the 3 replicas it needs in one node"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := &Workload{ID: "w", PodSets: []PodSet{tc.ps}}
+			got := podSetRoom(&c, DefaultConfig(), w)
+			if len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("podSetRoom = %q, want %q", got, tc.want)
+			}
+			if c.Nodes[0].Res.GPUs[0].FreeMilli != 1000 {
+				t.Fatal("podSetRoom changed the cluster it was given")
 			}
 		})
 	}
