@@ -129,11 +129,12 @@ func newRoute(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescripto
 // sorted order.
 func allowedMethods(r *http.Request) []string {
 	routes, _ := restRoutes()
-	seen := map[string]bool{}
+	seen, tried := map[string]bool{}, map[string]bool{}
 	for _, rt := range routes {
-		if seen[rt.method] {
+		if tried[rt.method] {
 			continue
 		}
+		tried[rt.method] = true
 		probe, err := http.NewRequestWithContext(r.Context(), rt.method, r.URL.String(), nil)
 		if err != nil {
 			continue
@@ -171,5 +172,5 @@ func (s *statusRecorder) WriteHeader(code int) {
 	}
 }
 
-// describeRoute is "GET /v1/workloads/{id}" for messages.
+// String is "GET /v1/workloads/{id}", for messages.
 func (r *restRoute) String() string { return fmt.Sprintf("%s %s", r.method, r.template) }
