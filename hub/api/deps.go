@@ -58,6 +58,8 @@ type Deps struct {
 	Clusters    ClusterSource
 	Explainer   Explainer
 	QueueStatus QueueStatusSource
+	// FitChecker answers reject_if_never_fits; nil makes that flag a no-op.
+	FitChecker FitChecker
 	// Elector is this replica's elector and ElectionPrefix the election's
 	// key prefix; both are needed for GetLeader and the leader health line.
 	Elector        *leader.Elector
