@@ -25,7 +25,8 @@
 // idempotency on the dispatch id make that safe.
 //
 // The loop also answers the API: it implements ClusterSource (through the
-// fleet registry), Explainer and QueueStatusSource.
+// fleet registry), Explainer, QueueStatusSource and FitChecker (for
+// reject_if_never_fits).
 //
 // This package must never decide placement itself (that is the core's job),
 // never write to etcd without the leader fence, never apply half a gang,

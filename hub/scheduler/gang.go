@@ -205,12 +205,13 @@ func (p *placer) placeSameNode(t *txn, ps *PodSet) int32 {
 	whole := ps.Req.GPUs * need
 	for _, ci := range classesFor(t.cs, ps) {
 		fb := firstBucket(&ps.Req)
+		clamped := false
 		if ps.Req.Milli >= gpufit.MilliPerGPU && ps.Req.GPUs > 0 {
 			fb = bucketWhole + int(whole) - 1
 			if last := bucketWhole + int(ci.maxGPUs) - 1; fb > last && last >= bucketWhole {
-				// No node is that large: scan the largest ones only to
-				// count how many replicas come closest.
-				fb = last
+				// No node is that large: one of the largest says how many
+				// replicas come closest (they all have the same GPUs free).
+				fb, clamped = last, true
 			}
 		}
 		for b := fb; b < len(ci.buckets); b++ {
@@ -235,6 +236,9 @@ func (p *placer) placeSameNode(t *txn, ps *PodSet) int32 {
 					best = placed
 				}
 				t.rollbackTo(m)
+				if clamped {
+					break
+				}
 			}
 		}
 	}
