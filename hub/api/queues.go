@@ -311,8 +311,12 @@ func (s *Service) DeleteQueue(ctx context.Context, req *meridianv1.DeleteQueueRe
 			return nil, err
 		}
 		if len(blocking) > 0 {
+			noun := "unfinished workloads"
+			if len(blocking) == 1 {
+				noun = "unfinished workload"
+			}
 			return nil, fieldError(codes.FailedPrecondition, "path",
-				"queue %s still has %d non-terminal workload(s): %s; cancel them or wait for them to finish", path, len(blocking), names(blocking))
+				"queue %s still has %d %s: %s; cancel them or wait for them to finish", path, len(blocking), noun, names(blocking))
 		}
 		wprefix := store.Prefix(store.KindWorkloads)
 		// One transaction: the queue is unchanged, it has no children, and

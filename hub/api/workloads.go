@@ -103,9 +103,10 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		stored.Id = id
 		stored.CreateTime = timestamppb.New(now)
 		stored.Status = &meridianv1.WorkloadStatus{
-			Phase:         meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
-			PendingReason: PendingWaitingForScheduler,
-			UpdateTime:    timestamppb.New(now),
+			Phase:             meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
+			PendingReason:     PendingWaitingForScheduler,
+			PendingReasonCode: PendingCodeWaitingForScheduler,
+			UpdateTime:        timestamppb.New(now),
 		}
 		wkey, err := WorkloadKey(id)
 		if err != nil {
@@ -506,7 +507,7 @@ func (s *Service) CancelWorkload(ctx context.Context, req *meridianv1.CancelWork
 			return w, nil
 		case p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_UNSPECIFIED:
 			st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
-			st.PendingReason = ""
+			st.PendingReason, st.PendingReasonCode = "", ""
 			st.Message = msg
 			st.EndTime = now
 			st.UpdateTime = now

@@ -197,7 +197,7 @@ func validateResources(c *collector, path string, r *meridianv1.Resources) {
 		c.add(join(path, "fractional_mode"), "unknown value %d", int32(mode))
 	} else if mode != meridianv1.FractionalMode_FRACTIONAL_MODE_UNSPECIFIED &&
 		mode != meridianv1.FractionalMode_FRACTIONAL_MODE_ANY {
-		fractional := (g > 0 && g < GPUMilliPerGPU) || r.GetGpuMemoryMib() > 0
+		fractional := (g > 0 && g < GPUMilliPerGPU) || (g == 0 && r.GetGpuMemoryMib() > 0)
 		if !fractional {
 			c.add(join(path, "fractional_mode"), "%s only applies to a fractional request (gpu_milli between 1 and 999, or gpu_memory_mib set); got gpu_milli %d", mode, g)
 		}

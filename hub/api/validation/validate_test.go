@@ -126,6 +126,10 @@ func TestValidateWorkloadRejectsBadInput(t *testing.T) {
 			r.GpuMilli = 2000
 			r.FractionalMode = meridianv1.FractionalMode_FRACTIONAL_MODE_MIG
 		}), "pod_sets[0].resources.fractional_mode", "only applies to a fractional request"},
+		"mode on whole gpus with memory": {res(func(r *meridianv1.Resources) {
+			r.GpuMilli, r.GpuMemoryMib = 8000, 81920
+			r.FractionalMode = meridianv1.FractionalMode_FRACTIONAL_MODE_MPS
+		}), "pod_sets[0].resources.fractional_mode", "only applies to a fractional request"},
 		"unknown fractional mode": {res(func(r *meridianv1.Resources) { r.FractionalMode = 42 }), "pod_sets[0].resources.fractional_mode", "unknown value 42"},
 		"unknown topology":        {ps(func(p *meridianv1.PodSet) { p.Topology = 99 }), "pod_sets[0].topology", "unknown value 99"},
 		"same node too big": {ps(func(p *meridianv1.PodSet) {
