@@ -1,0 +1,186 @@
+package config
+
+import (
+	cc "github.com/meridian-gpu/meridian/internal/componentconfig"
+)
+
+// The version and kind a hub configuration file declares.
+const (
+	APIVersion = "meridian.io/v1alpha1"
+	Kind       = "HubConfiguration"
+)
+
+// HubConfiguration is everything one hub replica is configured with.
+type HubConfiguration struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	// HubID names this replica in the leader election; empty means
+	// "<hostname>-<pid>".
+	HubID string `yaml:"hubID"`
+	// DataDir holds the embedded etcd and NATS data.
+	DataDir string `yaml:"dataDir"`
+	// AddrFile, when set, receives the listening addresses as JSON.
+	AddrFile string `yaml:"addrFile"`
+	// GCPercent is the garbage collector target; GOGC wins; 0 keeps Go's.
+	GCPercent  int        `yaml:"gcPercent"`
+	API        API        `yaml:"api"`
+	Etcd       Etcd       `yaml:"etcd"`
+	NATS       NATS       `yaml:"nats"`
+	Scheduling Scheduling `yaml:"scheduling"`
+	Retention  Retention  `yaml:"retention"`
+	Auth       Auth       `yaml:"auth"`
+	Audit      Audit      `yaml:"audit"`
+	Logging    Logging    `yaml:"logging"`
+}
+
+// API is how the hub serves its gRPC and REST APIs.
+type API struct {
+	GRPCAddr        string `yaml:"grpcAddr"`
+	HTTPAddr        string `yaml:"httpAddr"`
+	MaxRequestBytes int    `yaml:"maxRequestBytes"`
+	// TLS of both listeners; empty: plaintext.
+	TLS TLS `yaml:"tls"`
+	// AllowInsecureNonLoopback lets a listener beyond loopback run
+	// without TLS. Not enforced yet: see PlaintextNonLoopback.
+	AllowInsecureNonLoopback bool `yaml:"allowInsecureNonLoopback"`
+}
+
+// TLS is a server certificate and, for mutual TLS, the CA bundle client
+// certificates must chain to.
+type TLS struct {
+	CertFile     string `yaml:"certFile"`
+	KeyFile      string `yaml:"keyFile"`
+	ClientCAFile string `yaml:"clientCAFile"`
+}
+
+// Enabled reports whether a certificate is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Etcd is the state store: external endpoints, or the embedded server.
+type Etcd struct {
+	// Endpoints of an external etcd; empty runs etcd embedded.
+	Endpoints []string `yaml:"endpoints"`
+	// MaxTxnOps is the external etcd's --max-txn-ops; 0 means stock 128.
+	MaxTxnOps int `yaml:"maxTxnOps"`
+	// EmbeddedPort is the embedded etcd's loopback client port; 0: free.
+	EmbeddedPort int `yaml:"embeddedPort"`
+}
+
+// NATS is the message bus: an external server with its credentials, or
+// the embedded server.
+type NATS struct {
+	// URL of an external NATS with JetStream; empty runs NATS embedded.
+	URL string `yaml:"url"`
+	// EmbeddedPort is the embedded NATS's loopback port; 0: free.
+	EmbeddedPort int `yaml:"embeddedPort"`
+	// One credential, read from a file (or, for the password and the
+	// token, from the environment).
+	CredsFile    string  `yaml:"credsFile"`
+	NKeyFile     string  `yaml:"nkeyFile"`
+	User         string  `yaml:"user"`
+	Password     string  `yaml:"password"`
+	PasswordFile string  `yaml:"passwordFile"`
+	Token        string  `yaml:"token"`
+	TokenFile    string  `yaml:"tokenFile"`
+	TLS          NATSTLS `yaml:"tls"`
+}
+
+// NATSTLS is TLS to an external NATS.
+type NATSTLS struct {
+	CAFile   string `yaml:"caFile"`
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+}
+
+// AnyCredential reports whether a credential or TLS setting is given.
+func (n NATS) AnyCredential() bool {
+	return n.CredsFile != "" || n.NKeyFile != "" || n.User != "" || n.Password != "" || n.PasswordFile != "" ||
+		n.Token != "" || n.TokenFile != "" || n.TLS.CAFile != "" || n.TLS.CertFile != "" || n.TLS.KeyFile != ""
+}
+
+// Scheduling tunes the leader election and the scheduling loop.
+type Scheduling struct {
+	// Disabled serves the API only: no election, no loop.
+	Disabled       bool        `yaml:"disabled"`
+	Period         cc.Duration `yaml:"period"`
+	ClusterTimeout cc.Duration `yaml:"clusterTimeout"`
+	LeaderTTL      cc.Duration `yaml:"leaderTTL"`
+}
+
+// Retention bounds how long finished workloads are kept.
+type Retention struct {
+	TTL                 cc.Duration `yaml:"ttl"`
+	MaxFinishedPerQueue int         `yaml:"maxFinishedPerQueue"`
+	IdempotencyWindow   cc.Duration `yaml:"idempotencyWindow"`
+}
+
+// The values of Auth.Mode.
+const (
+	AuthOn   = "on"
+	AuthNone = "none"
+)
+
+// Auth is how API callers are authenticated and what they may do
+// globally. Per-queue access lists live with the queues, not here.
+type Auth struct {
+	// Mode is AuthOn (every call carries a principal) or AuthNone (a
+	// fixed principal; loopback listeners only).
+	Mode          string        `yaml:"mode"`
+	OIDC          OIDC          `yaml:"oidc"`
+	Authorization Authorization `yaml:"authorization"`
+}
+
+// OIDC lists the identity providers whose ID tokens the hub accepts.
+type OIDC struct {
+	Issuers []OIDCIssuer `yaml:"issuers"`
+}
+
+// Defaults of an issuer's claims.
+const (
+	DefaultUsernameClaim = "sub"
+	DefaultGroupsClaim   = "groups"
+)
+
+// OIDCIssuer is one trusted identity provider.
+type OIDCIssuer struct {
+	// IssuerURL must equal the tokens' "iss" claim; https (http only on
+	// loopback, for tests).
+	IssuerURL string `yaml:"issuerURL"`
+	// Audience must be in the tokens' "aud" claim (the client id).
+	Audience string `yaml:"audience"`
+	// UsernameClaim and GroupsClaim name the claims read; default "sub"
+	// and "groups".
+	UsernameClaim string `yaml:"usernameClaim"`
+	GroupsClaim   string `yaml:"groupsClaim"`
+	// UsernamePrefix and GroupsPrefix are prepended to what the claims
+	// hold, e.g. "corp:", so that two issuers' names never collide.
+	UsernamePrefix string `yaml:"usernamePrefix"`
+	GroupsPrefix   string `yaml:"groupsPrefix"`
+	// CAFile is a PEM bundle that signs the issuer's certificate; empty:
+	// the system's roots.
+	CAFile string `yaml:"caFile"`
+}
+
+// Authorization maps groups and users to global permissions.
+type Authorization struct {
+	// GroupPermissions maps a group (with its prefix) to permissions.
+	GroupPermissions map[string][]string `yaml:"groupPermissions"`
+	// UserPermissions maps a user name (with its prefix) to permissions.
+	UserPermissions map[string][]string `yaml:"userPermissions"`
+}
+
+// Audit is where the audit log goes and how long it is kept.
+type Audit struct {
+	// File is a path, "-" for standard output, or empty for none.
+	File string `yaml:"file"`
+	// Retention is how long events are kept; 0 keeps them forever.
+	Retention cc.Duration `yaml:"retention"`
+	// MaxEvents caps the events kept, oldest dropped first; 0: no cap.
+	MaxEvents int `yaml:"maxEvents"`
+}
+
+// Logging is the hub's own log.
+type Logging struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
