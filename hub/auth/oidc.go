@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // Defaults of IssuerConfig and OIDCOptions.
@@ -80,6 +81,10 @@ type OIDCOptions struct {
 	// RetryMin and RetryMax bound the backoff between failed discovery
 	// attempts; requests in between fail fast with ErrUnavailable.
 	RetryMin, RetryMax time.Duration
+	// KeyRefreshMinInterval is the least time between two fetches of an
+	// issuer's keys caused by a token they do not verify (a new key id after
+	// rotation, or a forgery); default DefaultKeyRefreshMinInterval.
+	KeyRefreshMinInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives discovery failures and recoveries; nil drops them.
@@ -97,8 +102,11 @@ type OIDCOptions struct {
 // A verified token's principal is cached, keyed by the token's SHA-256,
 // until the token expires (at most CacheSize entries, least recently used
 // evicted), so a busy client costs one signature check per token, not one
-// per call. Keys are refreshed by go-oidc's RemoteKeySet when a token names
-// a key id it has not seen, so issuer key rotation needs no restart.
+// per call. Discovery and claim checks are go-oidc's; the issuer's keys are
+// fetched again when a token does not verify with the known ones (a new key
+// id after rotation), at most once per KeyRefreshMinInterval, so issuer key
+// rotation needs no restart and forged tokens cannot make the hub hammer
+// the issuer.
 type OIDC struct {
 	issuers map[string]*issuer
 	cache   *lru[oidcEntry]
@@ -136,10 +144,13 @@ func NewOIDC(opts OIDCOptions) (*OIDC, error) {
 	if opts.RetryMax == 0 {
 		opts.RetryMax = DefaultRetryMax
 	}
+	if opts.KeyRefreshMinInterval == 0 {
+		opts.KeyRefreshMinInterval = DefaultKeyRefreshMinInterval
+	}
 	switch {
 	case opts.CacheSize < 0:
 		return nil, fmt.Errorf("auth: OIDC CacheSize %d is negative", opts.CacheSize)
-	case opts.Leeway < 0, opts.DiscoveryTimeout < 0, opts.RetryMin < 0, opts.RetryMax < opts.RetryMin:
+	case opts.Leeway < 0, opts.DiscoveryTimeout < 0, opts.KeyRefreshMinInterval < 0, opts.RetryMin < 0, opts.RetryMax < opts.RetryMin:
 		return nil, errors.New("auth: OIDC durations must be positive and RetryMax at least RetryMin")
 	}
 	log := opts.Logger
@@ -400,7 +411,12 @@ func (is *issuer) newVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error
 	if u, err := url.Parse(meta.JWKSURL); err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("discovery document: jwks_uri %q is not an https URL", clip(meta.JWKSURL, 200))
 	}
-	var ks oidc.KeySet = oidc.NewRemoteKeySet(oidc.ClientContext(is.base, is.client), meta.JWKSURL)
+	algs := make([]jose.SignatureAlgorithm, len(is.cfg.SigningAlgs))
+	for i, a := range is.cfg.SigningAlgs {
+		algs[i] = jose.SignatureAlgorithm(a)
+	}
+	var ks oidc.KeySet = &remoteKeys{url: meta.JWKSURL, client: is.client, base: is.base, algs: algs,
+		minRefresh: is.opts.KeyRefreshMinInterval, now: is.now}
 	if is.opts.wrapKeySet != nil {
 		ks = is.opts.wrapKeySet(ks)
 	}

@@ -14,6 +14,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -70,6 +72,7 @@ func NewWithAlg(t testing.TB, alg jose.SignatureAlgorithm) *Issuer {
 	mux.HandleFunc("GET /.well-known/openid-configuration", i.serveDiscovery)
 	mux.HandleFunc("GET /keys", i.serveJWKS)
 	i.srv = httptest.NewUnstartedServer(mux)
+	i.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshakes a test refuses on purpose
 	i.srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.Server}, MinVersion: tls.VersionTLS12}
 	i.srv.StartTLS()
 	i.URL = i.srv.URL
