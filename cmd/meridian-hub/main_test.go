@@ -24,11 +24,11 @@ func TestFlagErrors(t *testing.T) {
 		want string
 	}{
 		{"stray argument", []string{"serve"}, nil, `unexpected argument "serve"`},
-		{"zero period", []string{"--schedule-period", "0s"}, nil, "--schedule-period must be positive"},
-		{"negative timeout", []string{"--cluster-timeout", "-1s"}, nil, "--cluster-timeout must be positive"},
-		{"tiny request limit", []string{"--max-request-bytes", "10"}, nil, "--max-request-bytes must be at least 4096"},
-		{"bad log format", []string{"--log-format", "xml"}, nil, `--log-format "xml"`},
-		{"bad log level", []string{"--log-level", "loud"}, nil, `--log-level "loud"`},
+		{"zero period", []string{"--schedule-period", "0s"}, nil, "scheduling.period (--schedule-period): must be positive (got 0s)"},
+		{"negative timeout", []string{"--cluster-timeout", "-1s"}, nil, "scheduling.clusterTimeout (--cluster-timeout): must be positive"},
+		{"tiny request limit", []string{"--max-request-bytes", "10"}, nil, "api.maxRequestBytes (--max-request-bytes): must be at least 4096"},
+		{"bad log format", []string{"--log-format", "xml"}, nil, `logging.format (--log-format): want text or json (got "xml")`},
+		{"bad log level", []string{"--log-level", "loud"}, nil, `logging.level (--log-level): want debug, info, warn or error (got "loud")`},
 		{"bad env duration", nil, map[string]string{"MERIDIAN_SCHEDULE_PERIOD": "soon"}, `MERIDIAN_SCHEDULE_PERIOD="soon"`},
 		{"bad env port", nil, map[string]string{"MERIDIAN_EMBEDDED_NATS_PORT": "x"}, "MERIDIAN_EMBEDDED_NATS_PORT"},
 		{"unknown flag", []string{"--frobnicate"}, nil, "frobnicate"},

@@ -66,8 +66,8 @@ func TestIdempotencyWindowFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--idempotency-window", "30s"}, "--idempotency-window must be at least 1m0s"},
-		{[]string{"--idempotency-window", "1h", "--retention-ttl", "30m"}, "at least 1h0m0s, the --idempotency-window"},
+		{[]string{"--idempotency-window", "30s"}, "retention.idempotencyWindow (--idempotency-window): must be at least 1m (got 30s)"},
+		{[]string{"--idempotency-window", "1h", "--retention-ttl", "30m"}, "retention.ttl (--retention-ttl): must be 0 (keep finished workloads forever) or at least 1h, the retention.idempotencyWindow (got 30m)"},
 	} {
 		if _, err := parseFlags(c.args, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%v: error %v, want it to mention %q", c.args, err, c.want)
@@ -82,10 +82,10 @@ func TestRetentionFlagErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"negative ttl", []string{"--retention-ttl", "-1h"}, nil, "--retention-ttl must be 0"},
-		{"ttl under a day", []string{"--retention-ttl", "12h"}, nil, "--retention-ttl must be 0 (keep finished workloads forever) or at least 24h"},
+		{"negative ttl", []string{"--retention-ttl", "-1h"}, nil, "retention.ttl (--retention-ttl): must be 0"},
+		{"ttl under a day", []string{"--retention-ttl", "12h"}, nil, "retention.ttl (--retention-ttl): must be 0 (keep finished workloads forever) or at least 24h"},
 		{"ttl without a unit", []string{"--retention-ttl", "7"}, nil, "retention-ttl"},
-		{"negative cap", []string{"--retention-max-finished-per-queue", "-5"}, nil, "--retention-max-finished-per-queue must be 0"},
+		{"negative cap", []string{"--retention-max-finished-per-queue", "-5"}, nil, "retention.maxFinishedPerQueue (--retention-max-finished-per-queue): must be 0"},
 		{"cap not a number", []string{"--retention-max-finished-per-queue", "lots"}, nil, "retention-max-finished-per-queue"},
 		{"bad env ttl", nil, map[string]string{"MERIDIAN_RETENTION_TTL": "a week"}, `MERIDIAN_RETENTION_TTL="a week"`},
 		{"bad env cap", nil, map[string]string{"MERIDIAN_RETENTION_MAX_FINISHED_PER_QUEUE": "x"}, "MERIDIAN_RETENTION_MAX_FINISHED_PER_QUEUE"},
