@@ -101,4 +101,3 @@ func printBanner(w io.Writer, info addrInfo, s *server.Server, o *options) {
 	fmt.Fprintf(w, "  NATS      %s (%s)\n", info.NATS, mode(natsEmb))
 	fmt.Fprintf(w, "  etcd      %s (%s)\n", strings.Join(info.Etcd, ","), mode(etcdEmb))
 }
-
