@@ -14,8 +14,14 @@
 //	    --connector kubernetes --kubeconfig ~/.kube/config --k8s-namespace ml \
 //	    --k8s-fractional-modes mig,hami --k8s-gang coscheduling
 //
-// It must never hold logic of its own: flags are checked and turned into
-// agent.Config; everything else lives in package agent. Stopping it stops
+// Settings may also come from a file (--config, an AgentConfiguration;
+// see examples/config/agent.yaml) and the environment; flags win.
+// `meridian-agent config validate` checks a configuration and
+// `--print-config` prints the effective one.
+//
+// It must never hold logic of its own: the configuration (package
+// spoke-agent/config) is loaded, validated and turned into agent.Config
+// and a connector's config; everything else lives in package agent. Stopping it stops
 // the agent, never the cluster's work (simulated work lives in the process
 // and ends with it).
 package main

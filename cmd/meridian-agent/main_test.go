@@ -22,12 +22,12 @@ func TestFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no cluster id":         {[]string{"--nats-url", "nats://x", "--sim-config", "x"}, "--cluster-id is required"},
+		"no cluster id":         {[]string{"--nats-url", "nats://x", "--sim-config", "x"}, "clusterID (--cluster-id): required"},
 		"bad cluster id":        {[]string{"--cluster-id", "a.b", "--nats-url", "nats://x", "--sim-config", "x"}, "--cluster-id"},
-		"no nats url":           {[]string{"--cluster-id", "c", "--nats-url", "", "--sim-config", "x"}, "--nats-url is required"},
-		"slurm with sim config": {with("--connector", "slurm"), "only apply to --connector simcluster"},
+		"no nats url":           {[]string{"--cluster-id", "c", "--nats-url", "", "--sim-config", "x"}, "nats.url (--nats-url): required"},
+		"slurm with sim config": {with("--connector", "slurm"), "simcluster.config (--sim-config): only applies to connector simcluster"},
 		"slurm nothing to talk to": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm", "--slurm-cli", "off"},
-			"--slurm-rest-url or the Slurm commands"},
+			"slurm.restURL (--slurm-rest-url): connector slurm needs slurm.restURL (--slurm-rest-url) or the Slurm commands"},
 		"slurm bad cli mode": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm", "--slurm-cli", "maybe"}, "--slurm-cli"},
 		"slurm rest without credentials": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm",
 			"--slurm-rest-url", "http://127.0.0.1:6820"}, "--slurm-jwt-key-file"},
@@ -35,17 +35,17 @@ func TestFlagErrors(t *testing.T) {
 			"--slurm-gpu-memory", "h100=lots"}, "--slurm-gpu-memory"},
 		"slurm bad class flag": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "slurm",
 			"--slurm-class", "h100"}, "key=value"},
-		"kubernetes with sim config": {with("--connector", "kubernetes"), "only apply to --connector simcluster"},
+		"kubernetes with sim config": {with("--connector", "kubernetes"), "simcluster.config (--sim-config): only applies to connector simcluster"},
 		"kubernetes bad mode": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "kubernetes",
-			"--k8s-fractional-modes", "hami,mps"}, "fractional_modes[1]"},
+			"--k8s-fractional-modes", "hami,mps"}, `kubernetes.fractionalModes[1] (--k8s-fractional-modes): "mps"`},
 		"kubernetes bad gang": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "kubernetes",
 			"--k8s-gang", "volcano"}, "gang"},
 		"kubernetes kueue without queue": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "kubernetes",
-			"--k8s-gang", "kueue"}, "kueue_queue"},
+			"--k8s-gang", "kueue"}, "kubernetes.kueueQueue (--k8s-kueue-queue): required with gang kueue"},
 		"kubernetes bad shared replicas": {[]string{"--cluster-id", "c", "--nats-url", "nats://x", "--connector", "kubernetes",
-			"--k8s-shared-replicas", "-1"}, "shared_replicas"},
+			"--k8s-shared-replicas", "-1"}, "kubernetes.sharedReplicas (--k8s-shared-replicas)"},
 		"unknown connector":  {with("--connector", "mesos"), "want simcluster, slurm or kubernetes"},
-		"no sim config":      {[]string{"--cluster-id", "c", "--nats-url", "nats://x"}, "exactly one of --sim-config or --sim-example"},
+		"no sim config":      {[]string{"--cluster-id", "c", "--nats-url", "nats://x"}, "give exactly one of simcluster.config (--sim-config) or simcluster.example (--sim-example)"},
 		"both sim sources":   {with("--sim-example", "h100-nvlink"), "exactly one of"},
 		"zero time scale":    {with("--time-scale", "0"), "--time-scale"},
 		"negative heartbeat": {with("--heartbeat-interval", "-1s"), "--heartbeat-interval"},
@@ -71,8 +71,8 @@ func TestFlagErrors(t *testing.T) {
 	if err != nil {
 		t.Fatalf("good flags refused: %v", err)
 	}
-	if o.connector != "simcluster" || o.timeScale != 1 || o.heartbeat != 2*time.Second {
-		t.Errorf("defaults not applied: %+v", o)
+	if c := o.conf; c.Connector != "simcluster" || c.Simcluster.TimeScale != 1 || c.HeartbeatInterval.D() != 2*time.Second {
+		t.Errorf("defaults not applied: %+v", c)
 	}
 }
 
@@ -84,8 +84,8 @@ func TestSlurmFlagsBuildConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.slurmClasses["h100"] != "nvidia-h100-80gb" || o.slurmGPUMem["h100"] != "81920" || len(o.labels) != 2 || o.labels["tier"] != "gold" {
-		t.Fatalf("repeatable flags not collected: classes %v memory %v labels %v", o.slurmClasses, o.slurmGPUMem, o.labels)
+	if s := o.conf.Slurm; s.Classes["h100"] != "nvidia-h100-80gb" || s.GPUMemoryMiB["h100"] != 81920 || len(o.conf.Labels) != 2 || o.conf.Labels["tier"] != "gold" {
+		t.Fatalf("repeatable flags not collected: classes %v memory %v labels %v", s.Classes, s.GPUMemoryMiB, o.conf.Labels)
 	}
 	// The key file does not exist: the connector says so, naming it.
 	_, _, err = buildConnector(o, slog.New(slog.DiscardHandler))

@@ -49,7 +49,7 @@ over the one before. See examples/config/hub.yaml and docs/operators.md.`,
 				return err
 			}
 			if printConfig {
-				return printYAML(stdout, s, c)
+				return s.Print(stdout, c)
 			}
 			o, err := newOptions(c)
 			if err != nil {
@@ -63,7 +63,7 @@ over the one before. See examples/config/hub.yaml and docs/operators.md.`,
 	root.SetErr(stderr)
 	loader.AddFlags(root.PersistentFlags())
 	root.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration as YAML (secrets redacted) and exit")
-	root.AddCommand(configCommand(loader, s, stdout))
+	root.AddCommand(cc.Command(loader, stdout))
 	return root
 }
 
@@ -72,58 +72,4 @@ func noArgs(_ *cobra.Command, args []string) error {
 		return fmt.Errorf("unexpected argument %q; meridian-hub takes flags, or the config command (see -h)", args[0])
 	}
 	return nil
-}
-
-func configCommand(loader *cc.Loader[hubconfig.HubConfiguration], s *cc.Schema[hubconfig.HubConfiguration], stdout io.Writer) *cobra.Command {
-	cfg := &cobra.Command{
-		Use:   "config",
-		Short: "Check or print the hub's configuration",
-		Args:  cobra.NoArgs,
-	}
-	cfg.AddCommand(&cobra.Command{
-		Use:   "validate --config FILE [flags]",
-		Short: "Validate the configuration (the file, the environment and any flags) and exit non-zero on any problem",
-		Long: `Validate loads the configuration exactly as the hub would: the defaults, the
---config file, the environment variables and any flags given, and reports
-every problem, each naming its field path. It reads no certificate or
-credential file and starts nothing.`,
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(*cobra.Command, []string) error {
-			if _, err := loader.Load(); err != nil {
-				return err
-			}
-			what := "the defaults, environment and flags"
-			if f := loader.ConfigFile(); f != "" {
-				what = f
-			}
-			fmt.Fprintf(stdout, "%s: valid %s\n", what, hubconfig.Kind)
-			return nil
-		},
-	})
-	cfg.AddCommand(&cobra.Command{
-		Use:           "print [flags]",
-		Short:         "Print the effective configuration as YAML, secrets redacted",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(*cobra.Command, []string) error {
-			c, err := loader.Load()
-			if err != nil {
-				return err
-			}
-			return printYAML(stdout, s, c)
-		},
-	})
-	return cfg
-}
-
-func printYAML(w io.Writer, s *cc.Schema[hubconfig.HubConfiguration], c *hubconfig.HubConfiguration) error {
-	b, err := s.Marshal(c)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
 }

@@ -22,7 +22,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		printError(os.Stderr, err)
+		cc.PrintError(os.Stderr, "meridian-hub", err)
 		os.Exit(1)
 	}
 }
@@ -32,18 +32,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand(stdout, stderr, serve)
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(ctx)
-}
-
-// printError writes err; a configuration error gets one line per problem.
-func printError(w io.Writer, err error) {
-	if l, ok := cc.AsErrorList(err); ok {
-		fmt.Fprintf(w, "meridian-hub: invalid configuration (%d problems):\n", len(l))
-		for _, e := range l {
-			fmt.Fprintln(w, "  "+e.Error())
-		}
-		return
-	}
-	fmt.Fprintln(w, "meridian-hub:", err)
 }
 
 // addrInfo is what --addr-file holds and what the banner shows.
