@@ -37,11 +37,7 @@ func (c Credentials) String() string {
 	case c.Authorization == "":
 		b.WriteString("authorization: none")
 	default:
-		scheme, _, _ := strings.Cut(c.Authorization, " ")
-		if len(scheme) > 16 || !isToken68(scheme) {
-			scheme = "?"
-		}
-		b.WriteString("authorization: " + scheme + " [redacted]")
+		b.WriteString("authorization: " + schemeName(c.Authorization) + " [redacted]")
 	}
 	if len(c.VerifiedChains) > 0 && len(c.VerifiedChains[0]) > 0 {
 		b.WriteString(", cert: " + c.VerifiedChains[0][0].Subject.CommonName)
@@ -83,10 +79,7 @@ func ParseAuthorization(v string) (string, error) {
 	}
 	scheme, tok, found := strings.Cut(v, " ")
 	if !strings.EqualFold(scheme, "bearer") {
-		if len(scheme) > 16 || !isToken68(scheme) {
-			scheme = "unknown"
-		}
-		return "", unauth("", "unsupported authorization scheme: use Bearer", "authorization scheme "+scheme, nil)
+		return "", unauth("", "unsupported authorization scheme: use Bearer", "authorization scheme "+schemeName(v), nil)
 	}
 	if !found || tok == "" {
 		return "", unauth("", "malformed authorization header: empty bearer token", "bearer token empty", nil)
@@ -95,6 +88,25 @@ func ParseAuthorization(v string) (string, error) {
 		return "", unauth("", "malformed authorization header", "bearer token is not a token68", nil)
 	}
 	return tok, nil
+}
+
+// knownSchemes are the scheme names an error or String may repeat; any
+// other first word might be a credential sent without a scheme.
+var knownSchemes = []string{"Bearer", "Basic", "Digest", "Negotiate", "NTLM", "Token", "DPoP", "HOBA", "Mutual", "AWS4-HMAC-SHA256", "ApiKey"}
+
+// schemeName is the scheme of an Authorization value if it is a known
+// one, else "unknown".
+func schemeName(v string) string {
+	scheme, _, found := strings.Cut(v, " ")
+	if !found {
+		return "unknown (no scheme)"
+	}
+	for _, k := range knownSchemes {
+		if strings.EqualFold(scheme, k) {
+			return k
+		}
+	}
+	return "unknown"
 }
 
 // isToken68 reports whether s is an RFC 7235 token68.
