@@ -57,7 +57,14 @@ type Queue struct {
 	// set, the update only succeeds when the queue's spec is still at this
 	// revision (optimistic concurrency); over REST the `ETag` header carries
 	// the same value and `If-Match` may be used instead.
-	Revision      int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Who may do what on this queue and every queue below it. Changing it
+	// needs `manage` on this queue or an ancestor (docs/security.md).
+	Access []*AccessEntry `protobuf:"bytes,9,rep,name=access,proto3" json:"access,omitempty"`
+	// Limits on what may be submitted to this queue and the queues below
+	// it; the strictest along the path applies. Changing it needs `manage`
+	// on an ancestor, as quotas do.
+	SubmitPolicy  *SubmitPolicy `protobuf:"bytes,10,opt,name=submit_policy,json=submitPolicy,proto3" json:"submit_policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +155,132 @@ func (x *Queue) GetRevision() int64 {
 	return 0
 }
 
+func (x *Queue) GetAccess() []*AccessEntry {
+	if x != nil {
+		return x.Access
+	}
+	return nil
+}
+
+func (x *Queue) GetSubmitPolicy() *SubmitPolicy {
+	if x != nil {
+		return x.SubmitPolicy
+	}
+	return nil
+}
+
+// AccessEntry grants verbs on a queue and the queues below it.
+type AccessEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. `user:NAME`, `group:NAME` or `token:ID`.
+	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// Required. Any of `view`, `submit`, `cancel`, `update`, `manage`
+	// (`manage` implies the others and covers child queues and this list).
+	Verbs         []string `protobuf:"bytes,2,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccessEntry) Reset() {
+	*x = AccessEntry{}
+	mi := &file_meridian_v1_queue_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessEntry) ProtoMessage() {}
+
+func (x *AccessEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_queue_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessEntry.ProtoReflect.Descriptor instead.
+func (*AccessEntry) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AccessEntry) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *AccessEntry) GetVerbs() []string {
+	if x != nil {
+		return x.Verbs
+	}
+	return nil
+}
+
+// SubmitPolicy bounds the workloads submitted to a queue.
+type SubmitPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The highest priority its submitters may use; unset means no ceiling.
+	MaxPriority *int32 `protobuf:"varint,1,opt,name=max_priority,json=maxPriority,proto3,oneof" json:"max_priority,omitempty"`
+	// Whether its submitters may submit non-preemptible workloads; unset
+	// means they may.
+	AllowNonPreemptible *bool `protobuf:"varint,2,opt,name=allow_non_preemptible,json=allowNonPreemptible,proto3,oneof" json:"allow_non_preemptible,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *SubmitPolicy) Reset() {
+	*x = SubmitPolicy{}
+	mi := &file_meridian_v1_queue_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitPolicy) ProtoMessage() {}
+
+func (x *SubmitPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_queue_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitPolicy.ProtoReflect.Descriptor instead.
+func (*SubmitPolicy) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SubmitPolicy) GetMaxPriority() int32 {
+	if x != nil && x.MaxPriority != nil {
+		return *x.MaxPriority
+	}
+	return 0
+}
+
+func (x *SubmitPolicy) GetAllowNonPreemptible() bool {
+	if x != nil && x.AllowNonPreemptible != nil {
+		return *x.AllowNonPreemptible
+	}
+	return false
+}
+
 // QueueQuota is the quota of one queue for one accelerator class, in GPU
 // milli (1000 = one GPU).
 type QueueQuota struct {
@@ -168,7 +301,7 @@ type QueueQuota struct {
 
 func (x *QueueQuota) Reset() {
 	*x = QueueQuota{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[1]
+	mi := &file_meridian_v1_queue_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +313,7 @@ func (x *QueueQuota) String() string {
 func (*QueueQuota) ProtoMessage() {}
 
 func (x *QueueQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[1]
+	mi := &file_meridian_v1_queue_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +326,7 @@ func (x *QueueQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueQuota.ProtoReflect.Descriptor instead.
 func (*QueueQuota) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{1}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *QueueQuota) GetAcceleratorClass() string {
@@ -246,7 +379,7 @@ type ClassUsage struct {
 
 func (x *ClassUsage) Reset() {
 	*x = ClassUsage{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[2]
+	mi := &file_meridian_v1_queue_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +391,7 @@ func (x *ClassUsage) String() string {
 func (*ClassUsage) ProtoMessage() {}
 
 func (x *ClassUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[2]
+	mi := &file_meridian_v1_queue_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +404,7 @@ func (x *ClassUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassUsage.ProtoReflect.Descriptor instead.
 func (*ClassUsage) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClassUsage) GetAcceleratorClass() string {
@@ -331,7 +464,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[3]
+	mi := &file_meridian_v1_queue_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +476,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[3]
+	mi := &file_meridian_v1_queue_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +489,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{3}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *QueueStatus) GetClasses() []*ClassUsage {
@@ -391,7 +524,7 @@ type CreateQueueRequest struct {
 
 func (x *CreateQueueRequest) Reset() {
 	*x = CreateQueueRequest{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[4]
+	mi := &file_meridian_v1_queue_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +536,7 @@ func (x *CreateQueueRequest) String() string {
 func (*CreateQueueRequest) ProtoMessage() {}
 
 func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[4]
+	mi := &file_meridian_v1_queue_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +549,7 @@ func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueRequest.ProtoReflect.Descriptor instead.
 func (*CreateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{4}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateQueueRequest) GetQueue() *Queue {
@@ -442,7 +575,7 @@ type UpdateQueueRequest struct {
 
 func (x *UpdateQueueRequest) Reset() {
 	*x = UpdateQueueRequest{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[5]
+	mi := &file_meridian_v1_queue_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +587,7 @@ func (x *UpdateQueueRequest) String() string {
 func (*UpdateQueueRequest) ProtoMessage() {}
 
 func (x *UpdateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[5]
+	mi := &file_meridian_v1_queue_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +600,7 @@ func (x *UpdateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateQueueRequest.ProtoReflect.Descriptor instead.
 func (*UpdateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{5}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateQueueRequest) GetQueue() *Queue {
@@ -495,7 +628,7 @@ type GetQueueRequest struct {
 
 func (x *GetQueueRequest) Reset() {
 	*x = GetQueueRequest{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[6]
+	mi := &file_meridian_v1_queue_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +640,7 @@ func (x *GetQueueRequest) String() string {
 func (*GetQueueRequest) ProtoMessage() {}
 
 func (x *GetQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[6]
+	mi := &file_meridian_v1_queue_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +653,7 @@ func (x *GetQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{6}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetQueueRequest) GetPath() string {
@@ -545,7 +678,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[7]
+	mi := &file_meridian_v1_queue_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +690,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[7]
+	mi := &file_meridian_v1_queue_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +703,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListQueuesRequest) GetPageSize() int32 {
@@ -607,7 +740,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[8]
+	mi := &file_meridian_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +752,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[8]
+	mi := &file_meridian_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +765,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -660,7 +793,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_meridian_v1_queue_proto_msgTypes[9]
+	mi := &file_meridian_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +805,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_queue_proto_msgTypes[9]
+	mi := &file_meridian_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +818,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_meridian_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteQueueRequest) GetPath() string {
@@ -699,7 +832,7 @@ var File_meridian_v1_queue_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x17meridian/v1/queue.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xe3\x02\n" +
+	"\x17meridian/v1/queue.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xd5\x03\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x05R\x06weight\x12/\n" +
@@ -710,7 +843,18 @@ const file_meridian_v1_queue_proto_rawDesc = "" +
 	"createTime\x12B\n" +
 	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampB\x05\x92A\x02@\x01R\n" +
 	"updateTime\x12\x1a\n" +
-	"\brevision\x18\b \x01(\x03R\brevision\"\xf5\x01\n" +
+	"\brevision\x18\b \x01(\x03R\brevision\x120\n" +
+	"\x06access\x18\t \x03(\v2\x18.meridian.v1.AccessEntryR\x06access\x12>\n" +
+	"\rsubmit_policy\x18\n" +
+	" \x01(\v2\x19.meridian.v1.SubmitPolicyR\fsubmitPolicy\"=\n" +
+	"\vAccessEntry\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
+	"\x05verbs\x18\x02 \x03(\tR\x05verbs\"\x9a\x01\n" +
+	"\fSubmitPolicy\x12&\n" +
+	"\fmax_priority\x18\x01 \x01(\x05H\x00R\vmaxPriority\x88\x01\x01\x127\n" +
+	"\x15allow_non_preemptible\x18\x02 \x01(\bH\x01R\x13allowNonPreemptible\x88\x01\x01B\x0f\n" +
+	"\r_max_priorityB\x18\n" +
+	"\x16_allow_non_preemptible\"\xf5\x01\n" +
 	"\n" +
 	"QueueQuota\x12+\n" +
 	"\x11accelerator_class\x18\x01 \x01(\tR\x10acceleratorClass\x12,\n" +
@@ -777,47 +921,51 @@ func file_meridian_v1_queue_proto_rawDescGZIP() []byte {
 	return file_meridian_v1_queue_proto_rawDescData
 }
 
-var file_meridian_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_meridian_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_meridian_v1_queue_proto_goTypes = []any{
 	(*Queue)(nil),                 // 0: meridian.v1.Queue
-	(*QueueQuota)(nil),            // 1: meridian.v1.QueueQuota
-	(*ClassUsage)(nil),            // 2: meridian.v1.ClassUsage
-	(*QueueStatus)(nil),           // 3: meridian.v1.QueueStatus
-	(*CreateQueueRequest)(nil),    // 4: meridian.v1.CreateQueueRequest
-	(*UpdateQueueRequest)(nil),    // 5: meridian.v1.UpdateQueueRequest
-	(*GetQueueRequest)(nil),       // 6: meridian.v1.GetQueueRequest
-	(*ListQueuesRequest)(nil),     // 7: meridian.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 8: meridian.v1.ListQueuesResponse
-	(*DeleteQueueRequest)(nil),    // 9: meridian.v1.DeleteQueueRequest
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil), // 11: google.protobuf.FieldMask
-	(*emptypb.Empty)(nil),         // 12: google.protobuf.Empty
+	(*AccessEntry)(nil),           // 1: meridian.v1.AccessEntry
+	(*SubmitPolicy)(nil),          // 2: meridian.v1.SubmitPolicy
+	(*QueueQuota)(nil),            // 3: meridian.v1.QueueQuota
+	(*ClassUsage)(nil),            // 4: meridian.v1.ClassUsage
+	(*QueueStatus)(nil),           // 5: meridian.v1.QueueStatus
+	(*CreateQueueRequest)(nil),    // 6: meridian.v1.CreateQueueRequest
+	(*UpdateQueueRequest)(nil),    // 7: meridian.v1.UpdateQueueRequest
+	(*GetQueueRequest)(nil),       // 8: meridian.v1.GetQueueRequest
+	(*ListQueuesRequest)(nil),     // 9: meridian.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),    // 10: meridian.v1.ListQueuesResponse
+	(*DeleteQueueRequest)(nil),    // 11: meridian.v1.DeleteQueueRequest
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil), // 13: google.protobuf.FieldMask
+	(*emptypb.Empty)(nil),         // 14: google.protobuf.Empty
 }
 var file_meridian_v1_queue_proto_depIdxs = []int32{
-	1,  // 0: meridian.v1.Queue.quotas:type_name -> meridian.v1.QueueQuota
-	3,  // 1: meridian.v1.Queue.status:type_name -> meridian.v1.QueueStatus
-	10, // 2: meridian.v1.Queue.create_time:type_name -> google.protobuf.Timestamp
-	10, // 3: meridian.v1.Queue.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 4: meridian.v1.QueueStatus.classes:type_name -> meridian.v1.ClassUsage
-	0,  // 5: meridian.v1.CreateQueueRequest.queue:type_name -> meridian.v1.Queue
-	0,  // 6: meridian.v1.UpdateQueueRequest.queue:type_name -> meridian.v1.Queue
-	11, // 7: meridian.v1.UpdateQueueRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 8: meridian.v1.ListQueuesResponse.queues:type_name -> meridian.v1.Queue
-	4,  // 9: meridian.v1.QueueService.CreateQueue:input_type -> meridian.v1.CreateQueueRequest
-	5,  // 10: meridian.v1.QueueService.UpdateQueue:input_type -> meridian.v1.UpdateQueueRequest
-	6,  // 11: meridian.v1.QueueService.GetQueue:input_type -> meridian.v1.GetQueueRequest
-	7,  // 12: meridian.v1.QueueService.ListQueues:input_type -> meridian.v1.ListQueuesRequest
-	9,  // 13: meridian.v1.QueueService.DeleteQueue:input_type -> meridian.v1.DeleteQueueRequest
-	0,  // 14: meridian.v1.QueueService.CreateQueue:output_type -> meridian.v1.Queue
-	0,  // 15: meridian.v1.QueueService.UpdateQueue:output_type -> meridian.v1.Queue
-	0,  // 16: meridian.v1.QueueService.GetQueue:output_type -> meridian.v1.Queue
-	8,  // 17: meridian.v1.QueueService.ListQueues:output_type -> meridian.v1.ListQueuesResponse
-	12, // 18: meridian.v1.QueueService.DeleteQueue:output_type -> google.protobuf.Empty
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	3,  // 0: meridian.v1.Queue.quotas:type_name -> meridian.v1.QueueQuota
+	5,  // 1: meridian.v1.Queue.status:type_name -> meridian.v1.QueueStatus
+	12, // 2: meridian.v1.Queue.create_time:type_name -> google.protobuf.Timestamp
+	12, // 3: meridian.v1.Queue.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 4: meridian.v1.Queue.access:type_name -> meridian.v1.AccessEntry
+	2,  // 5: meridian.v1.Queue.submit_policy:type_name -> meridian.v1.SubmitPolicy
+	4,  // 6: meridian.v1.QueueStatus.classes:type_name -> meridian.v1.ClassUsage
+	0,  // 7: meridian.v1.CreateQueueRequest.queue:type_name -> meridian.v1.Queue
+	0,  // 8: meridian.v1.UpdateQueueRequest.queue:type_name -> meridian.v1.Queue
+	13, // 9: meridian.v1.UpdateQueueRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 10: meridian.v1.ListQueuesResponse.queues:type_name -> meridian.v1.Queue
+	6,  // 11: meridian.v1.QueueService.CreateQueue:input_type -> meridian.v1.CreateQueueRequest
+	7,  // 12: meridian.v1.QueueService.UpdateQueue:input_type -> meridian.v1.UpdateQueueRequest
+	8,  // 13: meridian.v1.QueueService.GetQueue:input_type -> meridian.v1.GetQueueRequest
+	9,  // 14: meridian.v1.QueueService.ListQueues:input_type -> meridian.v1.ListQueuesRequest
+	11, // 15: meridian.v1.QueueService.DeleteQueue:input_type -> meridian.v1.DeleteQueueRequest
+	0,  // 16: meridian.v1.QueueService.CreateQueue:output_type -> meridian.v1.Queue
+	0,  // 17: meridian.v1.QueueService.UpdateQueue:output_type -> meridian.v1.Queue
+	0,  // 18: meridian.v1.QueueService.GetQueue:output_type -> meridian.v1.Queue
+	10, // 19: meridian.v1.QueueService.ListQueues:output_type -> meridian.v1.ListQueuesResponse
+	14, // 20: meridian.v1.QueueService.DeleteQueue:output_type -> google.protobuf.Empty
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_queue_proto_init() }
@@ -825,14 +973,15 @@ func file_meridian_v1_queue_proto_init() {
 	if File_meridian_v1_queue_proto != nil {
 		return
 	}
-	file_meridian_v1_queue_proto_msgTypes[1].OneofWrappers = []any{}
+	file_meridian_v1_queue_proto_msgTypes[2].OneofWrappers = []any{}
+	file_meridian_v1_queue_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_queue_proto_rawDesc), len(file_meridian_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
