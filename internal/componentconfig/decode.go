@@ -18,10 +18,10 @@ import (
 // every such problem is reported. name is the file name used in errors.
 // It records in origins (when not nil) the file line of each path set.
 func (s *Schema[T]) Decode(name string, data []byte, cfg *T, origins map[string]Origin) ErrorList {
-	d := &decoder{name: name, origins: origins, secret: map[string]bool{}}
+	d := &decoder{name: name, origins: origins, secret: map[string][]string{}}
 	for _, f := range s.Fields {
 		if f.Secret {
-			d.secret[f.Path] = true
+			d.secret[f.Path] = f.Env
 		}
 	}
 	if origins == nil {
@@ -73,7 +73,7 @@ func (s *Schema[T]) checkTypeMeta(d *decoder, root *yaml.Node) {
 type decoder struct {
 	name    string
 	origins map[string]Origin
-	secret  map[string]bool
+	secret  map[string][]string // path -> its variables
 	errs    ErrorList
 }
 
@@ -121,8 +121,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			d.addf(k.Line, p, "%s", msg)
 			continue
 		}
-		if d.secret[abstractPath(p)] {
-			d.addf(k.Line, p, "a secret is not read from a configuration file; set it in the environment")
+		if env, secret := d.secret[abstractPath(p)]; secret {
+			if !isNull(val) && (val.Kind != yaml.ScalarNode || val.Value != "") {
+				d.addf(k.Line, p, "a secret is not read from a configuration file; set it in the environment (%s)", strings.Join(env, " or "))
+			}
 			continue
 		}
 		d.origins[p] = Origin{Kind: FromFile, Name: d.name, Line: k.Line}
