@@ -1,0 +1,350 @@
+package audit
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// Prefix is where the etcd log keeps events, outside the hub's watched
+// state (/meridian/...), so auditing never feeds the scheduling loop's
+// cache.
+const Prefix = "/meridian-audit/events/"
+
+// Defaults for Config's zero fields.
+const (
+	DefaultMaxAge    = 30 * 24 * time.Hour
+	DefaultMaxEvents = 100_000
+	DefaultQueue     = 10_000
+	batchSize        = 128
+	pruneEvery       = time.Minute
+)
+
+// Config says where events go.
+type Config struct {
+	// JSONLines, when set, receives one JSON object per event per line.
+	JSONLines io.Writer
+	// Etcd, when set, stores events for ListAuditEvents.
+	Etcd *clientv3.Client
+	// MaxAge and MaxEvents bound the etcd log; 0 means the defaults.
+	MaxAge    time.Duration
+	MaxEvents int
+	// Queue bounds events waiting for etcd; 0 means DefaultQueue.
+	Queue int
+	// Logger receives write failures; nil drops them.
+	Logger *slog.Logger
+	// Clock stamps events without a time; nil means time.Now.
+	Clock func() time.Time
+}
+
+// Recorder records events. It is safe for concurrent use.
+type Recorder struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	jsonMu  sync.Mutex
+	json    *bufio.Writer
+	queue   chan *meridianv1.AuditEvent
+	dropped atomic.Int64
+	written atomic.Int64
+	done    chan struct{}
+	stop    context.CancelFunc
+}
+
+// New starts a Recorder; Close flushes and stops it.
+func New(cfg Config) *Recorder {
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultMaxAge
+	}
+	if cfg.MaxEvents <= 0 {
+		cfg.MaxEvents = DefaultMaxEvents
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
+	r := &Recorder{cfg: cfg, log: cfg.Logger, now: cfg.Clock, done: make(chan struct{})}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if cfg.JSONLines != nil {
+		r.json = bufio.NewWriter(cfg.JSONLines)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	if cfg.Etcd != nil {
+		r.queue = make(chan *meridianv1.AuditEvent, cfg.Queue)
+		go r.writeLoop(ctx)
+	} else {
+		close(r.done)
+	}
+	return r
+}
+
+// OpenFile opens path for appending audit lines; "-" is standard output.
+func OpenFile(path string) (io.WriteCloser, error) {
+	if path == "-" {
+		return nopCloser{os.Stdout}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", path, err)
+	}
+	return f, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// Record stamps e with an id and a time (if unset) and hands it to the
+// sinks. It never blocks on etcd.
+func (r *Recorder) Record(e *meridianv1.AuditEvent) {
+	if r == nil || e == nil {
+		return
+	}
+	now := r.now()
+	if e.Time == nil {
+		e.Time = timestamppb.New(now)
+	}
+	if e.Id == "" {
+		e.Id = NewID(e.Time.AsTime())
+	}
+	if r.json != nil {
+		b, err := protojson.Marshal(e)
+		if err == nil {
+			r.jsonMu.Lock()
+			r.json.Write(b)
+			r.json.WriteByte('\n')
+			err = r.json.Flush()
+			r.jsonMu.Unlock()
+		}
+		if err != nil {
+			r.log.Error("audit: writing the JSON-lines log failed", "err", err)
+		}
+	}
+	if r.queue != nil {
+		select {
+		case r.queue <- e:
+		default:
+			if n := r.dropped.Add(1); n == 1 || n%1000 == 0 {
+				r.log.Error("audit: the etcd log is behind; events dropped from it (the JSON-lines log still has them)", "dropped", n)
+			}
+		}
+	}
+}
+
+// Dropped says how many events the etcd log lost to a full queue.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// Close writes what is queued (for up to 5 s) and stops.
+func (r *Recorder) Close() error {
+	if r == nil {
+		return nil
+	}
+	if r.queue != nil {
+		close(r.queue)
+		select {
+		case <-r.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	r.stop()
+	return nil
+}
+
+// NewID returns a unique id that sorts by time: 20 decimal digits of Unix
+// nanoseconds, a dash and 8 random hex digits.
+func NewID(t time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%020d-%s", t.UnixNano(), hex.EncodeToString(b[:]))
+}
+
+func (r *Recorder) writeLoop(ctx context.Context) {
+	defer close(r.done)
+	lastPrune := time.Time{}
+	for {
+		e, ok := <-r.queue
+		if !ok {
+			return
+		}
+		batch := []*meridianv1.AuditEvent{e}
+	more:
+		for len(batch) < batchSize {
+			select {
+			case e, ok := <-r.queue:
+				if !ok {
+					break more
+				}
+				batch = append(batch, e)
+			default:
+				break more
+			}
+		}
+		if err := r.put(ctx, batch); err != nil {
+			r.log.Error("audit: writing to etcd failed", "events", len(batch), "err", err)
+		}
+		if now := r.now(); now.Sub(lastPrune) >= pruneEvery {
+			lastPrune = now
+			if err := r.prune(ctx, now); err != nil {
+				r.log.Warn("audit: pruning old events failed", "err", err)
+			}
+		}
+	}
+}
+
+func (r *Recorder) put(ctx context.Context, batch []*meridianv1.AuditEvent) error {
+	ops := make([]clientv3.Op, 0, len(batch))
+	for _, e := range batch {
+		b, err := proto.Marshal(e)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpPut(Prefix+e.GetId(), string(b)))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := r.cfg.Etcd.Txn(ctx).Then(ops...).Commit()
+	if err == nil {
+		r.written.Add(int64(len(batch)))
+	}
+	return err
+}
+
+// prune deletes events older than MaxAge, then the oldest beyond
+// MaxEvents. Ids sort by time, so both are one range delete.
+func (r *Recorder) prune(ctx context.Context, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cutoff := Prefix + fmt.Sprintf("%020d", now.Add(-r.cfg.MaxAge).UnixNano())
+	if _, err := r.cfg.Etcd.Delete(ctx, Prefix, clientv3.WithRange(cutoff)); err != nil {
+		return err
+	}
+	cnt, err := r.cfg.Etcd.Get(ctx, Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	excess := cnt.Count - int64(r.cfg.MaxEvents)
+	if excess <= 0 {
+		return nil
+	}
+	// The first key to keep: skip `excess` keys from the oldest.
+	resp, err := r.cfg.Etcd.Get(ctx, Prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(excess+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(resp.Kvs)) <= excess {
+		return nil
+	}
+	_, err = r.cfg.Etcd.Delete(ctx, Prefix, clientv3.WithRange(string(resp.Kvs[excess].Key)))
+	return err
+}
+
+// Filter selects events for List.
+type Filter struct {
+	User, Verb, Target string
+	Since, Until       time.Time
+	Result             meridianv1.AuditResult
+}
+
+func (f Filter) match(e *meridianv1.AuditEvent) bool {
+	switch {
+	case f.User != "" && e.GetPrincipal().GetUser() != f.User,
+		f.Verb != "" && e.GetVerb() != f.Verb,
+		f.Target != "" && !strings.HasPrefix(e.GetTarget(), f.Target),
+		f.Result != meridianv1.AuditResult_AUDIT_RESULT_UNSPECIFIED && e.GetResult() != f.Result:
+		return false
+	}
+	return true
+}
+
+// ErrBadPageToken is List's error for a token it did not issue.
+var ErrBadPageToken = errors.New("audit: page token is not one this server issued")
+
+// maxScan bounds the events one List call reads past its filters.
+const maxScan = 20_000
+
+// List reads events from etcd, newest first, at most limit, starting below
+// the page token (an event id) when set. It returns the next page token,
+// empty on the last page.
+func List(ctx context.Context, cli *clientv3.Client, f Filter, limit int, token string) ([]*meridianv1.AuditEvent, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	lo := Prefix
+	if !f.Since.IsZero() {
+		lo = Prefix + fmt.Sprintf("%020d", f.Since.UnixNano())
+	}
+	hi := clientv3.GetPrefixRangeEnd(Prefix)
+	if !f.Until.IsZero() {
+		hi = Prefix + fmt.Sprintf("%020d", f.Until.UnixNano())
+	}
+	if token != "" {
+		if !validID(token) {
+			return nil, "", ErrBadPageToken
+		}
+		if t := Prefix + token; t < hi {
+			hi = t
+		}
+	}
+	var out []*meridianv1.AuditEvent
+	scanned := 0
+	for hi > lo && scanned < maxScan {
+		resp, err := cli.Get(ctx, lo, clientv3.WithRange(hi), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(256))
+		if err != nil {
+			return nil, "", err
+		}
+		for _, kv := range resp.Kvs {
+			scanned++
+			e := &meridianv1.AuditEvent{}
+			if proto.Unmarshal(kv.Value, e) == nil && f.match(e) {
+				out = append(out, e)
+				if len(out) == limit {
+					return out, strings.TrimPrefix(string(kv.Key), Prefix), nil
+				}
+			}
+			hi = string(kv.Key)
+		}
+		if !resp.More {
+			return out, "", nil
+		}
+	}
+	if hi > lo {
+		return out, strings.TrimPrefix(hi, Prefix), nil // scanned enough; continue from here
+	}
+	return out, "", nil
+}
+
+func validID(id string) bool {
+	ns, rnd, ok := strings.Cut(id, "-")
+	if !ok || len(ns) != 20 || len(rnd) != 8 {
+		return false
+	}
+	if _, err := strconv.ParseUint(ns, 10, 64); err != nil {
+		return false
+	}
+	_, err := hex.DecodeString(rnd)
+	return err == nil
+}
