@@ -17,3 +17,7 @@
 //     a file on any machine.
 //   - Hold a secret in a field that is not marked Secret in Fields.
 package config
+
+// The JSON Schema of docs/config is generated from the types by a test.
+//
+//go:generate go test -run TestJSONSchemaUpToDate -update .

@@ -117,9 +117,11 @@ func (l *Loader[T]) Load() (*T, error) {
 				panic(err)
 			}
 			if err := setFromStrings(v, []string{val}, true); err != nil {
+				// The value below stays, and so does its origin.
 				errs = append(errs, &FieldError{Path: f.Path, Detail: err.Error(), Origin: o})
+			} else {
+				origins[f.Path] = o
 			}
-			origins[f.Path] = o
 			break
 		}
 	}

@@ -15,3 +15,7 @@
 //     exists is checked when the connector or the NATS connection is
 //     built.
 package config
+
+// The JSON Schema of docs/config is generated from the types by a test.
+//
+//go:generate go test -run TestJSONSchemaUpToDate -update .
