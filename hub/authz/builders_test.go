@@ -2,7 +2,6 @@ package authz
 
 import (
 	"strings"
-	"testing"
 )
 
 // treeBuilder builds a Queues snapshot fluently:
@@ -134,7 +133,13 @@ func stdResolver() fakeResolver {
 	}
 }
 
-func mustNew(t testing.TB, cfg *Config, q Queues) *Authorizer {
+// fataler is what testing.TB and *rapid.T share.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func mustNew(t fataler, cfg *Config, q Queues) *Authorizer {
 	t.Helper()
 	a, err := New(cfg, q)
 	if err != nil {
