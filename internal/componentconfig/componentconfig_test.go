@@ -352,3 +352,12 @@ func TestIsInvalid(t *testing.T) {
 		t.Fatal("IsInvalid")
 	}
 }
+
+func TestSuggest(t *testing.T) {
+	names := []string{"tls", "certFile", "grpcAddr", "period"}
+	for key, want := range map[string]string{"tlsCrt": "tls", "cert": "certFile", "grpcAdr": "grpcAddr", "GRPCADDR": "grpcAddr", "perod": "period", "zzz": ""} {
+		if got := suggest(key, names); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

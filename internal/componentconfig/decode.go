@@ -218,6 +218,15 @@ func suggest(key string, names []string) string {
 	if bestD <= max(2, len(key)/3) {
 		return best
 	}
+	// A known name that starts the key, or that the key starts ("tlsCrt"
+	// for "tls", "cert" for "certFile").
+	lk := strings.ToLower(key)
+	for _, n := range names {
+		ln := strings.ToLower(n)
+		if len(lk) >= 3 && len(ln) >= 3 && (strings.HasPrefix(lk, ln) || strings.HasPrefix(ln, lk)) {
+			return n
+		}
+	}
 	return ""
 }
 
