@@ -387,3 +387,30 @@ func TestOIDCKeyRefreshRateLimited(t *testing.T) {
 		t.Fatalf("JWKS fetched %d times, want 2", got)
 	}
 }
+
+// Many requests arriving together at a fresh hub run one discovery and
+// one key fetch, and all succeed.
+func TestOIDCConcurrentFirstUse(t *testing.T) {
+	iss := testoidc.New(t)
+	f := newOIDC(t, nil, iss)
+	ctx := testCtx(t)
+	toks := make([]string, 4)
+	for i := range toks {
+		toks[i] = iss.Token(t, iss.Claims(aud, "u"+string(rune('a'+i))), nil)
+	}
+	errs := make(chan error, 40)
+	for i := range 40 {
+		go func() {
+			_, err := f.Authenticate(ctx, bearer(toks[i%len(toks)]))
+			errs <- err
+		}()
+	}
+	for range 40 {
+		if err := <-errs; err != nil {
+			t.Fatal(AuditDetail(err))
+		}
+	}
+	if iss.DiscoveryHits() != 1 || iss.JWKSHits() != 1 {
+		t.Fatalf("discovery %d, JWKS %d; want 1 and 1", iss.DiscoveryHits(), iss.JWKSHits())
+	}
+}
