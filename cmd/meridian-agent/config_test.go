@@ -116,7 +116,7 @@ launchParallelism: 0
 
 func newCommandRun(stdout io.Writer, args ...string) error {
 	cmd := newCommand(stdout, io.Discard, nil)
-	cmd.SetArgs(args)
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
 	return cmd.ExecuteContext(context.Background())
 }
 
@@ -154,5 +154,25 @@ func TestEveryFlagKept(t *testing.T) {
 		if cmd.Flag(name) == nil {
 			t.Errorf("flag --%s is gone", name)
 		}
+	}
+}
+
+// TestChartArgs parses the --flag=value arguments the Helm chart renders.
+func TestChartArgs(t *testing.T) {
+	clearNATSEnv(t)
+	t.Setenv("KUBECONFIG", "") // the chart sets it empty: in-cluster
+	o, err := parseFlags([]string{"--connector=kubernetes", "--cluster-id=k8s-east", "--nats-url=nats://meridian-hub.meridian:4222",
+		"--k8s-namespace=ml", "--k8s-rack-label=example.com/rack", "--k8s-fractional-modes=mig,time-slicing", "--k8s-shared-replicas=4",
+		"--k8s-gang=kueue", "--k8s-kueue-queue=team-a", "--k8s-kai-queue=research", "--k8s-tolerate=nvidia.com/gpu,dedicated",
+		"--k8s-node-selector=pool=gpu", "--k8s-class=NVIDIA-H100-80GB-HBM3=h100", "--label=region=eu", "--metrics-addr=:9100",
+		"--log-level=info", "--log-format=json", "--heartbeat-interval=3s", "--launch-parallelism=4"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := k8sConfig(o, nil)
+	if k.Kubeconfig != "" || k.Namespace != "ml" || !slices.Equal(k.FractionalModes, []string{"mig", "time-slicing"}) || k.SharedReplicas != 4 ||
+		k.NodeSelector["pool"] != "gpu" || k.Classes["NVIDIA-H100-80GB-HBM3"] != "h100" || k.Labels["region"] != "eu" ||
+		len(k.Tolerations) != 2 || k.Tolerations[1].Key != "dedicated" || o.conf.MetricsAddr != ":9100" {
+		t.Fatalf("connector config %+v from %+v", k, o.conf)
 	}
 }

@@ -16,7 +16,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		got = o
 		return nil
 	})
-	cmd.SetArgs(args)
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func main() {
 // run executes the meridian-agent command line: serve, or a config command.
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cmd := newCommand(os.Stdout, stderr, serve)
-	cmd.SetArgs(args)
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
 	return cmd.ExecuteContext(ctx)
 }
 

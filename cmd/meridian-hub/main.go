@@ -30,7 +30,7 @@ func main() {
 // run executes the meridian-hub command line: serve, or a config command.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand(stdout, stderr, serve)
-	cmd.SetArgs(args)
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
 	return cmd.ExecuteContext(ctx)
 }
 
