@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meridian-gpu/meridian/hub/authz"
 	hubconfig "github.com/meridian-gpu/meridian/hub/config"
 	cc "github.com/meridian-gpu/meridian/internal/componentconfig"
 )
@@ -15,10 +16,15 @@ import (
 // main, record them in tests.
 type serveFunc func(ctx context.Context, o *options, stdout, stderr io.Writer) error
 
-// schema is the hub's configuration schema. hub/authz's permission check
-// plugs in here through hubconfig.Options.ValidatePermission.
+// schema is the hub's configuration schema, with hub/authz checking the
+// permission names of auth.authorization.
 func schema() *cc.Schema[hubconfig.HubConfiguration] {
-	return hubconfig.NewSchema(hubconfig.Options{})
+	return hubconfig.NewSchema(hubconfig.Options{
+		ValidatePermission: func(p string) error {
+			_, err := authz.ParsePermission(p)
+			return err
+		},
+	})
 }
 
 // newCommand builds the meridian-hub command tree:

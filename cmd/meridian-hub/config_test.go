@@ -92,6 +92,9 @@ retention:
   ttl: 1h
 auth:
   mode: maybe
+  authorization:
+    groupPermissions:
+      ops: [admin, rooot]
 `)
 	for _, args := range [][]string{{"--config", file}, {"config", "validate", "--config", file}} {
 		err := run(context.Background(), args, io.Discard, io.Discard)
@@ -104,6 +107,7 @@ auth:
 			file + ":6: scheduling.period: must be positive (got 0s)",
 			file + ":8: retention.ttl: must be 0 (keep finished workloads forever) or at least 24h",
 			file + `:10: auth.mode: want on or none (got "maybe")`,
+			file + `:12: auth.authorization.groupPermissions.ops[1]: unknown permission "rooot"`,
 		}
 		if len(l) != len(want) {
 			t.Fatalf("%v: %d problems, want %d:\n%v", args, len(l), len(want), err)
@@ -115,7 +119,7 @@ auth:
 		}
 		var out bytes.Buffer
 		cc.PrintError(&out, "meridian-hub", err)
-		if !strings.HasPrefix(out.String(), "meridian-hub: invalid configuration (4 problems):\n  "+file+":4:") {
+		if !strings.HasPrefix(out.String(), "meridian-hub: invalid configuration (5 problems):\n  "+file+":4:") {
 			t.Errorf("printed:\n%s", out.String())
 		}
 	}

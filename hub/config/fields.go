@@ -82,7 +82,7 @@ var Fields = []cc.Field{
 	{Path: "auth.oidc.issuers[].usernamePrefix", Usage: "prefix added to user names, e.g. corp: (keeps issuers apart)"},
 	{Path: "auth.oidc.issuers[].groupsPrefix", Usage: "prefix added to group names, e.g. corp:"},
 	{Path: "auth.oidc.issuers[].caFile", Usage: "PEM CA bundle that signs the issuer's certificate; empty: the system's roots"},
-	{Path: "auth.authorization.groupPermissions", Usage: "global permissions of each group (with its prefix), e.g. corp:ml-admins: [queues.admin]"},
+	{Path: "auth.authorization.groupPermissions", Usage: "global permissions of each group (with its prefix), e.g. corp:ml-admins: [admin] (names checked by hub/authz)"},
 	{Path: "auth.authorization.userPermissions", Usage: "global permissions of each user (with its prefix)"},
 
 	{Path: "audit.file", Flag: "audit-log", Env: []string{"MERIDIAN_AUDIT_LOG"},

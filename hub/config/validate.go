@@ -16,7 +16,8 @@ import (
 type Options struct {
 	// ValidatePermission checks one permission string of
 	// auth.authorization (hub/authz knows the names). nil accepts any
-	// non-empty string. The error is shown after the permission's path.
+	// non-empty string. The error is shown after the permission's path,
+	// so it should name the value (authz.ParsePermission's does).
 	ValidatePermission func(permission string) error
 }
 
@@ -196,7 +197,7 @@ func checkPermissions(errs *cc.ErrorList, path, what string, m map[string][]stri
 				errs.Addf(pp, "permission must not be empty")
 			case opts.ValidatePermission != nil:
 				if err := opts.ValidatePermission(perm); err != nil {
-					errs.Addf(pp, "%q: %v", perm, err)
+					errs.Addf(pp, "%v", err)
 				}
 			}
 		}
