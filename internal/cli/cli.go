@@ -10,7 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -45,6 +48,10 @@ type Env struct {
 	Getenv func(string) string
 	// Now is the clock used for ages; nil means time.Now.
 	Now func() time.Time
+	// Environ is the environment handed to exec credential plugins (as
+	// os.Environ); nil means they get only the variables their context
+	// sets.
+	Environ func() []string
 }
 
 // app is the state of one command-line invocation.
@@ -53,7 +60,25 @@ type app struct {
 	hub     string
 	timeout time.Duration
 	output  string
+	verbose bool
 	conn    *grpc.ClientConn
+
+	root        *cobra.Command
+	configFlag  string
+	contextName string
+	flags       credFlags
+	cfgFile     *configFile
+	settings    *connSettings
+	tokens      tokenSource
+}
+
+// credFlags are the connection flags; connSettings merges them with the
+// environment and the context.
+type credFlags struct {
+	token, tokenFile string
+	ca, cert, key    string
+	serverName       string
+	tls              bool
 }
 
 // Main runs one meridianctl command line (args without the program name)
@@ -103,7 +128,13 @@ func (a *app) rootCommand() *cobra.Command {
 stand, why they are pending, and how queues and clusters are doing.
 
 The hub address comes from --hub, else the ` + HubEnv + ` environment
-variable, else ` + DefaultHub + `.
+variable, else the context's hub, else ` + DefaultHub + `.
+
+Connecting securely: --ca FILE (or --tls for the system roots) turns on
+TLS, --cert/--key present a client certificate, --token or --token-file
+(or ` + TokenEnv + `) send a bearer token. A context in the configuration
+file (` + "`meridianctl config`" + `, --context) holds all of these; flags win over
+the environment, which wins over the context.
 
 Exit codes:
   0    done
@@ -133,12 +164,6 @@ Start with:
 			if a.timeout <= 0 {
 				return usageErrorf("--timeout: must be positive (got %s)", a.timeout)
 			}
-			if strings.TrimSpace(a.hub) == "" {
-				return usageErrorf("--hub: must not be empty (host:port of the hub's gRPC API)")
-			}
-			if strings.HasPrefix(a.hub, "http://") || strings.HasPrefix(a.hub, "https://") {
-				return usageErrorf("--hub: %q is a URL; give host:port of the hub's gRPC API, for example %s", a.hub, DefaultHub)
-			}
 			return nil
 		},
 	}
@@ -147,9 +172,19 @@ Start with:
 		hub = DefaultHub
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.hub, "hub", hub, "hub gRPC address host:port (env "+HubEnv+")")
+	pf.StringVar(&a.hub, "hub", hub, "hub gRPC address host:port (env "+HubEnv+", else the context's hub)")
 	pf.DurationVar(&a.timeout, "timeout", DefaultTimeout, "limit for each call to the hub")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.StringVar(&a.flags.token, "token", "", "bearer token to present (env "+TokenEnv+"); prefer --token-file, a command line is visible to other users")
+	pf.StringVar(&a.flags.tokenFile, "token-file", "", "file holding the bearer token to present")
+	pf.StringVar(&a.flags.ca, "ca", "", "CA bundle (PEM) to verify the hub with; implies TLS")
+	pf.StringVar(&a.flags.cert, "cert", "", "client certificate (PEM) for mutual TLS, with --key; implies TLS")
+	pf.StringVar(&a.flags.key, "key", "", "private key (PEM) of --cert")
+	pf.BoolVar(&a.flags.tls, "tls", false, "use TLS, verifying the hub with the system roots (or --ca)")
+	pf.StringVar(&a.flags.serverName, "tls-server-name", "", "name to verify the hub's certificate against, when it differs from the --hub host")
+	pf.StringVar(&a.contextName, "context", "", "context of the configuration file to use (env "+ContextEnv+"; default its currentContext)")
+	pf.StringVar(&a.configFlag, "config", "", "configuration file (env "+ConfigEnv+"; default $XDG_CONFIG_HOME/meridian/config.yaml)")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "print how the hub is reached (address, TLS, where credentials come from) on stderr")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageErrorf("%v\nRun 'meridianctl --help' for usage.", err)
 	})
@@ -165,8 +200,22 @@ Start with:
 		a.clustersCommand(),
 		a.clusterCommand(),
 		a.versionCommand(),
+		a.configCommand(),
+		a.whoamiCommand(),
+		a.tokenCommand(),
+		a.auditCommand(),
 	)
+	a.root = root
 	return root
+}
+
+// changed reports whether the user set the root flag name.
+func (a *app) changed(name string) bool {
+	if a.root == nil {
+		return false
+	}
+	f := a.root.PersistentFlags().Lookup(name)
+	return f != nil && f.Changed
 }
 
 // dial returns the connection to the hub, creating it on first use. The
@@ -175,16 +224,57 @@ func (a *app) dial() (*grpc.ClientConn, error) {
 	if a.conn != nil {
 		return a.conn, nil
 	}
-	conn, err := grpc.NewClient(a.hub,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUserAgent("meridianctl/"+Version),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
-	)
+	s, err := a.resolveSettings()
 	if err != nil {
-		return nil, usageErrorf("--hub: %q is not a usable address: %v", a.hub, err)
+		return nil, err
+	}
+	if a.verbose {
+		for _, l := range s.describe() {
+			fmt.Fprintf(a.env.Stderr, "meridianctl: %s\n", l)
+		}
+	}
+	opts := []grpc.DialOption{
+		grpc.WithUserAgent("meridianctl/" + Version),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
+	}
+	if s.tls {
+		cfg, err := s.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	} else {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if src := a.tokenSourceFor(s); src != nil {
+		a.tokens = src
+		opts = append(opts, grpc.WithPerRPCCredentials(&bearer{src: src, secure: s.tls}))
+	}
+	conn, err := grpc.NewClient(s.hub, opts...)
+	if err != nil {
+		return nil, usageErrorf("%s: %q is not a usable address: %v", s.hubFrom, s.hub, err)
 	}
 	a.conn = conn
 	return conn, nil
+}
+
+// prepareToken fetches the token before a call, so that a failing plugin
+// or an unreadable token file is reported as itself (exit code 7 or 2),
+// not as a refused call.
+func (a *app) prepareToken(ctx context.Context) error {
+	if a.tokens == nil {
+		return nil
+	}
+	_, err := a.tokens.Token(ctx)
+	return err
+}
+
+// refreshable reports whether err is the hub refusing a token that may be
+// renewed (from a plugin or a file): the call is then retried once with a
+// fresh token. A call the hub refused as unauthenticated did nothing, so
+// retrying it is safe even for a submit.
+func (a *app) refreshable(err error) bool {
+	return status.Code(err) == codes.Unauthenticated && a.tokens != nil && a.tokens.Refresh()
 }
 
 func (a *app) close() {
@@ -199,9 +289,22 @@ func (a *app) call(ctx context.Context, fn func(ctx context.Context, conn *grpc.
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	return fn(ctx, conn)
+	once := func() error {
+		ctx, cancel := context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+		if err := a.prepareToken(ctx); err != nil {
+			return err
+		}
+		return fn(ctx, conn)
+	}
+	err = once()
+	if a.refreshable(err) {
+		if a.verbose {
+			fmt.Fprintln(a.env.Stderr, "meridianctl: the hub refused the token; getting a fresh one and retrying once")
+		}
+		err = once()
+	}
+	return err
 }
 
 func (a *app) workloads(conn *grpc.ClientConn) meridianv1.WorkloadServiceClient {

@@ -141,7 +141,11 @@ func (a *app) setDraining(ctx context.Context, id string, draining bool, reason 
 		return err
 	})
 	if err != nil {
-		return a.rpcError(ctx, err, object{kind: "cluster", id: id})
+		verb := "resume"
+		if draining {
+			verb = "drain"
+		}
+		return a.rpcError(ctx, err, object{kind: "cluster", id: id}.act(verb))
 	}
 	if a.output != "table" {
 		return a.writeMessage(c)

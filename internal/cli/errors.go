@@ -7,10 +7,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 
 	"github.com/meridian-gpu/meridian/hub/api/validation"
 )
@@ -110,6 +114,37 @@ type object struct {
 	// tooBig is the hint shown when the hub's answer exceeds the client's
 	// receive limit, for example "use a smaller --limit".
 	tooBig string
+	// action is what the call tried, for a permission denied message:
+	// "submit to queue acme/vision", "cancel workload wl-1". Empty: made
+	// from kind and id.
+	action string
+}
+
+// act returns o with the action of a permission denied message set to
+// verb followed by the object ("cancel workload wl-1").
+func (o object) act(verb string) object {
+	o.action = verb + " " + o.String()
+	return o
+}
+
+// actionText is what the call tried, in words.
+func (o object) actionText() string {
+	if o.action != "" {
+		return o.action
+	}
+	switch o.kind {
+	case "workload list":
+		return "list workloads"
+	case "queue list":
+		return "list queues"
+	case "cluster list":
+		return "list clusters"
+	case "workload watch":
+		return "watch workloads"
+	case "hub health":
+		return "read the hub's health"
+	}
+	return "access " + o.String()
 }
 
 // lookup is the object of a call that names one object by its id field.
@@ -182,19 +217,25 @@ func (a *app) rpcError(ctx context.Context, err error, about object) error {
 		}
 		return wrap(ExitInvalid, fmt.Sprintf("%s: %s", about, msg))
 	case codes.Unavailable:
+		if hint := a.transportHint(msg); hint != "" {
+			return wrap(ExitUnavailable, hint)
+		}
 		if a.unreachable(msg) {
 			return wrap(ExitUnavailable, a.cannotReach())
 		}
 		return wrap(ExitUnavailable, fmt.Sprintf("the hub at %s is unavailable: %s; try again shortly", a.hub, msg))
 	case codes.DeadlineExceeded:
+		if hint := a.transportHint(msg); hint != "" {
+			return wrap(ExitUnavailable, hint)
+		}
 		if a.unreachable(msg) {
 			return wrap(ExitUnavailable, a.cannotReach())
 		}
 		return wrap(ExitUnavailable, fmt.Sprintf("the hub at %s did not answer within %s (raise --timeout)", a.hub, a.timeout))
 	case codes.Unauthenticated:
-		return wrap(ExitDenied, fmt.Sprintf("the hub refused the credentials (unauthenticated): %s", msg))
+		return wrap(ExitDenied, a.unauthenticatedText(msg))
 	case codes.PermissionDenied:
-		return wrap(ExitDenied, fmt.Sprintf("the hub refused the request (permission denied): %s", msg))
+		return wrap(ExitDenied, a.deniedText(ctx, err, about))
 	case codes.ResourceExhausted:
 		if m := tooLarge.FindStringSubmatch(msg); m != nil {
 			return wrap(ExitError, tooLargeText(about, m[1], m[2]))
@@ -272,4 +313,107 @@ func codeWords(c codes.Code) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// unauthenticatedText explains an Unauthenticated answer: what the hub
+// said and what to check. It never includes the token.
+func (a *app) unauthenticatedText(msg string) string {
+	if msg == "" {
+		msg = "no reason given"
+	}
+	if a.settings != nil && !a.settings.hasCredentials() {
+		return fmt.Sprintf("the hub did not accept your credentials: %s; none were sent: set --token, --token-file or %s, or choose a context that has credentials (--context, 'meridianctl config get-contexts')", msg, TokenEnv)
+	}
+	src := ""
+	if a.settings != nil {
+		src = " (token from " + a.settings.credentialSource() + ")"
+	}
+	return fmt.Sprintf("the hub did not accept your credentials%s: %s; log in again or check --token/--context", src, msg)
+}
+
+// deniedText explains a PermissionDenied answer as "you (USER) may not
+// VERB TARGET: REASON". The user, verb and target come from the status's
+// ErrorInfo metadata (keys user, verb, target) when the hub sends them;
+// else the user from WhoAmI (best effort) and the verb and target from
+// what the command asked.
+func (a *app) deniedText(ctx context.Context, err error, about object) string {
+	st, _ := status.FromError(err)
+	msg := st.Message()
+	var user, verb, target string
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			md := info.GetMetadata()
+			user, verb, target = md["user"], md["verb"], md["target"]
+		}
+	}
+	if user == "" {
+		user = a.whoAmIUser(ctx)
+	}
+	you := "you"
+	if user != "" {
+		you = "you (" + user + ")"
+	}
+	if rest, ok := strings.CutPrefix(msg, "you may not "); ok {
+		// The hub's reason already says what was refused.
+		return you + " may not " + rest
+	}
+	action := about.actionText()
+	if verb != "" && target != "" {
+		action = verb + " " + target
+	}
+	if msg == "" {
+		msg = "permission denied"
+	}
+	return fmt.Sprintf("%s may not %s: %s", you, action, msg)
+}
+
+// whoAmIUser asks the hub who the caller is, for an error message; "" when
+// that fails too.
+func (a *app) whoAmIUser(ctx context.Context) string {
+	if a.conn == nil || ctx.Err() != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, 3*time.Second))
+	defer cancel()
+	resp, err := meridianv1.NewAdminServiceClient(a.conn).WhoAmI(ctx, &meridianv1.WhoAmIRequest{})
+	if err != nil {
+		return ""
+	}
+	return resp.GetPrincipal().GetUser()
+}
+
+// transportHint explains a failed TLS handshake or a TLS/plaintext
+// mismatch; "" when msg is about something else.
+func (a *app) transportHint(msg string) string {
+	m := strings.ToLower(msg)
+	tlsOn := a.settings != nil && a.settings.tls
+	switch {
+	case strings.Contains(m, "certificate signed by unknown authority"), strings.Contains(m, "certificate is not trusted"):
+		return fmt.Sprintf("the hub at %s presented a certificate meridianctl does not trust; pass --ca with the CA bundle that signed it (%s)", a.hub, tlsDetail(msg))
+	case strings.Contains(m, "certificate is valid for"), strings.Contains(m, "doesn't contain any ip sans"), strings.Contains(m, "not valid for any names"):
+		return fmt.Sprintf("the hub's certificate does not name %s; use the name it was issued for in --hub, or --tls-server-name (%s)", a.hub, tlsDetail(msg))
+	case strings.Contains(m, "certificate has expired"), strings.Contains(m, "not yet valid"):
+		return fmt.Sprintf("the hub's certificate is expired or not yet valid (%s)", tlsDetail(msg))
+	case strings.Contains(m, "first record does not look like a tls handshake"):
+		return fmt.Sprintf("the hub at %s does not speak TLS; drop --tls/--ca/--cert (or tls in the context), or check the port", a.hub)
+	case strings.Contains(m, "certificate required"), strings.Contains(m, "bad certificate"), strings.Contains(m, "unknown certificate authority"):
+		if a.settings != nil && a.settings.cert != "" {
+			return fmt.Sprintf("the hub at %s refused the client certificate %s (%s)", a.hub, a.settings.cert, tlsDetail(msg))
+		}
+		return fmt.Sprintf("the hub at %s requires a client certificate; pass --cert and --key (%s)", a.hub, tlsDetail(msg))
+	case !tlsOn && (strings.Contains(m, "server preface") || strings.Contains(m, "http2: frame too large")):
+		return fmt.Sprintf("the hub at %s closed the connection before answering; if it serves TLS, add --tls or --ca", a.hub)
+	}
+	return ""
+}
+
+// tlsDetail keeps the interesting end of a transport error.
+func tlsDetail(msg string) string {
+	if i := strings.Index(msg, "tls: "); i >= 0 {
+		return msg[i:]
+	}
+	if i := strings.Index(msg, "x509: "); i >= 0 {
+		return msg[i:]
+	}
+	return msg
 }

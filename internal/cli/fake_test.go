@@ -384,6 +384,10 @@ func (h *fakeHub) UpdateQueue(_ context.Context, req *meridianv1.UpdateQueueRequ
 			stored.Quotas = q.GetQuotas()
 		case "description":
 			stored.Description = q.GetDescription()
+		case "access":
+			stored.Access = q.GetAccess()
+		case "submit_policy":
+			stored.SubmitPolicy = q.GetSubmitPolicy()
 		default:
 			return nil, status.Errorf(codes.InvalidArgument, "update_mask: %q cannot be updated", p)
 		}

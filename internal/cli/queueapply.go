@@ -54,6 +54,12 @@ func planCreate(doc queueDoc) queueChange {
 	for _, qq := range q.GetQuotas() {
 		c.lines = append(c.lines, "+ "+quotaText(qq))
 	}
+	for _, e := range q.GetAccess() {
+		c.lines = append(c.lines, "+ access "+accessEntryText(e))
+	}
+	if p := policyText(q.GetSubmitPolicy()); p != "" {
+		c.lines = append(c.lines, "+ submit policy: "+p)
+	}
 	return c
 }
 
@@ -65,11 +71,13 @@ func planCreate(doc queueDoc) queueChange {
 func planUpdate(cur *meridianv1.Queue, doc queueDoc, prune bool) queueChange {
 	in := doc.queue
 	want := &meridianv1.Queue{
-		Path:        cur.GetPath(),
-		Weight:      cur.GetWeight(),
-		Description: cur.GetDescription(),
-		Quotas:      cur.GetQuotas(),
-		Revision:    cur.GetRevision(),
+		Path:         cur.GetPath(),
+		Weight:       cur.GetWeight(),
+		Description:  cur.GetDescription(),
+		Quotas:       cur.GetQuotas(),
+		Revision:     cur.GetRevision(),
+		Access:       cur.GetAccess(),
+		SubmitPolicy: cur.GetSubmitPolicy(),
 	}
 	var c queueChange
 	if doc.set["weight"] && normWeight(in.GetWeight()) != normWeight(cur.GetWeight()) {
@@ -91,6 +99,24 @@ func planUpdate(cur *meridianv1.Queue, doc queueDoc, prune bool) queueChange {
 		}
 		for _, k := range kept {
 			c.lines = append(c.lines, fmt.Sprintf("= quota %s: kept, not in the file (--prune removes it)", k))
+		}
+	}
+	if doc.set["access"] || prune {
+		lines, access, kept := diffAccess(cur.GetAccess(), in.GetAccess(), prune)
+		if len(lines) > 0 {
+			c.lines = append(c.lines, lines...)
+			c.mask = append(c.mask, "access")
+			want.Access = access
+		}
+		for _, k := range kept {
+			c.lines = append(c.lines, fmt.Sprintf("= access %s: kept, not in the file (--prune removes it)", k))
+		}
+	}
+	if doc.set["submit_policy"] {
+		if lines := diffPolicy(cur.GetSubmitPolicy(), in.GetSubmitPolicy()); len(lines) > 0 {
+			c.lines = append(c.lines, lines...)
+			c.mask = append(c.mask, "submit_policy")
+			want.SubmitPolicy = in.GetSubmitPolicy()
 		}
 	}
 	if len(c.mask) == 0 {
@@ -135,6 +161,67 @@ func diffQuotas(cur, file []*meridianv1.QueueQuota, prune bool) (lines []string,
 		merged = append(merged, q)
 	}
 	return lines, merged, kept
+}
+
+// diffAccess merges the file's access entries into the stored ones,
+// matched by subject: an entry the file lists is set to exactly its verbs;
+// one it does not list is kept unless prune. It returns the diff lines,
+// the merged list (the file's entries in file order, then the kept ones)
+// and the subjects kept.
+func diffAccess(cur, file []*meridianv1.AccessEntry, prune bool) (lines []string, merged []*meridianv1.AccessEntry, kept []string) {
+	old := make(map[string]*meridianv1.AccessEntry, len(cur))
+	for _, e := range cur {
+		old[e.GetSubject()] = e
+	}
+	inFile := make(map[string]bool, len(file))
+	for _, e := range file {
+		inFile[e.GetSubject()] = true
+		merged = append(merged, e)
+		o, ok := old[e.GetSubject()]
+		switch {
+		case !ok:
+			lines = append(lines, "+ access "+accessEntryText(e))
+		case verbsText(o.GetVerbs()) != verbsText(e.GetVerbs()):
+			lines = append(lines, fmt.Sprintf("~ access %s: %s -> %s", e.GetSubject(), verbsText(o.GetVerbs()), verbsText(e.GetVerbs())))
+		}
+	}
+	for _, e := range cur {
+		if inFile[e.GetSubject()] {
+			continue
+		}
+		if prune {
+			lines = append(lines, "- access "+accessEntryText(e))
+			continue
+		}
+		kept = append(kept, e.GetSubject())
+		merged = append(merged, e)
+	}
+	return lines, merged, kept
+}
+
+// diffPolicy compares submit policies; the file's replaces the stored one
+// whole (a field it omits means no ceiling, or allowed).
+func diffPolicy(cur, file *meridianv1.SubmitPolicy) []string {
+	prio := func(p *meridianv1.SubmitPolicy) string {
+		if p == nil || p.MaxPriority == nil {
+			return "none"
+		}
+		return fmt.Sprint(p.GetMaxPriority())
+	}
+	nonPre := func(p *meridianv1.SubmitPolicy) string {
+		if p == nil || p.AllowNonPreemptible == nil || p.GetAllowNonPreemptible() {
+			return "allowed"
+		}
+		return "not allowed"
+	}
+	var lines []string
+	if a, b := prio(cur), prio(file); a != b {
+		lines = append(lines, fmt.Sprintf("~ submit policy max priority: %s -> %s", a, b))
+	}
+	if a, b := nonPre(cur), nonPre(file); a != b {
+		lines = append(lines, fmt.Sprintf("~ submit policy non-preemptible: %s -> %s", a, b))
+	}
+	return lines
 }
 
 // quotaText describes one quota: "quota nvidia-l4: nominal 8, borrow
@@ -337,7 +424,7 @@ func (a *app) writeQueue(ctx context.Context, doc queueDoc, apply, prune, dryRun
 			if status.Code(err) == codes.AlreadyExists && !apply {
 				return queueChange{}, queueExists(q.GetPath(), err)
 			}
-			return queueChange{}, a.rpcError(ctx, err, about)
+			return queueChange{}, a.rpcError(ctx, err, about.act("create"))
 		}
 		c.result = got
 		return c, nil
@@ -356,7 +443,7 @@ func (a *app) writeQueue(ctx context.Context, doc queueDoc, apply, prune, dryRun
 		if status.Code(err) == codes.FailedPrecondition && violatesField(err, "revision") {
 			return queueChange{}, &exitError{code: ExitConflict, err: err, msg: fmt.Sprintf("queue %s changed on the hub while apply was comparing it; nothing was written; run the command again to see the new diff", q.GetPath())}
 		}
-		return queueChange{}, a.rpcError(ctx, err, about)
+		return queueChange{}, a.rpcError(ctx, err, about.act("update"))
 	}
 	c.result = got
 	return c, nil

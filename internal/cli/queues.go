@@ -48,6 +48,7 @@ type queueDoc struct {
 var queueFieldNames = map[string]string{
 	"path": "path", "weight": "weight", "description": "description", "quotas": "quotas",
 	"revision": "revision", "status": "status",
+	"access": "access", "submit_policy": "submit_policy", "submitPolicy": "submit_policy",
 	"create_time": "create_time", "createTime": "create_time",
 	"update_time": "update_time", "updateTime": "update_time",
 }
@@ -237,8 +238,80 @@ func (a *app) printQueueTree(queues []*meridianv1.Queue) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
+	if err := a.printAccess(sorted); err != nil {
+		return err
+	}
 	_, err := io.WriteString(a.env.Stdout, queueLegend)
 	return err
+}
+
+// printAccess lists, after the tree, the access list and submit policy
+// of each queue that has one, in a compact form:
+// "group:ml-research=submit,view; user:alice=manage".
+func (a *app) printAccess(queues []*meridianv1.Queue) error {
+	var t *table
+	for _, q := range queues {
+		if len(q.GetAccess()) == 0 && policyText(q.GetSubmitPolicy()) == "" {
+			continue
+		}
+		if t == nil {
+			fmt.Fprintln(a.env.Stdout)
+			t = newTable(a.env.Stdout, "QUEUE", "ACCESS", "SUBMIT POLICY")
+		}
+		t.row(q.GetPath(), dash(accessText(q.GetAccess())), dash(policyText(q.GetSubmitPolicy())))
+	}
+	if t == nil {
+		return nil
+	}
+	return t.flush()
+}
+
+// accessText is an access list in compact form, entries sorted by
+// subject, verbs sorted: "group:ml=submit,view; user:alice=manage".
+func accessText(entries []*meridianv1.AccessEntry) string {
+	parts := make([]string, 0, len(entries))
+	for _, e := range entries {
+		parts = append(parts, accessEntryText(e))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
+func accessEntryText(e *meridianv1.AccessEntry) string {
+	return e.GetSubject() + "=" + verbsText(e.GetVerbs())
+}
+
+// verbsText is a sorted, de-duplicated, comma-separated verb list.
+func verbsText(verbs []string) string {
+	vs := append([]string(nil), verbs...)
+	sort.Strings(vs)
+	out := vs[:0]
+	for i, v := range vs {
+		if i == 0 || v != vs[i-1] {
+			out = append(out, v)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// policyText is a submit policy in words, "" when it sets nothing:
+// "max priority 100; non-preemptible not allowed".
+func policyText(p *meridianv1.SubmitPolicy) string {
+	if p == nil {
+		return ""
+	}
+	var parts []string
+	if p.MaxPriority != nil {
+		parts = append(parts, fmt.Sprintf("max priority %d", p.GetMaxPriority()))
+	}
+	if p.AllowNonPreemptible != nil {
+		if p.GetAllowNonPreemptible() {
+			parts = append(parts, "non-preemptible allowed")
+		} else {
+			parts = append(parts, "non-preemptible not allowed")
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // queueLegend explains the queue table's columns and words. FAIRSHARE is
@@ -362,7 +435,7 @@ func (a *app) queueGetCommand() *cobra.Command {
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, lookup("queue", args[0], "path"))
+				return a.rpcError(cmd.Context(), err, lookup("queue", args[0], "path").act("view"))
 			}
 			if a.output != "table" {
 				return a.writeMessage(q)
@@ -383,7 +456,7 @@ func (a *app) queueDeleteCommand() *cobra.Command {
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, lookup("queue", args[0], "path"))
+				return a.rpcError(cmd.Context(), err, lookup("queue", args[0], "path").act("delete"))
 			}
 			if a.output == "table" {
 				fmt.Fprintf(a.env.Stdout, "queue %s deleted\n", args[0])

@@ -95,7 +95,7 @@ reason code NeverFits; --reject-if-never-fits refuses it instead.`,
 				return err
 			})
 			if err != nil {
-				return a.submitError(cmd.Context(), err)
+				return a.submitError(cmd.Context(), err, w.GetQueue())
 			}
 			if a.output != "table" {
 				return a.writeMessage(resp)
@@ -118,8 +118,8 @@ reason code NeverFits; --reject-if-never-fits refuses it instead.`,
 
 // submitError is rpcError for a submit, with the CLI's own advice when
 // the queue does not exist.
-func (a *app) submitError(ctx context.Context, err error) error {
-	out := a.rpcError(ctx, err, object{kind: "workload"})
+func (a *app) submitError(ctx context.Context, err error, queue string) error {
+	out := a.rpcError(ctx, err, object{kind: "workload", action: "submit to queue " + queue})
 	missingQueue := false
 	for _, v := range validation.FieldViolations(err) {
 		if v.GetField() == "queue" && strings.Contains(v.GetDescription(), "does not exist") {
@@ -142,7 +142,7 @@ func (a *app) getWorkload(ctx context.Context, id string) (*meridianv1.Workload,
 		return err
 	})
 	if err != nil {
-		return nil, a.rpcError(ctx, err, lookup("workload", id, "id"))
+		return nil, a.rpcError(ctx, err, lookup("workload", id, "id").act("view"))
 	}
 	return w, nil
 }
@@ -426,7 +426,7 @@ func (a *app) cancelCommand() *cobra.Command {
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, lookup("workload", id, "id"))
+				return a.rpcError(cmd.Context(), err, lookup("workload", id, "id").act("cancel"))
 			}
 			if a.output != "table" {
 				return a.writeMessage(w)
@@ -465,7 +465,7 @@ phase: the phase, and the cluster it runs or ran on.`,
 				return err
 			})
 			if err != nil {
-				return a.rpcError(cmd.Context(), err, lookup("workload", id, "id"))
+				return a.rpcError(cmd.Context(), err, lookup("workload", id, "id").act("explain"))
 			}
 			if a.output != "table" {
 				return a.writeMessage(resp)
@@ -583,28 +583,41 @@ object per line; -o yaml prints one YAML document per change.`,
 				return err
 			}
 			ctx := cmd.Context()
-			// The stream is not bounded by --timeout; it runs until the
-			// user stops it.
-			stream, err := a.workloads(conn).WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{
-				Queue:         queue,
-				LabelSelector: strings.Join(labels, ","),
-				SinceRevision: since,
-				SendInitial:   initial,
-			})
-			if err != nil {
-				return a.watchError(ctx, err)
-			}
-			header := false
+			header, retried := false, false
 			for {
-				ev, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
-					return nil
+				if err := a.prepareToken(ctx); err != nil {
+					return err
 				}
+				// The stream is not bounded by --timeout; it runs until the
+				// user stops it.
+				stream, err := a.workloads(conn).WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{
+					Queue:         queue,
+					LabelSelector: strings.Join(labels, ","),
+					SinceRevision: since,
+					SendInitial:   initial,
+				})
 				if err != nil {
 					return a.watchError(ctx, err)
 				}
-				if err := a.printEvent(ev, &header); err != nil {
-					return err
+				got := 0
+				for {
+					ev, err := stream.Recv()
+					if errors.Is(err, io.EOF) {
+						return nil
+					}
+					if err != nil {
+						if got == 0 && !retried && a.refreshable(err) {
+							// Refused before any event: once more with a
+							// fresh token.
+							retried = true
+							break
+						}
+						return a.watchError(ctx, err)
+					}
+					got++
+					if err := a.printEvent(ev, &header); err != nil {
+						return err
+					}
 				}
 			}
 		},
