@@ -19,6 +19,9 @@ type Authorizer struct {
 	groups map[string]subjectInfo
 	tokens map[string]int32
 	nIDs   int
+	// groupFilter has a bit set for every known group name's nameHash, so
+	// Bind skips the map lookup for most of a subject's unrelated groups.
+	groupFilter [groupFilterWords]uint64
 
 	nodes  map[string]*node
 	sorted []*node // by path
@@ -98,6 +101,10 @@ func (a *Authorizer) compileQueues(queues Queues) {
 		a.nodes[path] = n
 		a.sorted = append(a.sorted, n)
 	}
+	for g := range a.groups {
+		h := nameHash(g)
+		a.groupFilter[h>>6] |= 1 << (h & 63)
+	}
 	for _, n := range a.sorted {
 		p := n.path
 		for d := n.depth; d >= 1; d-- {
@@ -105,6 +112,22 @@ func (a *Authorizer) compileQueues(queues Queues) {
 			p = parentOf(p)
 		}
 	}
+}
+
+const groupFilterWords = 64 // 4096 bits
+
+// nameHash is a cheap hash of a name's length and three of its bytes.
+func nameHash(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	h := uint32(len(s))*0x9e3779b1 ^ uint32(s[0])*0x85ebca6b ^ uint32(s[len(s)/2])*0xc2b2ae35 ^ uint32(s[len(s)-1])*0x27d4eb2f
+	return (h ^ h>>15) % (groupFilterWords * 64)
+}
+
+func (a *Authorizer) mayKnowGroup(g string) bool {
+	h := nameHash(g)
+	return a.groupFilter[h>>6]&(1<<(h&63)) != 0
 }
 
 func (a *Authorizer) intern(ref SubjectRef) int32 {
@@ -196,6 +219,9 @@ func (a *Authorizer) Bind(s Subject) *Principal {
 		}
 	}
 	for _, g := range s.Groups {
+		if !a.mayKnowGroup(g) {
+			continue
+		}
 		if si, ok := a.groups[g]; ok {
 			if !token {
 				p.perms |= si.perms

@@ -57,7 +57,7 @@ const (
 	basisDeleteTop     = "global permission queues.create and manage on the queue"
 	basisTokenOwn      = "own API token"
 	basisTokenList     = "any authenticated caller; only its own tokens unless admin"
-	basisTokenMint     = "global permission tokens.create; every requested permission held by the caller"
+	basisTokenMint     = "global permission tokens.create; every requested permission, the user and every group held by the caller"
 )
 
 // Authorize decides one action on one target that is already resolved
@@ -133,7 +133,7 @@ func (p *Principal) authorize(act Action, t Target, r Resolvers) Decision {
 	switch act {
 	case ActHealthCheck:
 		return allow(act, t, basisOpen)
-	case ActReflection, ActAdminGetLeader, ActAdminGetHealth, ActClusterList, ActClusterGet:
+	case ActReflection, ActAdminGetLeader, ActAdminGetHealth, ActAdminWhoAmI, ActClusterList, ActClusterGet:
 		return allow(act, t, basisAuthenticated)
 	case ActWorkloadList, ActWorkloadWatch, ActQueueList:
 		return allow(act, t, basisFiltered)
@@ -422,7 +422,31 @@ func (p *Principal) mint(t Target) Decision {
 		d.Action, d.Target = act, t
 		return d
 	}
+	if p.perms.has(PermAdmin) {
+		return allow(act, t, basisTokenMint)
+	}
+	// A token acts in access lists as its user and groups: naming another
+	// user or a group the caller is not in would borrow their queue rights.
+	if t.Owner != "" && t.Owner != p.subject.User {
+		return deny(CodePermissionDenied, act, t,
+			"a token may act only as its creator ("+p.subject.User+") unless you are admin", "token user is not the caller")
+	}
+	for i, g := range t.Groups {
+		if !contains(p.subject.Groups, g) {
+			return deny(CodePermissionDenied, act, t,
+				"token.groups["+strconv.Itoa(i)+"]: you are not in group "+strconv.Quote(g), "token group the caller is not in")
+		}
+	}
 	return allow(act, t, basisTokenMint)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // CanGrant decides whether the principal may bind these permissions to a

@@ -73,6 +73,7 @@ const (
 
 	ActAdminGetLeader Action = "admin.get_leader"
 	ActAdminGetHealth Action = "admin.get_health"
+	ActAdminWhoAmI    Action = "admin.whoami"
 
 	ActTokenCreate Action = "tokens.create"
 	ActTokenList   Action = "tokens.list"
@@ -131,8 +132,9 @@ const (
 	FieldWeight
 	// FieldQuotas: manage strictly above (queues.create at the top).
 	FieldQuotas
-	// FieldCeiling (priority ceiling and the non-preemptible policy):
-	// manage strictly above (queues.create at the top).
+	// FieldCeiling (submit_policy: the priority ceiling and whether
+	// non-preemptible work is allowed): manage strictly above
+	// (queues.create at the top).
 	FieldCeiling
 	// FieldAccess (the access list): manage on the queue or an ancestor;
 	// never queues.create alone.
@@ -147,7 +149,7 @@ const (
 	fromAbove = FieldWeight | FieldQuotas | FieldCeiling
 )
 
-var queueFieldNames = [...]string{"description", "weight", "quotas", "priority_ceiling", "access", "unknown field"}
+var queueFieldNames = [...]string{"description", "weight", "quotas", "submit_policy", "access", "unknown field"}
 
 // Names lists the fields, in a fixed order.
 func (f QueueFields) Names() []string {
@@ -180,7 +182,7 @@ func QueueFieldsFromMask(paths []string) QueueFields {
 			f |= FieldWeight
 		case "quotas":
 			f |= FieldQuotas
-		case "priority_ceiling", "priorityCeiling":
+		case "submit_policy", "submitPolicy":
 			f |= FieldCeiling
 		case "access":
 			f |= FieldAccess
@@ -207,8 +209,11 @@ type Target struct {
 	// Token is the API token id.
 	Token string
 	// Owner is the user who submitted the workload, or who owns the token,
-	// when a resolver knows it.
+	// when a resolver knows it; for a new API token, the user it is to act
+	// as.
 	Owner string
+	// Groups are the groups a new API token is to act in.
+	Groups []string
 	// Priority and Preemptible are the submitted workload's.
 	Priority    int32
 	Preemptible bool

@@ -34,7 +34,7 @@ var allActions = []Action{
 	ActWorkloadSubmit, ActWorkloadGet, ActWorkloadList, ActWorkloadCancel, ActWorkloadExplain, ActWorkloadWatch,
 	ActQueueCreate, ActQueueUpdate, ActQueueGet, ActQueueList, ActQueueDelete,
 	ActClusterList, ActClusterGet, ActClusterDrain, ActClusterResume, ActClusterRegister,
-	ActAdminGetLeader, ActAdminGetHealth, ActTokenCreate, ActTokenList, ActTokenRevoke,
+	ActAdminGetLeader, ActAdminGetHealth, ActAdminWhoAmI, ActTokenCreate, ActTokenList, ActTokenRevoke,
 	ActAuditList, ActHealthCheck, ActReflection,
 }
 
@@ -42,7 +42,7 @@ var allActions = []Action{
 // take: they reveal nothing of any tenant (lists are filtered).
 var openToAnyAuthenticated = map[Action]bool{
 	ActWorkloadList: true, ActWorkloadWatch: true, ActQueueList: true,
-	ActClusterList: true, ActClusterGet: true, ActAdminGetLeader: true, ActAdminGetHealth: true,
+	ActClusterList: true, ActClusterGet: true, ActAdminGetLeader: true, ActAdminGetHealth: true, ActAdminWhoAmI: true,
 	ActTokenList: true, ActHealthCheck: true, ActReflection: true,
 }
 

@@ -1,9 +1,6 @@
 package authz
 
 import (
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -72,10 +69,11 @@ var table = []Rule{
 	// AdminService
 	{Method: adminSvc + "GetLeader", Action: ActAdminGetLeader, Resource: ResourceAuthenticated},
 	{Method: adminSvc + "GetHealth", Action: ActAdminGetHealth, Resource: ResourceAuthenticated},
-	{Method: MethodCreateAPIToken, Action: ActTokenCreate, Resource: ResourceGlobal, Pending: true, Extract: createTokenTarget},
-	{Method: MethodListAPITokens, Action: ActTokenList, Resource: ResourceAuthenticated, Pending: true},
-	{Method: MethodRevokeAPIToken, Action: ActTokenRevoke, Resource: ResourceToken, Pending: true, Extract: revokeTokenTarget},
-	{Method: MethodListAuditEvents, Action: ActAuditList, Resource: ResourceGlobal, Pending: true},
+	{Method: adminSvc + "WhoAmI", Action: ActAdminWhoAmI, Resource: ResourceAuthenticated},
+	{Method: MethodCreateAPIToken, Action: ActTokenCreate, Resource: ResourceGlobal, Extract: createTokenTarget},
+	{Method: MethodListAPITokens, Action: ActTokenList, Resource: ResourceAuthenticated},
+	{Method: MethodRevokeAPIToken, Action: ActTokenRevoke, Resource: ResourceToken, Extract: revokeTokenTarget},
+	{Method: MethodListAuditEvents, Action: ActAuditList, Resource: ResourceGlobal},
 
 	// Standard services. Health is open to every caller, so load balancers
 	// and kubelets probe without credentials; reflection describes the
@@ -175,48 +173,18 @@ func clusterTarget(req any) (Target, bool) {
 	return Target{}, false
 }
 
-// createTokenTarget reads the repeated string field "permissions" of a
-// request type that does not exist yet, by reflection.
+// createTokenTarget takes the permissions, user and groups the new token
+// asks for.
 func createTokenTarget(req any) (Target, bool) {
-	m, ok := req.(proto.Message)
+	m, ok := req.(*meridianv1.CreateAPITokenRequest)
 	if !ok {
 		return Target{}, false
 	}
-	return Target{Permissions: stringsField(m.ProtoReflect(), "permissions")}, true
+	tok := m.GetToken()
+	return Target{Permissions: tok.GetPermissions(), Owner: tok.GetUser(), Groups: tok.GetGroups()}, true
 }
 
-// revokeTokenTarget reads the token id from the field "id" (or
-// "token_id") of a request type that does not exist yet.
 func revokeTokenTarget(req any) (Target, bool) {
-	m, ok := req.(proto.Message)
-	if !ok {
-		return Target{}, false
-	}
-	r := m.ProtoReflect()
-	id := stringField(r, "id")
-	if id == "" {
-		id = stringField(r, "token_id")
-	}
-	return Target{Token: id}, true
-}
-
-func stringField(m protoreflect.Message, name protoreflect.Name) string {
-	fd := m.Descriptor().Fields().ByName(name)
-	if fd == nil || fd.IsList() || fd.Kind() != protoreflect.StringKind {
-		return ""
-	}
-	return m.Get(fd).String()
-}
-
-func stringsField(m protoreflect.Message, name protoreflect.Name) []string {
-	fd := m.Descriptor().Fields().ByName(name)
-	if fd == nil || !fd.IsList() || fd.Kind() != protoreflect.StringKind {
-		return nil
-	}
-	l := m.Get(fd).List()
-	out := make([]string, l.Len())
-	for i := range out {
-		out[i] = l.Get(i).String()
-	}
-	return out
+	m, ok := req.(*meridianv1.RevokeAPITokenRequest)
+	return Target{Token: m.GetId()}, ok
 }
