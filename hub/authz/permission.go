@@ -55,12 +55,6 @@ func (s permSet) has(p Permission) bool {
 	return ok && (s&b != 0 || s&permBitAdmin != 0)
 }
 
-// hasOnly reports whether the set holds p itself, admin aside.
-func (s permSet) hasExactly(p Permission) bool {
-	b, ok := permBit(p)
-	return ok && s&b != 0
-}
-
 const permBitAdmin permSet = 1
 
 func permBit(p Permission) (permSet, bool) {
