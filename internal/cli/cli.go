@@ -260,13 +260,17 @@ func (a *app) dial() (*grpc.ClientConn, error) {
 
 // prepareToken fetches the token before a call, so that a failing plugin
 // or an unreadable token file is reported as itself (exit code 7 or 2),
-// not as a refused call.
-func (a *app) prepareToken(ctx context.Context) error {
+// not as a refused call. The token travels in the returned context to the
+// call's credentials, so one call runs a plugin at most once.
+func (a *app) prepareToken(ctx context.Context) (context.Context, error) {
 	if a.tokens == nil {
-		return nil
+		return ctx, nil
 	}
-	_, err := a.tokens.Token(ctx)
-	return err
+	tok, err := a.tokens.Token(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, preparedTokenKey{}, tok), nil
 }
 
 // refreshable reports whether err is the hub refusing a token that may be
@@ -292,7 +296,8 @@ func (a *app) call(ctx context.Context, fn func(ctx context.Context, conn *grpc.
 	once := func() error {
 		ctx, cancel := context.WithTimeout(ctx, a.timeout)
 		defer cancel()
-		if err := a.prepareToken(ctx); err != nil {
+		ctx, err := a.prepareToken(ctx)
+		if err != nil {
 			return err
 		}
 		return fn(ctx, conn)

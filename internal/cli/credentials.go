@@ -170,7 +170,7 @@ func (a *app) resolveSettings() (*connSettings, error) {
 		return nil, usageErrorf("%s: must not be empty (host:port of the hub's gRPC API)", s.hubFrom)
 	}
 	if strings.HasPrefix(s.hub, "http://") || strings.HasPrefix(s.hub, "https://") {
-		return nil, usageErrorf("%s: %q is a URL; give host:port of the hub's gRPC API, for example %s", flagOrSource(s.hubFrom), s.hub, DefaultHub)
+		return nil, usageErrorf("%s: %q is a URL; give host:port of the hub's gRPC API, for example %s", s.hubFrom, s.hub, DefaultHub)
 	}
 	if s.hasCredentials() && !s.tls && !isLoopback(s.hub) {
 		return nil, usageErrorf("refusing to send the token from %s over plaintext to %s: it is not a loopback address; use TLS (--tls, or --ca with the hub's CA bundle, or tls: true in the context)", s.credentialSource(), s.hub)
@@ -179,8 +179,6 @@ func (a *app) resolveSettings() (*connSettings, error) {
 	a.hub = s.hub
 	return s, nil
 }
-
-func flagOrSource(from string) string { return from }
 
 func ctxField(ctx *Context, f func(*Context) string) string {
 	if ctx == nil {
@@ -333,7 +331,13 @@ type bearer struct {
 
 var _ credentials.PerRPCCredentials = (*bearer)(nil)
 
+// preparedTokenKey carries the token app.prepareToken fetched for a call.
+type preparedTokenKey struct{}
+
 func (b *bearer) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	if tok, ok := ctx.Value(preparedTokenKey{}).(string); ok && tok != "" {
+		return map[string]string{"authorization": "Bearer " + tok}, nil
+	}
 	tok, err := b.src.Token(ctx)
 	if err != nil {
 		// app.call fetches the token first and reports this itself; here

@@ -57,6 +57,8 @@ type fakeHub struct {
 	watchBlock  bool  // keep watch streams open after the events, until the client leaves
 	slow        bool  // GetWorkload waits until the client gives up
 	staleQueues bool  // GetQueue answers one revision behind, as if the queue changed right after
+
+	auth fakeAuth // identity, API tokens and audit events (fakeauth_test.go)
 }
 
 func newFakeHub() *fakeHub {
@@ -80,7 +82,13 @@ func (h *fakeHub) serve(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	srv := grpc.NewServer()
+	return h.serveOn(t, lis, grpc.ChainUnaryInterceptor(h.unaryAuth), grpc.ChainStreamInterceptor(h.streamAuth))
+}
+
+// serveOn serves h on lis with the given server options.
+func (h *fakeHub) serveOn(t *testing.T, lis net.Listener, opts ...grpc.ServerOption) string {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
 	meridianv1.RegisterWorkloadServiceServer(srv, h)
 	meridianv1.RegisterQueueServiceServer(srv, h)
 	meridianv1.RegisterClusterServiceServer(srv, h)

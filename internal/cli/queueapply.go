@@ -101,7 +101,9 @@ func planUpdate(cur *meridianv1.Queue, doc queueDoc, prune bool) queueChange {
 			c.lines = append(c.lines, fmt.Sprintf("= quota %s: kept, not in the file (--prune removes it)", k))
 		}
 	}
-	if doc.set["access"] || prune {
+	if doc.set["access"] {
+		// Unlike quotas, --prune never empties an access list the file
+		// does not write: that would lock people out by omission.
 		lines, access, kept := diffAccess(cur.GetAccess(), in.GetAccess(), prune)
 		if len(lines) > 0 {
 			c.lines = append(c.lines, lines...)
@@ -285,6 +287,13 @@ not list is kept and reported as kept. With --prune the file's quota list
 is the whole list: classes it does not list are removed (with --prune and
 no quotas in the file, all are removed). Apply never deletes queues.
 
+Access lists are matched by subject (user:NAME, group:NAME, token:ID) the
+same way: a subject the file lists gets exactly the verbs written; one it
+does not list is kept, or removed with --prune, but only when the file has
+an access list (--prune never empties a list the file leaves out). A
+submit_policy in the file replaces the queue's whole policy (an omitted
+max_priority means no ceiling; an omitted allow_non_preemptible, allowed).
+
 --dry-run prints the same diff and changes nothing. An update carries the
 revision it was computed from: if someone changes the queue meanwhile, the
 update fails with exit code 5 and nothing is overwritten; run it again.`
@@ -332,7 +341,7 @@ update fails with exit code 5 and nothing is overwritten; run it again.`
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "queue file, YAML or JSON (- for stdin); several queues as YAML documents separated by ---")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change; change nothing")
 	if apply {
-		cmd.Flags().BoolVar(&prune, "prune", false, "remove quota classes the file does not list (by default they are kept)")
+		cmd.Flags().BoolVar(&prune, "prune", false, "remove quota classes and access entries the file does not list (by default they are kept)")
 	}
 	return cmd
 }

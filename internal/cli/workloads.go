@@ -585,12 +585,13 @@ object per line; -o yaml prints one YAML document per change.`,
 			ctx := cmd.Context()
 			header, retried := false, false
 			for {
-				if err := a.prepareToken(ctx); err != nil {
+				sctx, err := a.prepareToken(ctx)
+				if err != nil {
 					return err
 				}
 				// The stream is not bounded by --timeout; it runs until the
 				// user stops it.
-				stream, err := a.workloads(conn).WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{
+				stream, err := a.workloads(conn).WatchWorkloads(sctx, &meridianv1.WatchWorkloadsRequest{
 					Queue:         queue,
 					LabelSelector: strings.Join(labels, ","),
 					SinceRevision: since,
