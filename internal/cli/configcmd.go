@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -57,10 +58,14 @@ func (a *app) configViewCommand() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("encode configuration: %w", err)
 				}
-				var v any
-				_ = json.Unmarshal(js, &v)
-				out, _ := json.MarshalIndent(v, "", "  ")
-				fmt.Fprintf(a.env.Stdout, "%s\n", out)
+				// YAMLToJSON escapes <, > and & as JSON may; a reader
+				// should see <redacted>.
+				js = []byte(strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(string(js)))
+				var out bytes.Buffer
+				if err := json.Indent(&out, js, "", "  "); err != nil {
+					return fmt.Errorf("encode configuration: %w", err)
+				}
+				fmt.Fprintf(a.env.Stdout, "%s\n", out.Bytes())
 				return nil
 			}
 			_, err = a.env.Stdout.Write(y)

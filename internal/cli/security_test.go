@@ -59,7 +59,7 @@ func securedHub(t *testing.T) (*fakeHub, string) {
 		aliceToken: {User: "alice", Groups: []string{"ml-research", "acme-ci"}, Method: "oidc"},
 	}
 	h.auth.deny = map[string]string{
-		"/meridian.v1.QueueService/DeleteQueue":   "you may not delete queue acme/search/inference: it needs manage on the queue or an ancestor",
+		"/meridian.v1.QueueService/DeleteQueue":    "you may not delete queue acme/search/inference: it needs manage on the queue or an ancestor",
 		"/meridian.v1.ClusterService/DrainCluster": "this needs the clusters.manage permission",
 	}
 	return h, h.serve(t)
