@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meridian-gpu/meridian/hub/auth"
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -83,6 +84,16 @@ type Deps struct {
 	// Metrics, when set, also receives the service's own measurements
 	// (submits per etcd transaction).
 	Metrics *Metrics
+	// Guard, when set, is the one authentication and authorization layer:
+	// install Guard.Unary and Guard.Stream on the gRPC server. Without it
+	// every caller may do everything (--auth=none on loopback, tests).
+	Guard *Guard
+	// Tokens issues and revokes API tokens; nil answers the token RPCs
+	// with Unimplemented.
+	Tokens *auth.Tokens
+	// AuditLog, when set, is read by ListAuditEvents (the etcd log the
+	// guard's recorder writes).
+	AuditLog bool
 }
 
 // Service implements the four meridian.v1 services.
@@ -130,6 +141,10 @@ func New(d Deps) (*Service, error) {
 	if d.Metrics != nil {
 		submits.observe = d.Metrics.submitTxn.Observe
 	}
-	return &Service{d: d, st: d.Store, cli: d.Store.Client(), log: l, ids: newIDGen(), now: now, bookmarkEvery: be,
-		submits: submits}, nil
+	s := &Service{d: d, st: d.Store, cli: d.Store.Client(), log: l, ids: newIDGen(), now: now, bookmarkEvery: be,
+		submits: submits}
+	if d.Guard != nil {
+		d.Guard.attach(s)
+	}
+	return s, nil
 }

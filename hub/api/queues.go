@@ -141,9 +141,10 @@ func (s *Service) CreateQueue(ctx context.Context, req *meridianv1.CreateQueueRe
 }
 
 // updatableQueueFields are the paths UpdateQueue accepts in update_mask.
-var updatableQueueFields = map[string]bool{"weight": true, "quotas": true, "description": true}
+var updatableQueueFields = map[string]bool{"weight": true, "quotas": true, "description": true, "access": true, "submit_policy": true}
 
-// UpdateQueue changes a queue's weight, quotas or description.
+// UpdateQueue changes a queue's weight, quotas, description, access list
+// or submit policy.
 func (s *Service) UpdateQueue(ctx context.Context, req *meridianv1.UpdateQueueRequest) (*meridianv1.Queue, error) {
 	in := req.GetQueue()
 	if in == nil {
@@ -162,7 +163,7 @@ func (s *Service) UpdateQueue(ctx context.Context, req *meridianv1.UpdateQueueRe
 			// Identity and precondition, not updates; the gateway puts
 			// them in the mask when they appear in a PATCH body.
 		default:
-			return nil, invalid(fmt.Sprintf("update_mask.paths[%d]", i), "%q cannot be updated; use weight, quotas or description", p)
+			return nil, invalid(fmt.Sprintf("update_mask.paths[%d]", i), "%q cannot be updated; use weight, quotas, description, access or submit_policy", p)
 		}
 	}
 	if len(req.GetUpdateMask().GetPaths()) == 0 {
@@ -193,6 +194,12 @@ func (s *Service) UpdateQueue(ctx context.Context, req *meridianv1.UpdateQueueRe
 		}
 		if fields["description"] {
 			cur.Description = in.GetDescription()
+		}
+		if fields["access"] {
+			cur.Access = in.GetAccess()
+		}
+		if fields["submit_policy"] {
+			cur.SubmitPolicy = in.GetSubmitPolicy()
 		}
 		cur.UpdateTime = timestamppb.New(s.now())
 		cur.Status, cur.Revision = nil, 0
@@ -273,6 +280,9 @@ func (s *Service) ListQueues(ctx context.Context, req *meridianv1.ListQueuesRequ
 					// Past every descendant of prefix ('/' sorts after '-').
 					return out, nil
 				}
+				continue
+			}
+			if !canView(ctx, path) {
 				continue
 			}
 			q, err := DecodeQueueRecord(kv.Value)

@@ -12,7 +12,6 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -48,7 +47,15 @@ func NewGatewayMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
 			if strings.EqualFold(k, IfMatchHeader) {
 				return "if-match", true
 			}
-			return runtime.DefaultHeaderMatcher(k)
+			if strings.EqualFold(k, "X-Request-Id") {
+				return "x-request-id", true
+			}
+			key, ok := runtime.DefaultHeaderMatcher(k)
+			if ok && isReservedMetadata(key) {
+				// Only the gateway itself says who the caller is.
+				return "", false
+			}
+			return key, ok
 		}),
 		// The gRPC server's response headers (content-type and the like)
 		// mean nothing to REST clients.
@@ -123,12 +130,12 @@ func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient,
 		runtime.HTTPError(ctx, mux, outbound, w, r, invalid(field, "%v", err))
 		return
 	}
-	md := metadata.MD{}
-	if k := r.Header.Get(IdempotencyHeader); k != "" {
-		md.Set("idempotency-key", k)
-	}
-	if rid := r.Header.Get("X-Request-Id"); rid != "" {
-		md.Set("x-request-id", rid)
+	// The same metadata as every generated route: credentials, request id,
+	// idempotency key and what the gateway says of the caller.
+	ctx, err = runtime.AnnotateContext(ctx, mux, r, "/meridian.v1.WorkloadService/SubmitWorkload", runtime.WithHTTPPathPattern("/v1/workloads"))
+	if err != nil {
+		runtime.HTTPError(r.Context(), mux, outbound, w, r, err)
+		return
 	}
 	req := &meridianv1.SubmitWorkloadRequest{Workload: wl}
 	// The one non-body field; the gateway's checks already refused a value
@@ -144,7 +151,7 @@ func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient,
 			req.RejectIfNeverFits = b
 		}
 	}
-	resp, err := client.SubmitWorkload(metadata.NewOutgoingContext(ctx, md), req)
+	resp, err := client.SubmitWorkload(ctx, req)
 	if err != nil {
 		runtime.HTTPError(ctx, mux, outbound, w, r, err)
 		return

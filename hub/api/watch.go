@@ -53,7 +53,7 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 			return fieldError(codes.OutOfRange, "since_revision", "revision %d is in the future: the store is at revision %d; pass a revision from an event or a list, or 0 to start from now", r, cur)
 		}
 	}
-	f := watchFilter{queue: req.GetQueue(), sel: sel}
+	f := watchFilter{queue: req.GetQueue(), sel: sel, ctx: stream.Context()}
 	if req.GetSinceRevision() > 0 || s.d.Workloads == nil {
 		return s.watchEtcd(stream.Context(), req, f, stream)
 	}
@@ -63,10 +63,11 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 type watchFilter struct {
 	queue string
 	sel   selector
+	ctx   context.Context // the caller: only the queues it may view
 }
 
 func (f watchFilter) match(w *meridianv1.Workload) bool {
-	return queueMatches(f.queue, w.GetQueue()) && f.sel.matches(w.GetLabels())
+	return queueMatches(f.queue, w.GetQueue()) && f.sel.matches(w.GetLabels()) && canView(f.ctx, w.GetQueue())
 }
 
 type eventSender interface {

@@ -367,7 +367,7 @@ func (s *Service) ListWorkloads(ctx context.Context, req *meridianv1.ListWorkloa
 		below = prefix + t.Last
 	}
 	match := func(w *meridianv1.Workload) bool {
-		if !queueMatches(req.GetQueue(), w.GetQueue()) {
+		if !queueMatches(req.GetQueue(), w.GetQueue()) || !canView(ctx, w.GetQueue()) {
 			return false
 		}
 		if len(req.GetPhase()) > 0 && !slices.Contains(req.GetPhase(), w.GetStatus().GetPhase()) {

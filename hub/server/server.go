@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,6 +124,9 @@ type Config struct {
 	// tools such as grpcurl can list and call the API without the .proto
 	// files. The standard grpc.health.v1.Health service is always on.
 	DisableReflection bool
+	// Security says who may use the API (authentication, authorization),
+	// over what transport (TLS), and where the audit log goes.
+	Security Security
 }
 
 // DefaultHealthInterval is how often the gRPC health service re-checks
@@ -193,6 +197,7 @@ type Server struct {
 	httpSrv  *http.Server
 	httpLis  net.Listener
 	gwConn   *grpc.ClientConn
+	sec      *security
 	gwCancel context.CancelFunc
 
 	closeOnce sync.Once
@@ -233,6 +238,10 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = DefaultHTTPAddr
+	}
+	mode, err := cfg.securityMode()
+	if err != nil {
+		return nil, err
 	}
 	s = &Server{cfg: cfg, log: cfg.Logger.With("hub", cfg.HubID)}
 	// The deferred Close uses its own copy: "return nil, err" sets s to nil.
@@ -281,7 +290,13 @@ func New(cfg Config) (s *Server, err error) {
 			return nil, err
 		}
 	}
+	if s.sec, err = s.buildSecurity(mode); err != nil {
+		return nil, err
+	}
 	if err := s.buildAPI(); err != nil {
+		return nil, err
+	}
+	if err := s.writeAdminToken(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -365,6 +380,7 @@ func (s *Server) buildAPI() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	d := api.Deps{
+		Guard: s.sec.guard, Tokens: s.sec.tokens, AuditLog: true,
 		Metrics: m,
 		Address: s.grpcLis.Addr().String(),
 		Store:   s.st, Workloads: s.cache, HubID: s.cfg.HubID, Version: s.cfg.Version,
@@ -383,7 +399,7 @@ func (s *Server) buildAPI() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.svc = svc
-	s.grpcSrv = grpc.NewServer(api.ServerOptions(s.log.With("component", "api"), m, s.cfg.MaxRequestBytes)...)
+	s.grpcSrv = grpc.NewServer(append(api.ServerOptions(s.log.With("component", "api"), m, s.cfg.MaxRequestBytes), s.sec.grpcOptions()...)...)
 	svc.Register(s.grpcSrv)
 	// grpc.health.v1.Health: NOT_SERVING until Run sees the hub ready (the
 	// /readyz checks), then it follows readiness; NOT_SERVING for good on
@@ -402,7 +418,11 @@ func (s *Server) buildAPI() error {
 
 	// The gateway calls the gRPC server over loopback, so REST requests go
 	// through the same interceptors.
-	s.gwConn, err = grpc.NewClient(s.grpcLis.Addr().String(),
+	// The gateway calls the gRPC server over an in-process pipe: REST
+	// requests pass the same interceptors, and the guard believes what the
+	// gateway forwards about the caller only on this connection.
+	s.gwConn, err = grpc.NewClient("passthrough:///meridian-gateway",
+		grpc.WithContextDialer(s.sec.dialPipe),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+(64<<10))))
 	if err != nil {
@@ -410,7 +430,12 @@ func (s *Server) buildAPI() error {
 	}
 	gwCtx, gwCancel := context.WithCancel(context.Background())
 	s.gwCancel = gwCancel
-	gw := api.NewGatewayMux()
+	var verify func([]*x509.Certificate) ([][]*x509.Certificate, error)
+	if s.sec.tls != nil && s.cfg.Security.TLS.ClientCAFile != "" {
+		verify = s.sec.tls.VerifyClient
+	}
+	gw := api.NewGatewayMux(api.GatewayCaller(verify))
+	s.httpLis = s.sec.httpListener(s.httpLis)
 	if err := api.RegisterGateway(gwCtx, gw, s.gwConn, int64(s.cfg.MaxRequestBytes)); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -552,7 +577,7 @@ func (s *Server) Loop() *dispatch.Loop { return s.loop }
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	var wg sync.WaitGroup
 	goRun := func(name string, f func() error) {
 		wg.Add(1)
@@ -572,6 +597,7 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = s.cache.Run(cacheCtx)
 	}()
 	goRun("grpc", func() error { return s.grpcSrv.Serve(s.grpcLis) })
+	goRun("grpc-gateway-pipe", func() error { return s.grpcSrv.Serve(s.sec.pipe) })
 	goRun("http", func() error {
 		if err := s.httpSrv.Serve(s.httpLis); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -661,6 +687,7 @@ func (s *Server) Close() error {
 		if s.gwConn != nil {
 			_ = s.gwConn.Close()
 		}
+		s.sec.close() // flushes the audit log to etcd: before the client closes
 		if s.elector != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = s.elector.Resign(ctx)

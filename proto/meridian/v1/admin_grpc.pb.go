@@ -48,11 +48,11 @@ type AdminServiceClient interface {
 	// this response only: the hub stores a hash. A token grants at most the
 	// global permissions of its creator.
 	CreateAPIToken(ctx context.Context, in *CreateAPITokenRequest, opts ...grpc.CallOption) (*CreateAPITokenResponse, error)
-	// List API tokens (never their secrets): all of them with
-	// `tokens.create`, else the caller's own.
+	// List API tokens (never their secrets): all of them for an admin,
+	// else those the caller created.
 	ListAPITokens(ctx context.Context, in *ListAPITokensRequest, opts ...grpc.CallOption) (*ListAPITokensResponse, error)
-	// Revoke an API token at once. Revoking one already revoked is not an
-	// error.
+	// Revoke an API token at once: one the caller created, or any for an
+	// admin. Revoking one already revoked is not an error.
 	RevokeAPIToken(ctx context.Context, in *RevokeAPITokenRequest, opts ...grpc.CallOption) (*APIToken, error)
 	// List audit events, newest first, filtered by principal, verb, target,
 	// result and time. Needs `audit.read`.
@@ -154,11 +154,11 @@ type AdminServiceServer interface {
 	// this response only: the hub stores a hash. A token grants at most the
 	// global permissions of its creator.
 	CreateAPIToken(context.Context, *CreateAPITokenRequest) (*CreateAPITokenResponse, error)
-	// List API tokens (never their secrets): all of them with
-	// `tokens.create`, else the caller's own.
+	// List API tokens (never their secrets): all of them for an admin,
+	// else those the caller created.
 	ListAPITokens(context.Context, *ListAPITokensRequest) (*ListAPITokensResponse, error)
-	// Revoke an API token at once. Revoking one already revoked is not an
-	// error.
+	// Revoke an API token at once: one the caller created, or any for an
+	// admin. Revoking one already revoked is not an error.
 	RevokeAPIToken(context.Context, *RevokeAPITokenRequest) (*APIToken, error)
 	// List audit events, newest first, filtered by principal, verb, target,
 	// result and time. Needs `audit.read`.
