@@ -178,25 +178,30 @@ func (e *execToken) fail(what string, stderr *limitedBuffer) error {
 }
 
 // limitedBuffer keeps the first limit bytes written and notes the rest.
+// The buffer is a field, not embedded, so that io.Copy cannot bypass
+// Write through bytes.Buffer's ReadFrom.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf   bytes.Buffer
 	limit int
 	over  bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	room := b.limit - b.Len()
+	room := b.limit - b.buf.Len()
 	if room <= 0 {
 		b.over = b.over || len(p) > 0
 		return len(p), nil
 	}
 	if len(p) > room {
 		b.over = true
-		b.Buffer.Write(p[:room])
+		b.buf.Write(p[:room])
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }
+func (b *limitedBuffer) String() string { return b.buf.String() }
 
 // truncate shortens s to at most n bytes on a rune boundary.
 func truncate(s string, n int) string {
