@@ -50,6 +50,10 @@ COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 # In a container the APIs must be reachable from outside it. The embedded
 # NATS stays on loopback: agents need an external NATS (--nats-url).
+# Beyond loopback the hub refuses to serve without TLS: mount a certificate
+# and set MERIDIAN_TLS_CERT and MERIDIAN_TLS_KEY (docs/security.md), or,
+# behind a proxy that terminates TLS,
+# MERIDIAN_INSECURE_ALLOW_PLAINTEXT_NON_LOOPBACK=true.
 ENV MERIDIAN_HUB_DATA_DIR=/data \
     MERIDIAN_GRPC_ADDR=0.0.0.0:7070 \
     MERIDIAN_HTTP_ADDR=0.0.0.0:8080

@@ -2,9 +2,14 @@ package main
 
 import (
 	"log/slog"
+	"math"
+	"time"
 
+	"github.com/meridian-gpu/meridian/hub/auth"
+	"github.com/meridian-gpu/meridian/hub/authz"
 	hubconfig "github.com/meridian-gpu/meridian/hub/config"
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/tlsreload"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
@@ -17,8 +22,8 @@ type options struct {
 
 // newOptions maps the configuration onto server.Config and checks the
 // NATS credential and TLS files (the only settings whose files are read
-// before start). The auth, api.tls and audit sections have no
-// server.Config field yet: they stay in conf until the server takes them.
+// before start). The auth, api.tls and audit sections become
+// server.Config.Security.
 func newOptions(c *hubconfig.HubConfiguration) (*options, error) {
 	o := &options{conf: c}
 	_ = o.logLevel.UnmarshalText([]byte(c.Logging.Level)) // validated
@@ -42,6 +47,7 @@ func newOptions(c *hubconfig.HubConfiguration) (*options, error) {
 		IdempotencyWindow: c.Retention.IdempotencyWindow.D(),
 		Version:           version,
 	}
+	o.cfg.Security = security(c)
 	if len(o.cfg.EtcdEndpoints) == 0 {
 		o.cfg.EtcdEndpoints = nil
 	}
@@ -62,4 +68,34 @@ func natsAuthFlags(n hubconfig.NATS) *natsbus.AuthFlags {
 		CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, User: n.User, PasswordFile: n.PasswordFile, TokenFile: n.TokenFile,
 		TLSCA: n.TLS.CAFile, TLSCert: n.TLS.CertFile, TLSKey: n.TLS.KeyFile,
 	}
+}
+
+// security maps the auth, api.tls and audit sections onto the server's.
+func security(c *hubconfig.HubConfiguration) server.Security {
+	sec := server.Security{
+		Mode: c.Auth.Mode,
+		Authorization: authz.Config{
+			GroupPermissions: c.Auth.Authorization.GroupPermissions,
+			UserPermissions:  c.Auth.Authorization.UserPermissions,
+		},
+		TLS:                      tlsreload.Files{CertFile: c.API.TLS.CertFile, KeyFile: c.API.TLS.KeyFile, ClientCAFile: c.API.TLS.ClientCAFile},
+		AllowInsecureNonLoopback: c.API.AllowInsecureNonLoopback,
+		AuditFile:                c.Audit.File,
+		AuditMaxAge:              c.Audit.Retention.D(),
+		AuditMaxEvents:           c.Audit.MaxEvents,
+		AdminTokenFile:           c.Auth.AdminTokenFile,
+	}
+	// 0 means "no limit" in the configuration file.
+	if sec.AuditMaxAge == 0 {
+		sec.AuditMaxAge = 100 * 365 * 24 * time.Hour
+	}
+	if sec.AuditMaxEvents == 0 {
+		sec.AuditMaxEvents = math.MaxInt
+	}
+	for _, is := range c.Auth.OIDC.Issuers {
+		sec.OIDC = append(sec.OIDC, auth.IssuerConfig{IssuerURL: is.IssuerURL, Audience: is.Audience,
+			UsernameClaim: is.UsernameClaim, GroupsClaim: is.GroupsClaim,
+			UsernamePrefix: is.UsernamePrefix, GroupsPrefix: is.GroupsPrefix, CAFile: is.CAFile})
+	}
+	return sec
 }

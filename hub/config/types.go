@@ -128,6 +128,9 @@ type Auth struct {
 	Mode          string        `yaml:"mode"`
 	OIDC          OIDC          `yaml:"oidc"`
 	Authorization Authorization `yaml:"authorization"`
+	// AdminTokenFile, when set and missing, gets a new admin API token at
+	// start: a new hub's first credential.
+	AdminTokenFile string `yaml:"adminTokenFile"`
 }
 
 // OIDC lists the identity providers whose ID tokens the hub accepts.
