@@ -401,6 +401,13 @@ func (a *app) transportHint(msg string) string {
 			return fmt.Sprintf("the hub at %s refused the client certificate %s (%s)", a.hub, a.settings.cert, tlsDetail(msg))
 		}
 		return fmt.Sprintf("the hub at %s requires a client certificate; pass --cert and --key (%s)", a.hub, tlsDetail(msg))
+	case tlsOn && (strings.Contains(m, "broken pipe") || strings.Contains(m, "connection reset")):
+		// TLS 1.3: a server that wants a client certificate may hang up
+		// before its alert is read.
+		if a.settings.cert == "" {
+			return fmt.Sprintf("the hub at %s dropped the TLS connection; if it requires a client certificate, pass --cert and --key (%s)", a.hub, msg)
+		}
+		return ""
 	case !tlsOn && (strings.Contains(m, "server preface") || strings.Contains(m, "http2: frame too large")):
 		return fmt.Sprintf("the hub at %s closed the connection before answering; if it serves TLS, add --tls or --ca", a.hub)
 	}
