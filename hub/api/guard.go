@@ -143,12 +143,23 @@ func (g *Guard) attach(s *Service) {
 type workloadQueues struct{ s *Service }
 
 func (w workloadQueues) QueueOf(id string) (string, bool) {
+	wl, ok := w.get(id)
+	return wl.GetQueue(), ok
+}
+
+// OwnerOf implements authz.WorkloadOwnerResolver: who submitted it.
+func (w workloadQueues) OwnerOf(id string) (string, bool) {
+	wl, ok := w.get(id)
+	return wl.GetSubmittedBy(), ok && wl.GetSubmittedBy() != ""
+}
+
+func (w workloadQueues) get(id string) (*meridianv1.Workload, bool) {
 	if !validWorkloadID(id) {
-		return "", false
+		return nil, false
 	}
 	key, err := WorkloadKey(id)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	val := []byte(nil)
 	if it, ok := w.s.d.Workloads.Get(key); ok {
@@ -160,15 +171,15 @@ func (w workloadQueues) QueueOf(id string) (string, bool) {
 		defer cancel()
 		b, _, err := w.s.st.Get(ctx, key)
 		if err != nil {
-			return "", false
+			return nil, false
 		}
 		val = b
 	}
 	wl, err := DecodeWorkloadRecord(val)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
-	return wl.GetQueue(), true
+	return wl, true
 }
 
 // invalidate makes the next request rebuild the authorizer (after a

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/api/validation"
+	"github.com/meridian-gpu/meridian/hub/auth"
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -101,6 +102,9 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		}
 		stored := proto.Clone(w).(*meridianv1.Workload)
 		stored.Id = id
+		if c := callerFrom(ctx); c != nil && c.Principal.Method != auth.MethodNone {
+			stored.SubmittedBy = c.Principal.User
+		}
 		stored.CreateTime = timestamppb.New(now)
 		stored.Status = &meridianv1.WorkloadStatus{
 			Phase:             meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,

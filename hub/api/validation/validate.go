@@ -91,6 +91,9 @@ func validateWorkload(c *collector, w *meridianv1.Workload) {
 	if w.GetStatus() != nil {
 		c.add("status", "is set by the server and must be empty on submit")
 	}
+	if w.GetSubmittedBy() != "" {
+		c.add("submitted_by", "is set by the server and must be empty on submit")
+	}
 	if n := proto.Size(w); n > MaxWorkloadBytes {
 		c.add("workload", "is %d bytes encoded; the limit is %d (%d KiB): shrink labels or the runtime template", n, MaxWorkloadBytes, MaxWorkloadBytes/1024)
 	}

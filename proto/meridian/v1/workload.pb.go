@@ -267,7 +267,11 @@ type Workload struct {
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Output only. Where the workload stands. Clients may send it unset, null
 	// or empty.
-	Status        *WorkloadStatus `protobuf:"bytes,13,opt,name=status,proto3" json:"status,omitempty"`
+	Status *WorkloadStatus `protobuf:"bytes,13,opt,name=status,proto3" json:"status,omitempty"`
+	// Output only. The user who submitted it, as the hub authenticated them
+	// (empty on a hub without authentication). A submitter may cancel its
+	// own workloads while it may still submit to the queue.
+	SubmittedBy   string `protobuf:"bytes,14,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -391,6 +395,13 @@ func (x *Workload) GetStatus() *WorkloadStatus {
 		return x.Status
 	}
 	return nil
+}
+
+func (x *Workload) GetSubmittedBy() string {
+	if x != nil {
+		return x.SubmittedBy
+	}
+	return ""
 }
 
 // Condition is one observation about a workload, in the Kubernetes style,
@@ -1465,7 +1476,7 @@ var File_meridian_v1_workload_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"\x1ameridian/v1/workload.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bmeridian/v1/resources.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xe2\x05\n" +
+	"\x1ameridian/v1/workload.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bmeridian/v1/resources.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\x8c\x06\n" +
 	"\bWorkload\x12\x15\n" +
 	"\x02id\x18\x01 \x01(\tB\x05\x92A\x02@\x01R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1481,7 +1492,8 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\v \x01(\tR\x0eidempotencyKey\x12B\n" +
 	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampB\x05\x92A\x02@\x01R\n" +
 	"createTime\x12:\n" +
-	"\x06status\x18\r \x01(\v2\x1b.meridian.v1.WorkloadStatusB\x05\x92A\x02@\x01R\x06status\x1aB\n" +
+	"\x06status\x18\r \x01(\v2\x1b.meridian.v1.WorkloadStatusB\x05\x92A\x02@\x01R\x06status\x12(\n" +
+	"\fsubmitted_by\x18\x0e \x01(\tB\x05\x92A\x02@\x01R\vsubmittedBy\x1aB\n" +
 	"\x14ClusterSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
