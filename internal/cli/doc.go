@@ -17,17 +17,29 @@
 //     compared, and prints a per-field diff; --dry-run writes nothing.
 //  3. Output as an aligned table (default), JSON or YAML (-o). Tables use
 //     human units: GPUs with decimals for fractions (0.5), ages like 3m12s.
-//  4. Errors that say what to fix, one class per exit code (see the Exit*
+//  4. Connecting securely: TLS (--tls, --ca, --cert/--key,
+//     --tls-server-name) and a bearer token sent as "authorization: Bearer"
+//     per-RPC metadata (--token, --token-file, MERIDIAN_TOKEN, or an exec
+//     credential plugin). Settings merge flags > environment > a named
+//     context of the configuration file (config.go, strict decoding through
+//     componentconfig). whoami, token create|list|revoke and audit use the
+//     AdminService identity calls; config view|get-contexts|use-context|
+//     set-context|delete-context edit the file (mode 0600).
+//  5. Errors that say what to fix, one class per exit code (see the Exit*
 //     constants): field violations one per line with their field path,
 //     "cannot reach the hub at X" when nothing listens, "workload X not
 //     found" for a missing workload.
 //
 // What it must never do:
 //
+//   - print a bearer token or an API token secret, in results, errors or
+//     -v output (token create prints its new secret once, on stdout), or
+//     echo an exec plugin's stdout;
+//   - send a token in plaintext to a hub that is not on loopback;
+//   - retry a call except once after UNAUTHENTICATED with a renewed token
+//     (the hub did nothing, so even a submit is safe);
 //   - panic on bad input or on an odd server answer: every problem is an
 //     error message and a non-zero exit code;
-//   - retry a non-idempotent call (submit without an idempotency key) behind
-//     the user's back;
 //   - read os.Args, os.Stdout or the process environment directly (use Env);
 //   - hide a failure: a command that did not do what was asked exits
 //     non-zero;

@@ -40,8 +40,7 @@ const (
 	ExitUnavailable = 6
 	// ExitDenied: the hub refused the caller's credentials: gRPC
 	// Unauthenticated (no or bad credentials) or PermissionDenied (not
-	// allowed to do this). The hub does not check credentials yet; the
-	// code is reserved so scripts need not change when it does.
+	// allowed to do this), or an exec credential plugin failed.
 	ExitDenied = 7
 	// ExitInterrupted: the user interrupted the command (Ctrl-C).
 	ExitInterrupted = 130
