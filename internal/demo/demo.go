@@ -20,7 +20,6 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
-	"github.com/meridian-gpu/meridian/internal/cli"
 	"github.com/meridian-gpu/meridian/internal/localrun"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
@@ -222,19 +221,19 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 }
 
 // printNextSteps prints the commands to try after the summary, copyable as
-// printed: the workloads left waiting first, then the general ones.
+// printed once MERIDIAN_CONFIG points at the demo's meridianctl
+// configuration: the workloads left waiting first, then the general ones.
 func printNextSteps(w io.Writer, o Options, f *federation, left []exhibitResult) {
-	ctl := "go run ./cmd/meridianctl"
-	if f.addrs.GRPC != cli.DefaultHub {
-		ctl += " --hub " + f.addrs.GRPC
-	}
+	const ctl = "go run ./cmd/meridianctl"
 	if o.Forever {
-		fmt.Fprintf(w, "\nThe hub and clusters keep running. Try:\n")
+		fmt.Fprintf(w, "\nThe hub and clusters keep running. In a second terminal:\n")
 	} else {
-		fmt.Fprintf(w, "\nRun `make demo-forever` to keep the hub up after the summary, then try:\n")
+		fmt.Fprintf(w, "\nRun `make demo-forever` to keep the hub up after the summary; it prints these for its own hub:\n")
 	}
+	fmt.Fprintf(w, "  first    export MERIDIAN_CONFIG=%s   # the demo hub and its admin token\n", f.cliConfig)
+	fmt.Fprintf(w, "           %s whoami\n", ctl)
 	if len(left) > 0 {
-		fmt.Fprintf(w, "  Left waiting, each for a different reason (ids differ in each run):\n")
+		fmt.Fprintf(w, "  Left waiting, each for a different reason:\n")
 		for _, e := range left {
 			fmt.Fprintf(w, "           %s explain %s   # %s\n", ctl, e.id, e.why)
 		}
@@ -244,8 +243,10 @@ func printNextSteps(w io.Writer, o Options, f *federation, left []exhibitResult)
 	fmt.Fprintf(w, "           %s clusters\n", ctl)
 	fmt.Fprintf(w, "           %s submit -f examples/workloads/gang.yaml   # then: get <id>, explain <id>\n", ctl)
 	fmt.Fprintf(w, "           %s queue apply --dry-run -f examples/queues/acme.yaml\n", ctl)
-	fmt.Fprintf(w, "  REST     curl -s 'http://%s/v1/workloads?page_size=5'\n", f.addrs.HTTP)
-	fmt.Fprintf(w, "           curl -s 'http://%s/v1/clusters'\n", f.addrs.HTTP)
+	fmt.Fprintf(w, "           %s audit --limit 10\n", ctl)
+	auth := fmt.Sprintf("-H \"Authorization: Bearer $(cat %s)\"", filepath.Join(filepath.Dir(f.cliConfig), "admin.token"))
+	fmt.Fprintf(w, "  REST     curl -s %s 'http://%s/v1/workloads?page_size=5'\n", auth, f.addrs.HTTP)
+	fmt.Fprintf(w, "           curl -s %s 'http://%s/v1/clusters'\n", auth, f.addrs.HTTP)
 	fmt.Fprintf(w, "  metrics  curl -s 'http://%s/metrics' | grep '^meridian_'\n", f.addrs.HTTP)
 	if o.Real != nil && o.Real.Hints != nil {
 		for _, h := range o.Real.Hints(f.addrs.GRPC) {
@@ -266,6 +267,9 @@ type federation struct {
 	specs   []clusterSpec
 	sims    []*simcluster.Cluster
 	logPath string
+	// token is the admin API token the hub wrote; cliConfig a meridianctl
+	// configuration file whose context uses it.
+	token, cliConfig string
 	// keptDir is the state directory the demo made and keeps (--forever
 	// without --data-dir), so the log it printed outlives the run.
 	keptDir string
@@ -328,6 +332,10 @@ func startFederation(ctx context.Context, o Options, stderr io.Writer) (_ *feder
 		LeaderTTL:      2 * time.Second,
 		Logger:         log.With("part", "hub"),
 		UnsafeNoFsync:  true,
+		// Authentication on, as in production: the hub writes the demo's
+		// admin API token, and the demo hands it to meridianctl.
+		Security: server.Security{Mode: server.AuthOn, AdminTokenFile: filepath.Join(dir, "admin.token"),
+			AuditFile: filepath.Join(dir, "audit.log")},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the hub: %w", err)
@@ -367,7 +375,15 @@ func startFederation(ctx context.Context, o Options, stderr io.Writer) (_ *feder
 		fmt.Fprintf(stderr, "meridian demo: cluster %-8s %s\n", c.id, c.what)
 	}
 
-	conn, err := grpc.NewClient(f.addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		return nil, fmt.Errorf("demo: the hub's admin token: %w", err)
+	}
+	f.token = strings.TrimSpace(string(token))
+	if f.cliConfig, err = writeCLIConfig(dir, f.addrs.GRPC, filepath.Join(dir, "admin.token")); err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(f.addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()), localrun.Bearer(f.token))
 	if err != nil {
 		return nil, err
 	}
@@ -510,3 +526,22 @@ func phaseName(p meridianv1.WorkloadPhase) string {
 }
 
 var errDeadline = errors.New("deadline")
+
+// writeCLIConfig writes a meridianctl configuration file with one context,
+// "demo", that reaches the hub with the admin token, and returns its path.
+func writeCLIConfig(dir, hubAddr, tokenFile string) (string, error) {
+	path := filepath.Join(dir, "meridianctl.yaml")
+	body := fmt.Sprintf(`# meridianctl configuration for the demo hub: export MERIDIAN_CONFIG=%s
+apiVersion: meridian.io/v1
+kind: Config
+currentContext: demo
+contexts:
+  - name: demo
+    hub: %s
+    tokenFile: %s
+`, path, hubAddr, tokenFile)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		return "", fmt.Errorf("demo: meridianctl configuration: %w", err)
+	}
+	return path, nil
+}

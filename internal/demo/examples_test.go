@@ -171,7 +171,14 @@ func checkSimExample(t *testing.T, data []byte) {
 // user would, and returns its combined output and exit code.
 func meridianctl(ctx context.Context, f *federation, args ...string) (string, int) {
 	var out bytes.Buffer
-	code := cli.Main(ctx, append([]string{"--hub", f.addrs.GRPC}, args...), cli.Env{Stdout: &out, Stderr: &out})
+	// As the demo tells a user to: MERIDIAN_CONFIG names its hub and token.
+	env := func(k string) string {
+		if k == cli.ConfigEnv {
+			return f.cliConfig
+		}
+		return ""
+	}
+	code := cli.Main(ctx, args, cli.Env{Stdout: &out, Stderr: &out, Getenv: env})
 	return out.String(), code
 }
 
