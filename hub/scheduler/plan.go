@@ -409,7 +409,8 @@ func (p *planner) checkAndCharge(queue string, usage []ClassMilli, allowBorrow b
 		for _, u := range usage {
 			for q := range p.owed[u.Class] {
 				if q != queue {
-					return fmt.Sprintf("would borrow %s quota that queue %s is owed and waits for", u.Class, firstKey(p.owed[u.Class], queue)), false, false
+					// Another queue, possibly another tenant's: not named.
+					return fmt.Sprintf("would borrow %s quota that another queue is owed and waits for", u.Class), false, false
 				}
 			}
 		}
@@ -443,17 +444,6 @@ func owedClasses(pending []*Workload, tree *quota.Tree) map[string]map[string]bo
 		}
 	}
 	return owed
-}
-
-// firstKey is the smallest key of m other than not (for a stable message).
-func firstKey(m map[string]bool, not string) string {
-	best := ""
-	for k := range m {
-		if k != not && (best == "" || k < best) {
-			best = k
-		}
-	}
-	return best
 }
 
 // usageOf sums a transaction's GPU milli per accelerator class, sorted by class.

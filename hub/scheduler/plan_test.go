@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -245,8 +246,16 @@ func TestPriorityPreemptionPicksMinimalVictims(t *testing.T) {
 	if len(p.Preemptions) != 1 || p.Preemptions[0].WorkloadID != "low1" {
 		t.Fatalf("preemptions = %+v, want exactly low1 (lowest priority)", p.Preemptions)
 	}
-	if pe := pendingOf(p, "high"); pe == nil || pe.Code != ReasonPreempting || !strings.Contains(pe.Reason, "low1") {
-		t.Fatalf("high pending = %+v, want WaitingForPreemption naming low1", pe)
+	if p.Preemptions[0].For != "high" {
+		t.Fatalf("preemption of low1 is for %q, want high", p.Preemptions[0].For)
+	}
+	// Both reasons reach their owners, who may be other tenants: neither
+	// names the other side.
+	if pe := pendingOf(p, "high"); pe == nil || pe.Code != ReasonPreempting || strings.Contains(pe.Reason, "low1") {
+		t.Fatalf("high pending = %+v, want WaitingForPreemption that does not name low1", pe)
+	}
+	if regexp.MustCompile(`\bhigh\b`).MatchString(p.Preemptions[0].Reason) {
+		t.Fatalf("the victim's reason %q names the workload it makes room for", p.Preemptions[0].Reason)
 	}
 }
 

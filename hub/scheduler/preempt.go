@@ -3,7 +3,6 @@ package scheduler
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 )
@@ -38,19 +37,20 @@ func (p *planner) preemptPass() {
 			pe.Reason = fmt.Sprintf("waiting for preempted or cancelled work to stop on %s", sel.cluster)
 			continue
 		}
-		ids := make([]string, len(sel.victims))
-		for k, v := range sel.victims {
-			ids[k] = v.Workload.ID
+		// Reasons reach the owners of both sides, who may be different
+		// tenants: they never name the other side's workload or queue (the
+		// plan's Preemption.For links them for logs and operators).
+		for _, v := range sel.victims {
 			p.victims[v.Workload.ID] = true
-			why := fmt.Sprintf("preempted for %s (priority %d > %d)", w.ID, w.Priority, v.Workload.Priority)
+			why := fmt.Sprintf("preempted for a workload of higher priority (%d > %d)", w.Priority, v.Workload.Priority)
 			if sel.reclaim[v.Workload.ID] {
-				why = fmt.Sprintf("reclaimed: queue %s wants back the quota that %s borrows", w.Queue, v.Workload.Queue)
+				why = fmt.Sprintf("reclaimed: another queue wants back the quota that %s borrows", v.Workload.Queue)
 			}
 			p.plan.Preemptions = append(p.plan.Preemptions, Preemption{WorkloadID: v.Workload.ID, Cluster: v.Cluster, For: w.ID, Reason: why})
 		}
 		p.plan.Stats.Preemptions += len(sel.victims)
 		pe.Code = ReasonPreempting
-		pe.Reason = fmt.Sprintf("waiting for %s to stop, then runs on %s: %s", countOf(int64(len(ids)), "preempted workload"), sel.cluster, strings.Join(ids, ", "))
+		pe.Reason = fmt.Sprintf("waiting for %s to stop, then runs on %s", countOf(int64(len(sel.victims)), "preempted workload"), sel.cluster)
 	}
 }
 
