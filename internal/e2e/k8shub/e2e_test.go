@@ -37,14 +37,15 @@ const (
 	accepted  = meridianv1.WorkloadPhase_WORKLOAD_PHASE_ACCEPTED
 )
 
-// ctl runs meridianctl's code path (internal/cli.Main) against the hub and
-// returns its stdout; a non-zero exit fails the test.
+// ctl runs meridianctl's code path (internal/cli.Main) against the hub,
+// with the fixture's admin token, and returns its stdout; a non-zero exit
+// fails the test.
 func (f *fixture) ctl(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	code := cli.Main(ctx, append([]string{"--hub", f.grpcAdr}, args...), cli.Env{Stdout: &out, Stderr: &errb})
+	code := cli.Main(ctx, append(f.h.CtlArgs(), args...), cli.Env{Stdout: &out, Stderr: &errb})
 	if code != cli.ExitOK {
 		f.Failf(t, "meridianctl %v: exit %d\n%s%s", args, code, out.String(), errb.String())
 	}

@@ -199,7 +199,7 @@ func TestCancelFromMeridianctl(t *testing.T) {
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	code := cli.Main(ctx, []string{"--hub", f.grpcAdr, "cancel", id, "--reason", "e2e"}, cli.Env{Stdout: &out, Stderr: &errb})
+	code := cli.Main(ctx, append(f.h.CtlArgs(), "cancel", id, "--reason", "e2e"), cli.Env{Stdout: &out, Stderr: &errb})
 	if code != cli.ExitOK {
 		t.Fatalf("meridianctl cancel %s: exit %d\n%s%s", id, code, out.String(), errb.String())
 	}

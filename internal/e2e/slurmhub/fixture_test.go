@@ -257,6 +257,7 @@ func (f *fixture) submitREST(t *testing.T, w *meridianv1.Workload) string {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.rest+"/v1/workloads", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	f.h.Authorize(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("POST /v1/workloads: %v", err)
