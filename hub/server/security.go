@@ -172,7 +172,7 @@ func (s *Server) buildSecurity(mode string) (*security, error) {
 		authn = auth.NewChain(methods...)
 	}
 	gc := api.GuardConfig{Authenticator: authn, Authorization: &authzCfg, Audit: out.recorder, Logger: log,
-		Trusted: func(a net.Addr) bool { return a.Network() == pipeNetwork }}
+		Trusted: isPipe}
 	if out.tls != nil && sec.TLS.ClientCAFile != "" {
 		gc.VerifyClient = out.tls.VerifyClient
 	}
@@ -196,10 +196,44 @@ func copyPerms(m map[string][]string) map[string][]string {
 func (sec *security) grpcOptions() []grpc.ServerOption {
 	var opts []grpc.ServerOption
 	if sec.tls != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.tls.ServerConfig())))
+		opts = append(opts, grpc.Creds(pipeAwareCreds{credentials.NewTLS(sec.tls.ServerConfig())}))
 	}
 	return append(opts, grpc.ChainUnaryInterceptor(sec.guard.Unary()), grpc.ChainStreamInterceptor(sec.guard.Stream()))
 }
+
+// pipeAwareCreds serves TLS on the network listener and plain HTTP/2 on
+// the gateway's in-process pipe. One grpc.Server applies its credentials
+// to every listener it serves, and the gateway dials the pipe without TLS
+// (nothing crosses a network there; the REST listener already terminated
+// the caller's TLS), so a TLS handshake on the pipe would fail every REST
+// request.
+type pipeAwareCreds struct {
+	credentials.TransportCredentials
+}
+
+// ServerHandshake implements credentials.TransportCredentials.
+func (c pipeAwareCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	if isPipe(conn.RemoteAddr()) {
+		return conn, pipeAuthInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}, nil
+	}
+	return c.TransportCredentials.ServerHandshake(conn)
+}
+
+// Clone implements credentials.TransportCredentials.
+func (c pipeAwareCreds) Clone() credentials.TransportCredentials {
+	return pipeAwareCreds{c.TransportCredentials.Clone()}
+}
+
+// pipeAuthInfo is the AuthInfo of a gateway pipe connection.
+type pipeAuthInfo struct {
+	credentials.CommonAuthInfo
+}
+
+// AuthType implements credentials.AuthInfo.
+func (pipeAuthInfo) AuthType() string { return "in-process-pipe" }
+
+// isPipe reports whether a connection's address is the gateway's pipe.
+func isPipe(a net.Addr) bool { return a != nil && a.Network() == pipeNetwork }
 
 // httpListener wraps the REST listener in TLS when configured.
 func (sec *security) httpListener(l net.Listener) net.Listener {

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-gpu/meridian/internal/testpki"
+	"github.com/meridian-gpu/meridian/internal/tlsreload"
+)
+
+// With TLS on, the REST gateway still reaches the gRPC server over its
+// in-process pipe: the pipe must not expect a TLS handshake (it once did,
+// and every REST call answered 503 "error reading server preface").
+func TestRESTOverTLSReachesTheGRPCServer(t *testing.T) {
+	pki := testpki.New(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "hub.crt"), filepath.Join(dir, "hub.key")
+	writePEM(t, certFile, "CERTIFICATE", pki.Server.Certificate[0])
+	key, err := x509.MarshalPKCS8PrivateKey(pki.Server.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, keyFile, "PRIVATE KEY", key)
+	tokenFile := filepath.Join(dir, "admin-token")
+	s, err := New(Config{DataDir: filepath.Join(dir, "data"), HubID: "hub-tls", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(),
+		Security: Security{Mode: AuthOn, TLS: tlsreload.Files{CertFile: certFile, KeyFile: keyFile, ClientCAFile: pki.CAFile}, AdminTokenFile: tokenFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = s.Close()
+	})
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool}}, Timeout: 10 * time.Second}
+	req, _ := http.NewRequest(http.MethodGet, "https://"+s.Addrs().HTTP+"/v1/whoami", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "bootstrap-admin") {
+		t.Fatalf("GET /v1/whoami over TLS: %d %s; want 200 naming bootstrap-admin", resp.StatusCode, body)
+	}
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
