@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
@@ -96,45 +96,72 @@ func nodesFor(n int) int { return max(benchNodes, (n+benchClusters*8-1)/(benchCl
 // The burst case sends as fast as 32 clients can; the paced cases offer a
 // constant rate (open loop) for 5 s, which is what "sustained" means: latency stays
 // flat while the hub keeps up and grows once it falls behind.
+//
+// Every case runs with the hub's authentication as MERIDIAN_BENCH_AUTH
+// says (by default oidc-tls: TLS and OIDC tokens, as in production; see
+// authModes); with several modes each case runs under each in turn. The
+// submit-only baseline also runs with authentication off, so that the
+// default run shows what authentication costs the submit path.
 func BenchmarkSubmitToAccepted(b *testing.B) {
 	const n = 2000
+	modes := authModes(b)
 	b.Run(fmt.Sprintf("burst/workloads=%d", n), func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			runSubmitToAccepted(b, n, 0, true)
+		for _, mode := range modes {
+			b.Run("auth="+mode, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					runSubmitToAccepted(b, n, 0, true, mode)
+				}
+			})
 		}
 	})
 	rates, seconds := pacedCases(b)
 	for _, rate := range rates {
 		m := rate * seconds
 		b.Run(fmt.Sprintf("paced=%d-per-s/workloads=%d", rate, m), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				runSubmitToAccepted(b, m, rate, true)
+			for _, mode := range modes {
+				b.Run("auth="+mode, func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						runSubmitToAccepted(b, m, rate, true, mode)
+					}
+				})
 			}
 		})
 	}
+	baseModes := modes
+	if !slices.Contains(baseModes, authNone) {
+		baseModes = append([]string{authNone}, baseModes...)
+	}
 	b.Run(fmt.Sprintf("baseline-submit-only/workloads=%d", n), func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			runSubmitToAccepted(b, n, 0, false)
+		for _, mode := range baseModes {
+			b.Run("auth="+mode, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					runSubmitToAccepted(b, n, 0, false, mode)
+				}
+			})
 		}
 	})
 }
 
 // runSubmitToAccepted submits n workloads, at rate per second when rate > 0
-// (else as fast as possible), and measures them to ACCEPTED.
-func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
+// (else as fast as possible), with the hub's authentication in mode, and
+// measures them to ACCEPTED.
+func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string) {
 	b.StopTimer()
 	runFor, fit := benchRunFor(b, n, rate)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The collector target meridian-hub runs with (GOGC, when set, wins).
 	server.TuneGC(server.DefaultGCPercent, nil)
+	authn, sec := newBenchAuth(b, mode)
 	hub, err := server.New(server.Config{
 		DataDir: b.TempDir(), HubID: "bench-hub", Version: "bench",
 		SchedulePeriod: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
+		Security: sec,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
+	authn.started(b)
 	done := make(chan error, 1)
 	go func() { done <- hub.Run(ctx) }()
 	defer func() {
@@ -142,11 +169,22 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 		<-done
 		_ = hub.Close()
 	}()
-	conn, err := grpc.NewClient(hub.Addrs().GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// conn is the benchmark's own (queues, the Watch, the final list);
+	// the load comes from benchUsers users, each on its own connection.
+	conn, err := grpc.NewClient(hub.Addrs().GRPC, authn.adminDial()...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close()
+	userWL := make([]meridianv1.WorkloadServiceClient, benchUsers)
+	for u := range userWL {
+		uc, err := grpc.NewClient(hub.Addrs().GRPC, authn.userDial(u)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer uc.Close()
+		userWL[u] = meridianv1.NewWorkloadServiceClient(uc)
+	}
 	wl := meridianv1.NewWorkloadServiceClient(conn)
 	cl := meridianv1.NewClusterServiceClient(conn)
 	qs := meridianv1.NewQueueServiceClient(conn)
@@ -163,7 +201,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 		})
 	}
 	gpus := int64(benchClusters * nodesFor(fit) * 8)
-	for _, q := range []*meridianv1.Queue{{Path: "bench", Weight: 1}, {Path: "bench/load", Weight: 1,
+	for _, q := range []*meridianv1.Queue{{Path: "bench", Weight: 1, Access: authn.access()}, {Path: "bench/load", Weight: 1,
 		Quotas: []*meridianv1.QueueQuota{{AcceleratorClass: "nvidia-h100-80gb", NominalMilliGpus: gpus * 1000}}}} {
 		if _, err := qs.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: q}); err != nil {
 			b.Fatal(err)
@@ -173,6 +211,9 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	// Watch for ACCEPTED (or anything after it) before submitting.
 	var mu sync.Mutex
 	submitted := make(map[string]time.Time, n)
+	// scheduled is when each submit was due (paced cases): latency from
+	// it also counts a client that was late to send.
+	scheduled := make(map[string]time.Time, n)
 	accepted := make(map[string]time.Time, n)
 	// watchLag is how long each first ACCEPTED (or later) state took from
 	// the hub's write (its update time, same clock) to this watcher: the
@@ -220,13 +261,16 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			wl := userWL[c%benchUsers]
 			for {
 				j := int(next.Add(1) - 1)
 				if j >= n {
 					return
 				}
+				due := start
 				if rate > 0 {
-					if d := time.Until(start.Add(time.Duration(j) * time.Second / time.Duration(rate))); d > 0 {
+					due = start.Add(time.Duration(j) * time.Second / time.Duration(rate))
+					if d := time.Until(due); d > 0 {
 						time.Sleep(d)
 					}
 				}
@@ -244,6 +288,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 				}
 				mu.Lock()
 				submitted[resp.GetWorkload().GetId()] = t0
+				scheduled[resp.GetWorkload().GetId()] = due
 				mu.Unlock()
 			}
 		}()
@@ -281,7 +326,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	// of the run: if the tail comes from warming up (empty heap, first
 	// connections), the second half shows it; if the hub falls behind, the
 	// second half is worse.
-	var lat, late []float64
+	var lat, late, fromDue []float64
 	half := start.Add(submitDone / 2)
 	for id, t0 := range submitted {
 		if t1, ok := accepted[id]; ok {
@@ -290,10 +335,12 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 			if t0.After(half) {
 				late = append(late, ms)
 			}
+			fromDue = append(fromDue, t1.Sub(scheduled[id]).Seconds()*1000)
 		}
 	}
 	sort.Float64s(lat)
 	sort.Float64s(late)
+	sort.Float64s(fromDue)
 	sort.Float64s(watchLag)
 	if len(watchLag) > 0 {
 		b.ReportMetric(watchLag[len(watchLag)/2], "p50-watch-lag-ms")
@@ -318,6 +365,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool) {
 	b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
 	if len(late) > 0 {
 		b.ReportMetric(late[len(late)*99/100], "p99-second-half-ms")
+	}
+	if rate > 0 {
+		// From when each submit was due rather than sent: the same unless
+		// the 32 clients fell behind the offered rate.
+		b.ReportMetric(fromDue[len(fromDue)*99/100], "p99-from-due-ms")
 	}
 	b.ReportMetric(float64(n)/submitDone.Seconds(), "submits/s")
 	// CPU of the whole process (hub, etcd, NATS, agents and the load
