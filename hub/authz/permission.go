@@ -3,6 +3,8 @@ package authz
 import (
 	"fmt"
 	"strings"
+
+	"github.com/meridian-gpu/meridian/internal/editdist"
 )
 
 // Permission is a global permission, granted to groups and users by Config
@@ -182,7 +184,7 @@ func ParseVerb(s string) (Verb, error) {
 func suggest(s string, known []string) string {
 	best, bestD := "", 1<<30
 	for _, k := range known {
-		d := editDistance(strings.ToLower(s), k)
+		d := editdist.Distance(strings.ToLower(s), k)
 		if d < bestD {
 			best, bestD = k, d
 		}
@@ -191,28 +193,4 @@ func suggest(s string, known []string) string {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
 	return "; known: " + strings.Join(known, ", ")
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 20
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

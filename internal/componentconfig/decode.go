@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/meridian-gpu/meridian/internal/editdist"
 )
 
 // Decode reads one YAML document from data onto cfg, which should hold the
@@ -211,7 +213,7 @@ func suggest(key string, names []string) string {
 		if strings.EqualFold(n, key) {
 			return n
 		}
-		if dist := levenshtein(strings.ToLower(key), strings.ToLower(n)); dist < bestD {
+		if dist := editdist.Distance(strings.ToLower(key), strings.ToLower(n)); dist < bestD {
 			best, bestD = n, dist
 		}
 	}
@@ -228,24 +230,4 @@ func suggest(key string, names []string) string {
 		}
 	}
 	return ""
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
