@@ -38,7 +38,8 @@ type FitChecker interface {
 // it was dispatched, Clusters holds one ClusterFit for the cluster it runs
 // or ran on, whose lines say where it runs and since when, or how it ended
 // (see describeNotQueued), so that REST and gRPC clients get a plain
-// answer too.
+// answer too, and Placement and PlacementRule say why that cluster was
+// chosen (stored with the dispatch).
 func (s *Service) ExplainWorkload(ctx context.Context, req *meridianv1.ExplainWorkloadRequest) (*meridianv1.ExplainWorkloadResponse, error) {
 	w, _, err := s.getWorkload(ctx, req.GetId())
 	if err != nil {
@@ -73,8 +74,13 @@ func (s *Service) ExplainWorkload(ctx context.Context, req *meridianv1.ExplainWo
 		if len(resp.GetClusters()) == 0 {
 			resp.Clusters = s.describeNotQueued(w)
 		}
+		if pd := w.GetStatus().GetPlacement(); pd != nil && resp.GetPlacementRule() == "" {
+			// Why the cluster was chosen, as stored with the dispatch.
+			resp.Placement, resp.PlacementRule = pd.GetClusters(), pd.GetRule()
+		}
 		return resp, nil
 	}
+	resp.Placement, resp.PlacementRule = nil, ""
 	if resp.PendingReason == "" {
 		resp.PendingReason = PendingWaitingForScheduler
 	}

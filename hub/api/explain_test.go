@@ -141,6 +141,7 @@ func TestExplainNotQueued(t *testing.T) {
 		lines    string
 		code     string
 		reason   string
+		rule     string // placement rule shown, from the stored status
 	}{
 		{
 			name:     "queued, nothing decided yet",
@@ -170,6 +171,19 @@ func TestExplainNotQueued(t *testing.T) {
 			st: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_FAILED, Cluster: "east", Attempts: 1,
 				EndTime: at("2026-05-01T11:00:00Z"), ExitCode: proto.Int32(3), Message: "OOMKilled"},
 			clusters: 1, lines: "failed on east at 2026-05-01T11:00:00Z, exit code 3: OOMKilled",
+		},
+		{
+			name: "succeeded, with the stored placement decision",
+			st: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED, Cluster: "east", Attempts: 1,
+				EndTime: at("2026-05-01T11:00:00Z"), Placement: &meridianv1.PlacementDecision{Rule: "tightest fit: leaves 0 GPUs free on east vs 8 GPUs on west",
+					Clusters: []*meridianv1.ClusterScore{{Cluster: "east", Chosen: true, Detail: "chosen; leaves 0 GPUs free"}, {Cluster: "west", Score: 8, Detail: "leaves 8 GPUs free"}}}},
+			clusters: 1, lines: "succeeded on east at 2026-05-01T11:00:00Z", rule: "tightest fit: leaves 0 GPUs free on east vs 8 GPUs on west",
+		},
+		{
+			name: "queued again after a preemption shows no old placement",
+			st: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED, PendingReason: "waiting", PendingReasonCode: "NoFit", Cluster: "east",
+				Placement: &meridianv1.PlacementDecision{Rule: "only eligible cluster: east", Clusters: []*meridianv1.ClusterScore{{Cluster: "east", Chosen: true}}}},
+			code: "NoFit", reason: "waiting",
 		},
 		{
 			name: "cancelled while running",
@@ -211,6 +225,9 @@ func TestExplainNotQueued(t *testing.T) {
 				}
 				if got.GetEvaluateTime() == nil {
 					t.Fatalf("%s: no evaluate time", via)
+				}
+				if got.GetPlacementRule() != tc.rule || (tc.rule != "" && (len(got.GetPlacement()) != 2 || got.GetPlacement()[1].GetScore() != 8)) || (tc.rule == "" && len(got.GetPlacement()) != 0) {
+					t.Fatalf("%s: placement %v %q, want rule %q", via, got.GetPlacement(), got.GetPlacementRule(), tc.rule)
 				}
 			}
 		})

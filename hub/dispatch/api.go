@@ -193,7 +193,9 @@ func (l *Loop) SetDraining(ctx context.Context, id string, draining bool) error 
 // where it fits first: eligible or not, and how many of each pod set's
 // replicas have room there now (scheduler.ExplainCluster). It never writes.
 // A workload that is not QUEUED gets only its header here (id, phase,
-// evaluate time); the API adds where it runs or how it ended. It implements
+// evaluate time) and the placement decision of its current or last
+// dispatch (the clusters compared, the deciding rule); the API adds where
+// it runs or how it ended. It implements
 // the API's Explainer.
 func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1.ExplainWorkloadResponse, error) {
 	if w == nil {
@@ -205,6 +207,7 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 	now := l.clock()
 	resp := &meridianv1.ExplainWorkloadResponse{WorkloadId: w.GetId(), Phase: w.GetStatus().GetPhase(), EvaluateTime: tsOf(now)}
 	if w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+		explainPlacement(w, resp)
 		return resp, nil
 	}
 	sw, err := convert.Workload(w, avoided(w, now))

@@ -246,6 +246,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		st.DispatchTime = tsOf(now)
 		st.PendingReason, st.PendingReasonCode, st.Message = "", "", ""
 		st.StartTime, st.EndTime, st.ExitCode = nil, nil, nil
+		st.Placement = placementOf(d.Decision)
 		wb, err := l.stamp(nw, now)
 		if err != nil {
 			l.log.Error("encode workload", "workload", d.WorkloadID, "err", err)

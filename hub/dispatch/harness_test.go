@@ -401,6 +401,11 @@ func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
 		}
 		a.seen[id] = true
 		a.mu.Unlock()
+		if r != nil {
+			// Like a real agent's delta on change: the freed room is
+			// advertised before the stop is reported.
+			a.advertise()
+		}
 		typ := agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_CANCELLED
 		if c.Preempt {
 			typ = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_PREEMPTED

@@ -247,7 +247,11 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 	var best fitAttempt
 	tried := 0
 	sawBorrow := false
-	for _, cs := range cands {
+	// failed records the tighter clusters where the gang did not fit node by
+	// node, for the decision record (decision.go).
+	var failed [maxDecisionClusters - 1]ClusterScore
+	nf := 0
+	for ci, cs := range cands {
 		if tried >= p.cfg.ClusterCandidates {
 			break
 		}
@@ -257,6 +261,10 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 		if !res.ok {
 			if a := (fitAttempt{cluster: cs.src.ID, cs: cs, res: res}); a.better(best) {
 				best = a
+			}
+			if nf < len(failed) {
+				failed[nf] = ClusterScore{Cluster: cs.src.ID, SlackMilli: p.scoredBuf[ci].slack, Tried: true, Placed: res.placed, Need: res.need}
+				nf++
 			}
 			continue
 		}
@@ -283,7 +291,8 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 			p.pend(w, code, reason)
 			return Dispatch{}, pending
 		}
-		d := Dispatch{WorkloadID: w.ID, Cluster: cs.src.ID, Placement: placement, Usage: usage, Borrowed: borrowed}
+		d := Dispatch{WorkloadID: w.ID, Cluster: cs.src.ID, Placement: placement, Usage: usage, Borrowed: borrowed,
+			Decision: decide(p.scoredBuf[:len(cands)], ci, failed[:nf], w.Nominated)}
 		p.plan.Dispatches = append(p.plan.Dispatches, d)
 		p.plan.Stats.Dispatched++
 		p.plan.Stats.Placements += len(t.log)

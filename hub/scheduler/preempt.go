@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 )
@@ -50,7 +51,7 @@ func (p *planner) preemptPass() {
 		}
 		p.plan.Stats.Preemptions += len(sel.victims)
 		pe.Code = ReasonPreempting
-		pe.Reason = fmt.Sprintf("waiting for %s to stop, then runs on %s", countOf(int64(len(sel.victims)), "preempted workload"), sel.cluster)
+		pe.Reason = fmt.Sprintf("waiting for %s to stop, then runs on %s%s", countOf(int64(len(sel.victims)), "preempted workload"), sel.cluster, victimsRule(sel))
 	}
 }
 
@@ -58,6 +59,8 @@ type victimSet struct {
 	cluster string
 	victims []*Running
 	reclaim map[string]bool
+	// others are the other clusters where victims could make room.
+	others []clusterVictims
 }
 
 // findVictims picks the smallest sufficient set of victims for w, or false.
@@ -75,6 +78,7 @@ func (p *planner) findVictims(w *Workload, quotaBlocked bool) (victimSet, bool) 
 		}
 	}
 	var best victimSet
+	var others []clusterVictims
 	found := false
 	for _, cs := range p.clusters {
 		ok := true
@@ -97,14 +101,54 @@ func (p *planner) findVictims(w *Workload, quotaBlocked bool) (victimSet, bool) 
 		}
 		set := append(append([]*Running(nil), quotaVictims...), extra...)
 		if !found || len(set) < len(best.victims) || (len(set) == len(best.victims) && victimMilli(set) < victimMilli(best.victims)) {
+			if found {
+				others = append(others, clusterVictims{best.cluster, len(best.victims)})
+			}
 			best = victimSet{cluster: cs.src.ID, victims: set, reclaim: reclaim}
 			found = true
+		} else {
+			others = append(others, clusterVictims{cs.src.ID, len(set)})
 		}
 	}
 	if !found {
 		return victimSet{}, false
 	}
+	best.others = others
 	return best, true
+}
+
+// clusterVictims is how many victims a cluster that lost the choice needed.
+type clusterVictims struct {
+	cluster string
+	n       int
+}
+
+// victimsRule says why sel's cluster was chosen over the others that could
+// have made room too: " (fewest victims: 1 vs 3 on west)", or "" when no
+// other cluster could.
+func victimsRule(sel victimSet) string {
+	if len(sel.others) == 0 {
+		return ""
+	}
+	o := append([]clusterVictims(nil), sel.others...)
+	sort.Slice(o, func(a, b int) bool {
+		if o[a].n != o[b].n {
+			return o[a].n < o[b].n
+		}
+		return o[a].cluster < o[b].cluster
+	})
+	if len(o) > 2 {
+		o = o[:2]
+	}
+	rule := "fewest victims"
+	if o[0].n == len(sel.victims) {
+		rule = "fewest victims, then fewest GPUs preempted"
+	}
+	var vs []string
+	for _, c := range o {
+		vs = append(vs, fmt.Sprintf("%d on %s", c.n, c.cluster))
+	}
+	return fmt.Sprintf(" (%s: %d vs %s)", rule, len(sel.victims), strings.Join(vs, ", "))
 }
 
 // quotaVictims chooses borrowers to reclaim from so that w's queue gets its

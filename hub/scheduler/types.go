@@ -150,6 +150,9 @@ type Workload struct {
 	// victims free is not taken by someone else.
 	Nominated bool
 	PodSets   []PodSet
+	// MaxRuntime is the most the workload runs once started (0: no limit).
+	// Work with a limit may backfill onto nodes held for a gang (reserve.go).
+	MaxRuntime time.Duration
 }
 
 // PodSet is a group of identical replicas.
@@ -228,6 +231,8 @@ type Dispatch struct {
 	// Borrowed is true when the admission uses quota borrowed from siblings,
 	// which makes it a reclaim candidate later.
 	Borrowed bool
+	// Decision records why this cluster won (decision.go).
+	Decision Decision
 }
 
 // Preemption asks a cluster to stop a running workload, whole.

@@ -507,6 +507,17 @@ func (a *app) printExplain(ctx context.Context, r *meridianv1.ExplainWorkloadRes
 			return err
 		}
 	}
+	if !queued && r.GetPlacementRule() != "" {
+		// Why its cluster was chosen, as stored with the dispatch.
+		fmt.Fprintln(out, "\nPlacement: "+r.GetPlacementRule())
+		t := newTable(out, "  CLUSTER", "FREE AFTER", "DETAILS")
+		for _, c := range r.GetPlacement() {
+			t.row("  "+dash(c.GetCluster()), gpus(int64(c.GetScore()*1000+0.5)), dash(c.GetDetail()))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
 	if !queued {
 		// Not waiting: at most one entry, the cluster it runs or ran on.
 		fmt.Fprintln(out, "\nCluster:")

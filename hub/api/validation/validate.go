@@ -77,6 +77,7 @@ func validateWorkload(c *collector, w *meridianv1.Workload) {
 	validateLabels(c, "cluster_selector", w.GetClusterSelector())
 	validatePodSets(c, w.GetPodSets())
 	validateRuntime(c, w.GetRuntime())
+	validateMaxRuntime(c, w)
 	validateLabels(c, "labels", w.GetLabels())
 	if k := w.GetIdempotencyKey(); k != "" {
 		if len(k) > MaxIdempotencyKeyLen {

@@ -14,6 +14,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -271,7 +272,13 @@ type Workload struct {
 	// Output only. The user who submitted it, as the hub authenticated them
 	// (empty on a hub without authentication). A submitter may cancel its
 	// own workloads while it may still submit to the queue.
-	SubmittedBy   string `protobuf:"bytes,14,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	SubmittedBy string `protobuf:"bytes,14,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	// The most the workload runs once started, for example `3600s`; positive
+	// and at most 30 days when set. The cluster enforces it (Slurm `--time`,
+	// Kubernetes `activeDeadlineSeconds`), and with it the hub may run the
+	// workload on nodes it holds for a larger gang when it will end before
+	// that gang can start (backfill). Unset: no limit, and no backfill.
+	MaxRuntime    *durationpb.Duration `protobuf:"bytes,15,opt,name=max_runtime,json=maxRuntime,proto3" json:"max_runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +411,13 @@ func (x *Workload) GetSubmittedBy() string {
 	return ""
 }
 
+func (x *Workload) GetMaxRuntime() *durationpb.Duration {
+	if x != nil {
+		return x.MaxRuntime
+	}
+	return nil
+}
+
 // Condition is one observation about a workload, in the Kubernetes style,
 // for example type `QuotaReserved` or `Admitted`.
 type Condition struct {
@@ -525,8 +539,11 @@ type WorkloadStatus struct {
 	// written), `WaitingForPreemption`, `Invalid`, `Deferred`,
 	// `WaitingForScheduler`.
 	PendingReasonCode string `protobuf:"bytes,13,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Why the current or last dispatch went to `cluster`: the clusters the
+	// scheduler compared and the deciding rule. Set with the dispatch.
+	Placement     *PlacementDecision `protobuf:"bytes,14,opt,name=placement,proto3" json:"placement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
@@ -650,6 +667,143 @@ func (x *WorkloadStatus) GetPendingReasonCode() string {
 	return ""
 }
 
+func (x *WorkloadStatus) GetPlacement() *PlacementDecision {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+// PlacementDecision records why the scheduler chose a cluster.
+type PlacementDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The clusters compared, the chosen one first; at most three.
+	Clusters []*ClusterScore `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// The deciding rule in plain words, for example `tightest fit: leaves 4
+	// GPUs free on east vs 12 GPUs on west`.
+	Rule          string `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementDecision) Reset() {
+	*x = PlacementDecision{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementDecision) ProtoMessage() {}
+
+func (x *PlacementDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementDecision.ProtoReflect.Descriptor instead.
+func (*PlacementDecision) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PlacementDecision) GetClusters() []*ClusterScore {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *PlacementDecision) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+// ClusterScore is one cluster's standing in a placement decision.
+type ClusterScore struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cluster id.
+	Cluster string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// GPUs the cluster would have left free, in the classes the workload
+	// uses, after placing it (lower is a tighter fit).
+	Score float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
+	// How the cluster stood, in plain words.
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// True for the chosen cluster.
+	Chosen        bool `protobuf:"varint,4,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterScore) Reset() {
+	*x = ClusterScore{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterScore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterScore) ProtoMessage() {}
+
+func (x *ClusterScore) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterScore.ProtoReflect.Descriptor instead.
+func (*ClusterScore) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ClusterScore) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ClusterScore) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *ClusterScore) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *ClusterScore) GetChosen() bool {
+	if x != nil {
+		return x.Chosen
+	}
+	return false
+}
+
 // SubmitWorkloadRequest carries the workload to submit.
 type SubmitWorkloadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -667,7 +821,7 @@ type SubmitWorkloadRequest struct {
 
 func (x *SubmitWorkloadRequest) Reset() {
 	*x = SubmitWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[3]
+	mi := &file_meridian_v1_workload_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +833,7 @@ func (x *SubmitWorkloadRequest) String() string {
 func (*SubmitWorkloadRequest) ProtoMessage() {}
 
 func (x *SubmitWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[3]
+	mi := &file_meridian_v1_workload_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +846,7 @@ func (x *SubmitWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*SubmitWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitWorkloadRequest) GetWorkload() *Workload {
@@ -723,7 +877,7 @@ type SubmitWorkloadResponse struct {
 
 func (x *SubmitWorkloadResponse) Reset() {
 	*x = SubmitWorkloadResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[4]
+	mi := &file_meridian_v1_workload_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +889,7 @@ func (x *SubmitWorkloadResponse) String() string {
 func (*SubmitWorkloadResponse) ProtoMessage() {}
 
 func (x *SubmitWorkloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[4]
+	mi := &file_meridian_v1_workload_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +902,7 @@ func (x *SubmitWorkloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkloadResponse.ProtoReflect.Descriptor instead.
 func (*SubmitWorkloadResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitWorkloadResponse) GetWorkload() *Workload {
@@ -776,7 +930,7 @@ type GetWorkloadRequest struct {
 
 func (x *GetWorkloadRequest) Reset() {
 	*x = GetWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[5]
+	mi := &file_meridian_v1_workload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +942,7 @@ func (x *GetWorkloadRequest) String() string {
 func (*GetWorkloadRequest) ProtoMessage() {}
 
 func (x *GetWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[5]
+	mi := &file_meridian_v1_workload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +955,7 @@ func (x *GetWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetWorkloadRequest) GetId() string {
@@ -836,7 +990,7 @@ type ListWorkloadsRequest struct {
 
 func (x *ListWorkloadsRequest) Reset() {
 	*x = ListWorkloadsRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[6]
+	mi := &file_meridian_v1_workload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1002,7 @@ func (x *ListWorkloadsRequest) String() string {
 func (*ListWorkloadsRequest) ProtoMessage() {}
 
 func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[6]
+	mi := &file_meridian_v1_workload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1015,7 @@ func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListWorkloadsRequest) GetPageSize() int32 {
@@ -919,7 +1073,7 @@ type ListWorkloadsResponse struct {
 
 func (x *ListWorkloadsResponse) Reset() {
 	*x = ListWorkloadsResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[7]
+	mi := &file_meridian_v1_workload_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1085,7 @@ func (x *ListWorkloadsResponse) String() string {
 func (*ListWorkloadsResponse) ProtoMessage() {}
 
 func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[7]
+	mi := &file_meridian_v1_workload_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1098,7 @@ func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListWorkloadsResponse) GetWorkloads() []*Workload {
@@ -974,7 +1128,7 @@ type CancelWorkloadRequest struct {
 
 func (x *CancelWorkloadRequest) Reset() {
 	*x = CancelWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[8]
+	mi := &file_meridian_v1_workload_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1140,7 @@ func (x *CancelWorkloadRequest) String() string {
 func (*CancelWorkloadRequest) ProtoMessage() {}
 
 func (x *CancelWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[8]
+	mi := &file_meridian_v1_workload_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1153,7 @@ func (x *CancelWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*CancelWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{8}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelWorkloadRequest) GetId() string {
@@ -1027,7 +1181,7 @@ type ExplainWorkloadRequest struct {
 
 func (x *ExplainWorkloadRequest) Reset() {
 	*x = ExplainWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[9]
+	mi := &file_meridian_v1_workload_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1193,7 @@ func (x *ExplainWorkloadRequest) String() string {
 func (*ExplainWorkloadRequest) ProtoMessage() {}
 
 func (x *ExplainWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[9]
+	mi := &file_meridian_v1_workload_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1206,7 @@ func (x *ExplainWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*ExplainWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{9}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExplainWorkloadRequest) GetId() string {
@@ -1083,7 +1237,7 @@ type QuotaCheck struct {
 
 func (x *QuotaCheck) Reset() {
 	*x = QuotaCheck{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[10]
+	mi := &file_meridian_v1_workload_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1249,7 @@ func (x *QuotaCheck) String() string {
 func (*QuotaCheck) ProtoMessage() {}
 
 func (x *QuotaCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[10]
+	mi := &file_meridian_v1_workload_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1262,7 @@ func (x *QuotaCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaCheck.ProtoReflect.Descriptor instead.
 func (*QuotaCheck) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{10}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *QuotaCheck) GetAcceleratorClass() string {
@@ -1163,7 +1317,7 @@ type ClusterFit struct {
 
 func (x *ClusterFit) Reset() {
 	*x = ClusterFit{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[11]
+	mi := &file_meridian_v1_workload_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1329,7 @@ func (x *ClusterFit) String() string {
 func (*ClusterFit) ProtoMessage() {}
 
 func (x *ClusterFit) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[11]
+	mi := &file_meridian_v1_workload_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1342,7 @@ func (x *ClusterFit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterFit.ProtoReflect.Descriptor instead.
 func (*ClusterFit) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{11}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClusterFit) GetCluster() string {
@@ -1233,13 +1387,18 @@ type ExplainWorkloadResponse struct {
 	// Machine-readable code for `pending_reason` (see
 	// WorkloadStatus.pending_reason_code); empty unless QUEUED.
 	PendingReasonCode string `protobuf:"bytes,8,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// For a workload that was dispatched: the clusters the scheduler compared
+	// when it placed the current or last attempt, the chosen one first.
+	Placement []*ClusterScore `protobuf:"bytes,9,rep,name=placement,proto3" json:"placement,omitempty"`
+	// For a workload that was dispatched: the rule that chose its cluster.
+	PlacementRule string `protobuf:"bytes,10,opt,name=placement_rule,json=placementRule,proto3" json:"placement_rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExplainWorkloadResponse) Reset() {
 	*x = ExplainWorkloadResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[12]
+	mi := &file_meridian_v1_workload_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1410,7 @@ func (x *ExplainWorkloadResponse) String() string {
 func (*ExplainWorkloadResponse) ProtoMessage() {}
 
 func (x *ExplainWorkloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[12]
+	mi := &file_meridian_v1_workload_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1423,7 @@ func (x *ExplainWorkloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainWorkloadResponse.ProtoReflect.Descriptor instead.
 func (*ExplainWorkloadResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{12}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExplainWorkloadResponse) GetWorkloadId() string {
@@ -1323,6 +1482,20 @@ func (x *ExplainWorkloadResponse) GetPendingReasonCode() string {
 	return ""
 }
 
+func (x *ExplainWorkloadResponse) GetPlacement() []*ClusterScore {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *ExplainWorkloadResponse) GetPlacementRule() string {
+	if x != nil {
+		return x.PlacementRule
+	}
+	return ""
+}
+
 // WatchWorkloadsRequest selects the workloads to watch.
 type WatchWorkloadsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1342,7 +1515,7 @@ type WatchWorkloadsRequest struct {
 
 func (x *WatchWorkloadsRequest) Reset() {
 	*x = WatchWorkloadsRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[13]
+	mi := &file_meridian_v1_workload_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1527,7 @@ func (x *WatchWorkloadsRequest) String() string {
 func (*WatchWorkloadsRequest) ProtoMessage() {}
 
 func (x *WatchWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[13]
+	mi := &file_meridian_v1_workload_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1540,7 @@ func (x *WatchWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{13}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchWorkloadsRequest) GetQueue() string {
@@ -1416,7 +1589,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[14]
+	mi := &file_meridian_v1_workload_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1601,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[14]
+	mi := &file_meridian_v1_workload_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1614,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{14}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -1476,7 +1649,7 @@ var File_meridian_v1_workload_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"\x1ameridian/v1/workload.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bmeridian/v1/resources.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\x8c\x06\n" +
+	"\x1ameridian/v1/workload.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bmeridian/v1/resources.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xc8\x06\n" +
 	"\bWorkload\x12\x15\n" +
 	"\x02id\x18\x01 \x01(\tB\x05\x92A\x02@\x01R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1493,7 +1666,9 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampB\x05\x92A\x02@\x01R\n" +
 	"createTime\x12:\n" +
 	"\x06status\x18\r \x01(\v2\x1b.meridian.v1.WorkloadStatusB\x05\x92A\x02@\x01R\x06status\x12(\n" +
-	"\fsubmitted_by\x18\x0e \x01(\tB\x05\x92A\x02@\x01R\vsubmittedBy\x1aB\n" +
+	"\fsubmitted_by\x18\x0e \x01(\tB\x05\x92A\x02@\x01R\vsubmittedBy\x12:\n" +
+	"\vmax_runtime\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"maxRuntime\x1aB\n" +
 	"\x14ClusterSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
@@ -1505,7 +1680,7 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\x0e2\x1c.meridian.v1.ConditionStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
-	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xe2\x04\n" +
+	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xa0\x05\n" +
 	"\x0eWorkloadStatus\x120\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x1a.meridian.v1.WorkloadPhaseR\x05phase\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1f\n" +
@@ -1525,9 +1700,18 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\rdispatch_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fdispatchTime\x12;\n" +
 	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12.\n" +
-	"\x13pending_reason_code\x18\r \x01(\tR\x11pendingReasonCodeB\f\n" +
+	"\x13pending_reason_code\x18\r \x01(\tR\x11pendingReasonCode\x12<\n" +
+	"\tplacement\x18\x0e \x01(\v2\x1e.meridian.v1.PlacementDecisionR\tplacementB\f\n" +
 	"\n" +
-	"_exit_code\"{\n" +
+	"_exit_code\"^\n" +
+	"\x11PlacementDecision\x125\n" +
+	"\bclusters\x18\x01 \x03(\v2\x19.meridian.v1.ClusterScoreR\bclusters\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\"n\n" +
+	"\fClusterScore\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
+	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06chosen\x18\x04 \x01(\bR\x06chosen\"{\n" +
 	"\x15SubmitWorkloadRequest\x121\n" +
 	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12/\n" +
 	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\"g\n" +
@@ -1563,7 +1747,7 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"ClusterFit\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04fits\x18\x02 \x01(\bR\x04fits\x12\x14\n" +
-	"\x05lines\x18\x03 \x03(\tR\x05lines\"\x8f\x03\n" +
+	"\x05lines\x18\x03 \x03(\tR\x05lines\"\xef\x03\n" +
 	"\x17ExplainWorkloadResponse\x12\x1f\n" +
 	"\vworkload_id\x18\x01 \x01(\tR\n" +
 	"workloadId\x120\n" +
@@ -1573,7 +1757,10 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x05quota\x18\x05 \x03(\v2\x17.meridian.v1.QuotaCheckR\x05quota\x123\n" +
 	"\bclusters\x18\x06 \x03(\v2\x17.meridian.v1.ClusterFitR\bclusters\x12?\n" +
 	"\revaluate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fevaluateTime\x12.\n" +
-	"\x13pending_reason_code\x18\b \x01(\tR\x11pendingReasonCode\"\x9e\x01\n" +
+	"\x13pending_reason_code\x18\b \x01(\tR\x11pendingReasonCode\x127\n" +
+	"\tplacement\x18\t \x03(\v2\x19.meridian.v1.ClusterScoreR\tplacement\x12%\n" +
+	"\x0eplacement_rule\x18\n" +
+	" \x01(\tR\rplacementRule\"\x9e\x01\n" +
 	"\x15WatchWorkloadsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
 	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
@@ -1633,7 +1820,7 @@ func file_meridian_v1_workload_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_meridian_v1_workload_proto_goTypes = []any{
 	(WorkloadPhase)(0),              // 0: meridian.v1.WorkloadPhase
 	(ConditionStatus)(0),            // 1: meridian.v1.ConditionStatus
@@ -1641,67 +1828,74 @@ var file_meridian_v1_workload_proto_goTypes = []any{
 	(*Workload)(nil),                // 3: meridian.v1.Workload
 	(*Condition)(nil),               // 4: meridian.v1.Condition
 	(*WorkloadStatus)(nil),          // 5: meridian.v1.WorkloadStatus
-	(*SubmitWorkloadRequest)(nil),   // 6: meridian.v1.SubmitWorkloadRequest
-	(*SubmitWorkloadResponse)(nil),  // 7: meridian.v1.SubmitWorkloadResponse
-	(*GetWorkloadRequest)(nil),      // 8: meridian.v1.GetWorkloadRequest
-	(*ListWorkloadsRequest)(nil),    // 9: meridian.v1.ListWorkloadsRequest
-	(*ListWorkloadsResponse)(nil),   // 10: meridian.v1.ListWorkloadsResponse
-	(*CancelWorkloadRequest)(nil),   // 11: meridian.v1.CancelWorkloadRequest
-	(*ExplainWorkloadRequest)(nil),  // 12: meridian.v1.ExplainWorkloadRequest
-	(*QuotaCheck)(nil),              // 13: meridian.v1.QuotaCheck
-	(*ClusterFit)(nil),              // 14: meridian.v1.ClusterFit
-	(*ExplainWorkloadResponse)(nil), // 15: meridian.v1.ExplainWorkloadResponse
-	(*WatchWorkloadsRequest)(nil),   // 16: meridian.v1.WatchWorkloadsRequest
-	(*WorkloadEvent)(nil),           // 17: meridian.v1.WorkloadEvent
-	nil,                             // 18: meridian.v1.Workload.ClusterSelectorEntry
-	nil,                             // 19: meridian.v1.Workload.LabelsEntry
-	(*PodSet)(nil),                  // 20: meridian.v1.PodSet
-	(*RuntimeTemplate)(nil),         // 21: meridian.v1.RuntimeTemplate
-	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
+	(*PlacementDecision)(nil),       // 6: meridian.v1.PlacementDecision
+	(*ClusterScore)(nil),            // 7: meridian.v1.ClusterScore
+	(*SubmitWorkloadRequest)(nil),   // 8: meridian.v1.SubmitWorkloadRequest
+	(*SubmitWorkloadResponse)(nil),  // 9: meridian.v1.SubmitWorkloadResponse
+	(*GetWorkloadRequest)(nil),      // 10: meridian.v1.GetWorkloadRequest
+	(*ListWorkloadsRequest)(nil),    // 11: meridian.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),   // 12: meridian.v1.ListWorkloadsResponse
+	(*CancelWorkloadRequest)(nil),   // 13: meridian.v1.CancelWorkloadRequest
+	(*ExplainWorkloadRequest)(nil),  // 14: meridian.v1.ExplainWorkloadRequest
+	(*QuotaCheck)(nil),              // 15: meridian.v1.QuotaCheck
+	(*ClusterFit)(nil),              // 16: meridian.v1.ClusterFit
+	(*ExplainWorkloadResponse)(nil), // 17: meridian.v1.ExplainWorkloadResponse
+	(*WatchWorkloadsRequest)(nil),   // 18: meridian.v1.WatchWorkloadsRequest
+	(*WorkloadEvent)(nil),           // 19: meridian.v1.WorkloadEvent
+	nil,                             // 20: meridian.v1.Workload.ClusterSelectorEntry
+	nil,                             // 21: meridian.v1.Workload.LabelsEntry
+	(*PodSet)(nil),                  // 22: meridian.v1.PodSet
+	(*RuntimeTemplate)(nil),         // 23: meridian.v1.RuntimeTemplate
+	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 25: google.protobuf.Duration
 }
 var file_meridian_v1_workload_proto_depIdxs = []int32{
-	18, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
-	20, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
-	21, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
-	19, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
-	22, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	20, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
+	22, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
+	23, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
+	21, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
+	24, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
 	5,  // 5: meridian.v1.Workload.status:type_name -> meridian.v1.WorkloadStatus
-	1,  // 6: meridian.v1.Condition.status:type_name -> meridian.v1.ConditionStatus
-	22, // 7: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	0,  // 8: meridian.v1.WorkloadStatus.phase:type_name -> meridian.v1.WorkloadPhase
-	22, // 9: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	22, // 10: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	4,  // 11: meridian.v1.WorkloadStatus.conditions:type_name -> meridian.v1.Condition
-	22, // 12: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
-	22, // 13: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
-	3,  // 14: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
-	3,  // 15: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
-	0,  // 16: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 17: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	0,  // 18: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
-	13, // 19: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
-	14, // 20: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
-	22, // 21: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
-	2,  // 22: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
-	3,  // 23: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
-	22, // 24: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 25: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
-	8,  // 26: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
-	9,  // 27: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
-	11, // 28: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
-	12, // 29: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
-	16, // 30: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
-	7,  // 31: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
-	3,  // 32: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
-	10, // 33: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
-	3,  // 34: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
-	15, // 35: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
-	17, // 36: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
-	31, // [31:37] is the sub-list for method output_type
-	25, // [25:31] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	25, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
+	1,  // 7: meridian.v1.Condition.status:type_name -> meridian.v1.ConditionStatus
+	24, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	0,  // 9: meridian.v1.WorkloadStatus.phase:type_name -> meridian.v1.WorkloadPhase
+	24, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	24, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	4,  // 12: meridian.v1.WorkloadStatus.conditions:type_name -> meridian.v1.Condition
+	24, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
+	24, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 15: meridian.v1.WorkloadStatus.placement:type_name -> meridian.v1.PlacementDecision
+	7,  // 16: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
+	3,  // 17: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
+	3,  // 18: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
+	0,  // 19: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 20: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	0,  // 21: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
+	15, // 22: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
+	16, // 23: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
+	24, // 24: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
+	7,  // 25: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
+	2,  // 26: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
+	3,  // 27: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
+	24, // 28: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	8,  // 29: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
+	10, // 30: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
+	11, // 31: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
+	13, // 32: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
+	14, // 33: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
+	18, // 34: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
+	9,  // 35: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
+	3,  // 36: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
+	12, // 37: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
+	3,  // 38: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
+	17, // 39: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
+	19, // 40: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
+	35, // [35:41] is the sub-list for method output_type
+	29, // [29:35] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_workload_proto_init() }
@@ -1717,7 +1911,7 @@ func file_meridian_v1_workload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_workload_proto_rawDesc), len(file_meridian_v1_workload_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
