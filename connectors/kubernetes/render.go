@@ -149,6 +149,7 @@ func Render(cfg Config, d *agentv1.Dispatch, view clusterView) (*Rendered, error
 				Template:       *pod,
 			},
 		}
+		applyMaxRuntime(job, w)
 		if cfg.FinishedTTL > 0 {
 			job.Spec.TTLSecondsAfterFinished = ptr(int32(min(cfg.FinishedTTL.Seconds(), 1<<31-1)))
 		}

@@ -227,6 +227,9 @@ func translate(d *agentv1.Dispatch, sh shape) (plan, error) {
 			return p, fmt.Errorf("workload.runtime.slurm.time_limit: %s is more than a year", req.TimeLimit)
 		}
 	}
+	if req.TimeLimit, err = maxRuntimeLimit(wl, req.TimeLimit); err != nil {
+		return p, err
+	}
 
 	// CPU and memory per replica.
 	if c := r.GetCpuMilli(); c > 0 {

@@ -15,9 +15,10 @@ type Permission string
 const (
 	// PermAdmin allows everything, and bypasses priority ceilings.
 	PermAdmin Permission = "admin"
-	// PermQueuesCreate creates top-level (tenant) queues and sets their
-	// quotas, weights, ceilings and description. It never changes an access
-	// list.
+	// PermQueuesCreate creates top-level (tenant) queues, with their
+	// initial access list (how a platform team hands a new tenant to its
+	// admins), and sets their quotas, weights, ceilings and description. It
+	// never changes an existing queue's access list.
 	PermQueuesCreate Permission = "queues.create"
 	// PermClustersManage drains, resumes (cordons) and registers clusters.
 	PermClustersManage Permission = "clusters.manage"

@@ -147,6 +147,9 @@ func Workload(w *meridianv1.Workload, avoid []string) (*scheduler.Workload, erro
 	if ct := w.GetCreateTime(); ct != nil {
 		sw.CreatedAt = ct.AsTime()
 	}
+	if mr := w.GetMaxRuntime(); mr != nil && mr.AsDuration() > 0 {
+		sw.MaxRuntime = mr.AsDuration() // validated on submit: positive, at most 30 days
+	}
 	if len(w.GetClusterSelector()) > 0 {
 		sw.ClusterSelector = make(map[string]string, len(w.GetClusterSelector()))
 		for k, v := range w.GetClusterSelector() {

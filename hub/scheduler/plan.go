@@ -35,6 +35,10 @@ type planner struct {
 	// owed lists, per class, queues with pending work that fits their own
 	// nominal quota but not the cohort's room: borrowers must not take it.
 	owed map[string]map[string]bool
+	// holds are the clusters' backfill states and byCluster the running
+	// work per cluster, both built on first need (reserve.go).
+	holds     []*holdState
+	byCluster map[string][]*Running
 	// caps is every cluster's capacity when empty, and never the
 	// never-fits verdicts by shape; both built on first need (neverfits.go).
 	caps  []*clusterCaps
@@ -200,7 +204,7 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 	}
 	w = p.capElastic(w)
 	key := shapeKey(w)
-	if f, ok := p.failed[key]; ok {
+	if f, ok := p.failed[key]; ok && !p.mayBackfill(w) {
 		reason := f.Reason
 		if f.Code == ReasonNoFit {
 			reason = p.reserveFor(w, f.best, reason)
@@ -244,6 +248,7 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 		p.pend(w, f.Code, f.Reason)
 		return Dispatch{}, pending
 	}
+	defer p.backfillAs(w)()
 	var best fitAttempt
 	tried := 0
 	sawBorrow := false
@@ -293,6 +298,9 @@ func (p *planner) schedule(w *Workload, allowBorrow bool) (Dispatch, outcome) {
 		}
 		d := Dispatch{WorkloadID: w.ID, Cluster: cs.src.ID, Placement: placement, Usage: usage, Borrowed: borrowed,
 			Decision: decide(p.scoredBuf[:len(cands)], ci, failed[:nf], w.Nominated)}
+		if shadow, ok := backfilled(t, w.ID); ok {
+			d.Decision.Rule, d.Decision.Shadow = RuleBackfill, shadow
+		}
 		p.plan.Dispatches = append(p.plan.Dispatches, d)
 		p.plan.Stats.Dispatched++
 		p.plan.Stats.Placements += len(t.log)

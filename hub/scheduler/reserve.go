@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Reservations keep large gangs from starving behind small work.
@@ -59,6 +60,7 @@ func (p *planner) reserveFor(w *Workload, best fitAttempt, reason string) string
 	}
 	cs.reservedCount += len(chosen)
 	p.reservedQueues[w.Queue] = true
+	p.setShadow(cs, w, chosen)
 	return fmt.Sprintf("%s; holding %s on %s for it while they drain", reason, countOf(int64(len(chosen)), "node"), cs.src.ID)
 }
 
@@ -122,7 +124,153 @@ func hostable(cs *clusterState, i int32, ps *PodSet) bool {
 }
 
 // isReserved reports whether node i is held for a gang other than the one
-// being placed now.
+// being placed now, and the work being placed may not backfill there.
 func (cs *clusterState) isReserved(i int32) bool {
-	return cs.reservedBy != nil && cs.reservedBy[i] != "" && cs.reservedBy[i] != cs.placing
+	return cs.reservedBy != nil && cs.reservedBy[i] != "" && cs.reservedBy[i] != cs.placing && !cs.canBackfill(i)
+}
+
+// Backfill (EASY backfill, as in Slurm and Maui). A held gang's expected
+// start (its "shadow" time) is when enough running work with a known end
+// (start + MaxRuntime) on its held nodes has ended for the gang's GPUs to be
+// free there. Work whose own MaxRuntime ends by then may use the held nodes:
+// it is gone before the gang could start, so it never delays it. Work
+// without a MaxRuntime never backfills, and a hold whose running work has
+// no known end has no shadow time and admits nothing.
+
+// holdState is a cluster's backfill bookkeeping for one cycle.
+type holdState struct {
+	// shadow is each holding gang's expected start; absent: unknown.
+	shadow map[string]time.Time
+	// ends is when the workload being placed now will have ended at the
+	// latest (Now + MaxRuntime); zero when it has no limit or is not
+	// being placed for real.
+	ends time.Time
+}
+
+// backfillAs lets w use held nodes whose gang starts after w ends, for the
+// placements schedule makes; the returned func ends that.
+func (p *planner) backfillAs(w *Workload) func() {
+	if w.MaxRuntime <= 0 || len(p.holds) == 0 {
+		return func() {}
+	}
+	end := p.snap.Now.Add(w.MaxRuntime)
+	for _, h := range p.holds {
+		h.ends = end
+	}
+	return func() {
+		for _, h := range p.holds {
+			h.ends = time.Time{}
+		}
+	}
+}
+
+// mayBackfill reports whether w could use held nodes this cycle, so that a
+// gang-shape failure remembered for other work must not be reused for it.
+func (p *planner) mayBackfill(w *Workload) bool { return w.MaxRuntime > 0 && len(p.holds) > 0 }
+
+// backfilled reports whether a placement on cs (the log of t) uses nodes
+// held for another gang, and that gang's expected start.
+func backfilled(t *txn, owner string) (time.Time, bool) {
+	cs := t.cs
+	if cs.reservedBy == nil || cs.hold == nil {
+		return time.Time{}, false
+	}
+	for _, a := range t.log {
+		if g := cs.reservedBy[a.node]; g != "" && g != owner {
+			return cs.hold.shadow[g], true
+		}
+	}
+	return time.Time{}, false
+}
+
+// canBackfill reports whether the work being placed on cs ends before the
+// gang holding node i can start.
+func (cs *clusterState) canBackfill(i int32) bool {
+	h := cs.hold
+	if h == nil || h.ends.IsZero() {
+		return false
+	}
+	s, ok := h.shadow[cs.reservedBy[i]]
+	return ok && !h.ends.After(s)
+}
+
+// setShadow computes the expected start of gang w holding the nodes chosen
+// on cs and records it for backfill. Running work on the held nodes frees
+// its GPUs at its known end (terminating work: now); the gang starts when
+// the free GPUs there reach its need.
+func (p *planner) setShadow(cs *clusterState, w *Workload, chosen []int32) {
+	var need, free int64
+	for i := range w.PodSets {
+		ps := &w.PodSets[i]
+		need += int64(ps.MinSize()) * ps.Req.TotalMilli()
+	}
+	for _, i := range chosen {
+		free += freeMilli(&cs.nodes[i])
+	}
+	type release struct {
+		at    time.Time
+		milli int64
+	}
+	var rel []release
+	for _, r := range p.runningOn(cs.src.ID) {
+		var m int64
+		for _, pp := range r.Placement {
+			ps := podSetByName(r.Workload, pp.PodSet)
+			if ps == nil {
+				continue
+			}
+			for _, rp := range pp.Replicas {
+				if i, ok := cs.nodeIndex(rp.Node); ok && cs.reservedBy[i] == w.ID {
+					m += ps.Req.TotalMilli()
+				}
+			}
+		}
+		if m == 0 {
+			continue
+		}
+		switch {
+		case r.Terminating:
+			rel = append(rel, release{p.snap.Now, m})
+		case r.Workload.MaxRuntime > 0:
+			start := r.StartedAt
+			if start.IsZero() || start.After(p.snap.Now) {
+				start = p.snap.Now
+			}
+			rel = append(rel, release{start.Add(r.Workload.MaxRuntime), m})
+		}
+	}
+	sort.Slice(rel, func(a, b int) bool { return rel[a].at.Before(rel[b].at) })
+	shadow, known := p.snap.Now, free >= need
+	for _, x := range rel {
+		if known {
+			break
+		}
+		free += x.milli
+		if free >= need {
+			shadow, known = x.at, true
+		}
+	}
+	if !known {
+		return // no promise can be made: nothing backfills here
+	}
+	if shadow.Before(p.snap.Now) {
+		shadow = p.snap.Now
+	}
+	if cs.hold == nil {
+		cs.hold = &holdState{shadow: map[string]time.Time{}}
+		p.holds = append(p.holds, cs.hold)
+	}
+	cs.hold.shadow[w.ID] = shadow
+}
+
+// runningOn lists the running work on one cluster (indexed on first use).
+func (p *planner) runningOn(cluster string) []*Running {
+	if p.byCluster == nil {
+		p.byCluster = map[string][]*Running{}
+		for i := range p.snap.Running {
+			r := &p.snap.Running[i]
+			p.byCluster[r.Cluster] = append(p.byCluster[r.Cluster], r)
+		}
+	}
+	return p.byCluster[cluster]
 }

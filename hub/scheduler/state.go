@@ -20,6 +20,8 @@ const (
 // Nodes are copied out of the snapshot, so the core can place, undo and
 // what-if without touching the caller's data.
 type clusterState struct {
+	// hold is the backfill bookkeeping of its reservations (reserve.go).
+	hold    *holdState
 	src     *Cluster
 	nodes   []gpufit.Node
 	meta    []nodeMeta
