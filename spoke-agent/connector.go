@@ -86,6 +86,9 @@ type Inventory struct {
 	Labels map[string]string
 	// FractionalModes the cluster's device plugins support.
 	FractionalModes []meridianv1.FractionalMode
+	// MIGStrategy says how the cluster exposes MIG GPUs (the GPUs that list
+	// mig_profiles); unspecified reads as mixed.
+	MIGStrategy agentv1.MigStrategy
 	// Nodes, sorted by name, with free and total capacity.
 	Nodes []*agentv1.Node
 }

@@ -512,7 +512,17 @@ func TestK8sFractionalModes(t *testing.T) {
 		runs   bool   // KWOK nodes carry the resource, so the pod runs
 		onNode string // node it must land on when it runs
 		check  func(t *testing.T, pod corev1.PodSpec, anns map[string]string)
+		// profile is Resources.mig_profile; rejected, when set, is part of
+		// the rejection Launch must return (and nothing is created).
+		profile, rejected string
 	}{
+		"mig-named-profile": {mode: ModeMIG, profile: "1g.10gb", runs: true, onNode: nodeMIG,
+			check: func(t *testing.T, p corev1.PodSpec, _ map[string]string) {
+				if q := p.Containers[0].Resources.Limits["nvidia.com/mig-1g.10gb"]; q.Value() != 1 || len(p.Containers[0].Resources.Limits) != 2 {
+					t.Fatalf("limits %v, want memory and nvidia.com/mig-1g.10gb: 1", p.Containers[0].Resources.Limits)
+				}
+			}},
+		"mig-named-profile-absent": {mode: ModeMIG, profile: "3g.40gb", rejected: "nvidia.com/mig-3g.40gb"},
 		"mig": {mode: ModeMIG, want: meridianv1.FractionalMode_FRACTIONAL_MODE_MIG, milli: 100, mem: 8000, runs: true, onNode: nodeMIG,
 			check: func(t *testing.T, p corev1.PodSpec, _ map[string]string) {
 				if q := p.Containers[0].Resources.Limits["nvidia.com/mig-1g.10gb"]; q.Value() != 1 {
@@ -551,6 +561,17 @@ func TestK8sFractionalModes(t *testing.T) {
 			ctx := context.Background()
 			id := fmt.Sprintf("d-%s%d", name, time.Now().UnixNano())
 			d := makeDispatch(id).PodSet("w", 1, tc.milli).GPUMem(tc.mem).Mode(tc.want).Extra(kwokDelay("1s")).Obj()
+			d.Workload.PodSets[0].Resources.MigProfile = tc.profile
+			if tc.rejected != "" {
+				err := c.Launch(ctx, d)
+				if !agent.IsRejected(err) || !strings.Contains(err.Error(), tc.rejected) {
+					t.Fatalf("Launch: %v, want a rejection naming %s", err, tc.rejected)
+				}
+				if jobs := e.jobsOf(id); len(jobs) != 0 {
+					t.Fatalf("%d Jobs created for a rejected dispatch", len(jobs))
+				}
+				return
+			}
 			if err := c.Launch(ctx, d); err != nil {
 				t.Fatalf("Launch: %v", err)
 			}

@@ -61,6 +61,16 @@ func BuildInventory(cfg Config, nodes []*corev1.Node, pods []*corev1.Pod) *agent
 			inv.Nodes = append(inv.Nodes, out)
 		}
 	}
+	// MIG slices are read from nvidia.com/mig-<profile> resources: the GPU
+	// operator's mixed strategy. Without them no GPU is MIG-partitioned.
+	inv.MIGStrategy = agentv1.MigStrategy_MIG_STRATEGY_NONE
+	for _, n := range inv.Nodes {
+		for _, g := range n.Gpus {
+			if len(g.MigProfiles) > 0 {
+				inv.MIGStrategy = agentv1.MigStrategy_MIG_STRATEGY_MIXED
+			}
+		}
+	}
 	return inv
 }
 

@@ -144,6 +144,12 @@ func TestInventoryTopologyAndMIG(t *testing.T) {
 	if n.Gpus[5].FreeMilli != 1000 || n.Gpus[4].FreeMilli != 428 {
 		t.Fatalf("mig free milli %d %d", n.Gpus[4].FreeMilli, n.Gpus[5].FreeMilli)
 	}
+	if inv.MIGStrategy != agentv1.MigStrategy_MIG_STRATEGY_MIXED {
+		t.Fatalf("MIG strategy %v, want MIXED (nvidia.com/mig-<profile> resources)", inv.MIGStrategy)
+	}
+	if plain := BuildInventory(cfg, []*corev1.Node{makeNode("zzz").GPUs("NVIDIA-L4", "23034", 1).Obj()}, nil); plain.MIGStrategy != agentv1.MigStrategy_MIG_STRATEGY_NONE {
+		t.Fatalf("MIG strategy without MIG resources %v, want NONE", plain.MIGStrategy)
+	}
 	v := viewOf(cfg, []*corev1.Node{mig})
 	if len(v.migProfiles) != 2 || v.classProducts["nvidia-a100-80gb"][0] != "NVIDIA-A100-SXM4-80GB" {
 		t.Fatalf("view %+v", v)

@@ -77,8 +77,12 @@ func Render(cfg Config, d *agentv1.Dispatch, view clusterView) (*Rendered, error
 	extra := w.GetRuntime().GetExtra().GetFields()
 	pin := extra[ExtraPinNodes].GetBoolValue()
 	hints := map[string][]string{}
+	migHints := map[string]string{}
 	for _, p := range d.GetPlacement() {
 		hints[p.GetPodSet()] = append(hints[p.GetPodSet()], p.GetNodes()...)
+		if p.GetMigProfile() != "" {
+			migHints[p.GetPodSet()] = p.GetMigProfile()
+		}
 	}
 	base := map[string]string{
 		LabelManagedBy: ManagedByValue,
@@ -118,7 +122,7 @@ func Render(cfg Config, d *agentv1.Dispatch, view clusterView) (*Rendered, error
 			need = m
 		}
 		minMember += int64(need)
-		pod, mode, milli, err := renderPod(cfg, w, ps, field, hints[ps.GetName()], pin, view)
+		pod, mode, milli, err := renderPod(cfg, w, ps, field, hints[ps.GetName()], migHints[ps.GetName()], pin, view)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +190,11 @@ func ptr[T any](v T) *T { return &v }
 
 // renderPod builds the pod template of one pod set and returns the
 // fractional mode used and the GPU milli of one replica.
-func renderPod(cfg Config, w *meridianv1.Workload, ps *meridianv1.PodSet, field string, hint []string, pin bool, view clusterView) (*corev1.PodTemplateSpec, string, int32, error) {
+//
+// A MIG pod set requests nvidia.com/mig-<profile> for the profile the
+// workload names, else the one the hub matched (migHint), else the
+// smallest profile of the cluster that covers gpu_milli and gpu_memory_mib.
+func renderPod(cfg Config, w *meridianv1.Workload, ps *meridianv1.PodSet, field string, hint []string, migHint string, pin bool, view clusterView) (*corev1.PodTemplateSpec, string, int32, error) {
 	r := ps.GetResources()
 	tmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}, Annotations: map[string]string{}}}
 	extra := w.GetRuntime().GetExtra().GetFields()
@@ -244,7 +252,25 @@ func renderPod(cfg Config, w *meridianv1.Workload, ps *meridianv1.PodSet, field 
 		req[name] = q
 		lim[name] = q
 	}
+	migName := strings.TrimSpace(r.GetMigProfile())
+	if migName == "" && r.GetFractionalMode() == meridianv1.FractionalMode_FRACTIONAL_MODE_MIG {
+		migName = migHint
+	}
 	switch {
+	case migName != "":
+		if _, err := pickMode(cfg, meridianv1.FractionalMode_FRACTIONAL_MODE_MIG); err != nil {
+			return nil, "", 0, agent.Reject("%s.resources.mig_profile: %v", field, err)
+		}
+		p, err := ParseMIGProfile(migName)
+		if err != nil {
+			return nil, "", 0, agent.Reject("%s.resources.mig_profile: %v", field, err)
+		}
+		if !slices.ContainsFunc(view.migProfiles, func(q MIGProfile) bool { return q.Name == p.Name }) {
+			return nil, "", 0, agent.Reject("%s.resources.mig_profile: no node of this cluster has %s", field, p.Resource())
+		}
+		mode = ModeMIG
+		setGPU(corev1.ResourceName(p.Resource()), 1)
+		milli = p.Milli()
 	case milli >= 1000:
 		if milli%1000 != 0 {
 			return nil, "", 0, agent.Reject("%s.resources.gpu_milli %d: above 1000 must be a multiple of 1000", field, milli)

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 )
@@ -78,7 +79,17 @@ func TestRenderFractionalModes(t *testing.T) {
 		sched    string
 		chosen   string
 		rejected string
+		profile  string // Resources.mig_profile
+		hinted   string // the placement hint's mig_profile
 	}{
+		"mig named profile": {modes: []string{ModeMIG}, profile: "3g.40gb",
+			limits: map[string]string{"nvidia.com/mig-3g.40gb": "1"}, chosen: ModeMIG},
+		"mig named profile beats the smallest fit": {modes: []string{ModeMIG}, want: meridianv1.FractionalMode_FRACTIONAL_MODE_MIG, milli: 100, profile: "3g.40gb",
+			limits: map[string]string{"nvidia.com/mig-3g.40gb": "1"}, chosen: ModeMIG},
+		"mig profile the hub matched": {modes: []string{ModeMIG}, want: meridianv1.FractionalMode_FRACTIONAL_MODE_MIG, milli: 100, hinted: "3g.40gb",
+			limits: map[string]string{"nvidia.com/mig-3g.40gb": "1"}, chosen: ModeMIG},
+		"mig named profile absent":       {modes: []string{ModeMIG}, profile: "2g.20gb", rejected: "no node of this cluster has nvidia.com/mig-2g.20gb"},
+		"mig named profile, mig not set": {modes: []string{ModeHAMi}, profile: "3g.40gb", rejected: "mig_profile"},
 		"hami cores and memory": {modes: []string{ModeHAMi}, want: meridianv1.FractionalMode_FRACTIONAL_MODE_MEMORY, milli: 250, mem: 20000,
 			limits: map[string]string{ResourceGPU: "1", ResourceGPUCores: "25", ResourceGPUMem: "20000"}, chosen: ModeHAMi},
 		"hami memory only": {modes: []string{ModeHAMi}, mem: 8192,
@@ -106,6 +117,10 @@ func TestRenderFractionalModes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := mustCfg(Config{FractionalModes: tc.modes})
 			d := makeDispatch("d-1").PodSet("w", 1, tc.milli).GPUMem(tc.mem).Mode(tc.want).Obj()
+			d.Workload.PodSets[0].Resources.MigProfile = tc.profile
+			if tc.hinted != "" {
+				d.Placement = []*agentv1.PodSetPlacement{{PodSet: "w", MigProfile: tc.hinted}}
+			}
 			r, err := Render(cfg, d, view)
 			if tc.rejected != "" {
 				if !agent.IsRejected(err) || !strings.Contains(err.Error(), tc.rejected) || !strings.Contains(err.Error(), "pod_sets[0]") {

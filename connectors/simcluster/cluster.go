@@ -54,6 +54,7 @@ type Cluster struct {
 	log      *slog.Logger
 	labels   map[string]string
 	modes    []meridianv1.FractionalMode
+	strategy agentv1.MigStrategy
 	duration time.Duration
 
 	mu     sync.Mutex
@@ -96,6 +97,15 @@ type gpu struct {
 	freeMilli int32
 	freeMem   int64
 	totalMem  int64
+	// mig lists a MIG GPU's instances, one entry per profile; nil for a
+	// plain GPU. A MIG GPU serves only MIG requests.
+	mig []migInst
+}
+
+// migInst counts the instances of one profile on a MIG GPU.
+type migInst struct {
+	p           migProfile
+	free, total int32
 }
 
 // charge is what one replica takes from one node.
@@ -110,6 +120,7 @@ type gpuCharge struct {
 	idx   int
 	milli int32
 	mem   int64
+	mig   int // index in the GPU's mig list, or -1
 }
 
 type work struct {
@@ -140,6 +151,7 @@ func New(cfg *Config, opts Options) (*Cluster, error) {
 		log:       opts.Logger,
 		labels:    maps.Clone(cfg.Labels),
 		modes:     cfg.Modes(),
+		strategy:  cfg.Strategy(),
 		duration:  cfg.DefaultDuration.Duration,
 		byName:    map[string]*node{},
 		works:     map[string]*work{},
@@ -165,8 +177,13 @@ func New(cfg *Config, opts Options) (*Cluster, error) {
 				labels:  maps.Clone(spec.Labels),
 				cpuFree: spec.CPUMilli, cpuTot: spec.CPUMilli, memFree: spec.MemoryMiB, memTot: spec.MemoryMiB,
 			}
-			for range spec.GPUs {
-				n.gpus = append(n.gpus, gpu{freeMilli: 1000, freeMem: spec.GPUMemoryMiB, totalMem: spec.GPUMemoryMiB})
+			for g := range spec.GPUs {
+				gg := gpu{freeMilli: 1000, freeMem: spec.GPUMemoryMiB, totalMem: spec.GPUMemoryMiB}
+				if m := spec.MIG; m != nil && (m.GPUs == 0 || g >= spec.GPUs-m.GPUs) {
+					gg.mig = migInstances(m.Instances)
+					gg.freeMilli, gg.freeMem = migFree(gg.mig, gg.totalMem)
+				}
+				n.gpus = append(n.gpus, gg)
 			}
 			c.nodes = append(c.nodes, n)
 			c.byName[name] = n
@@ -326,14 +343,18 @@ func (c *Cluster) Inventory(ctx context.Context) (*agent.Inventory, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	inv := &agent.Inventory{Labels: maps.Clone(c.labels), FractionalModes: append([]meridianv1.FractionalMode(nil), c.modes...)}
+	inv := &agent.Inventory{Labels: maps.Clone(c.labels), FractionalModes: append([]meridianv1.FractionalMode(nil), c.modes...), MIGStrategy: c.strategy}
 	for _, n := range c.nodes {
 		an := &agentv1.Node{
 			Name: n.name, Labels: maps.Clone(n.labels), AcceleratorClass: n.class, Rack: n.rack, NvlinkDomain: n.nvlink,
 			Schedulable: !n.cordoned, CpuMilliFree: n.cpuFree, CpuMilliTotal: n.cpuTot, MemoryMibFree: n.memFree, MemoryMibTotal: n.memTot,
 		}
 		for i, g := range n.gpus {
-			an.Gpus = append(an.Gpus, &agentv1.Gpu{Index: int32(i), FreeMilli: g.freeMilli, FreeMemoryMib: g.freeMem, TotalMemoryMib: g.totalMem, Healthy: true})
+			ag := &agentv1.Gpu{Index: int32(i), FreeMilli: g.freeMilli, FreeMemoryMib: g.freeMem, TotalMemoryMib: g.totalMem, Healthy: true}
+			for _, m := range g.mig {
+				ag.MigProfiles = append(ag.MigProfiles, &agentv1.MigSlice{Profile: m.p.name, Free: m.free, Total: m.total})
+			}
+			an.Gpus = append(an.Gpus, ag)
 		}
 		inv.Nodes = append(inv.Nodes, an)
 	}
@@ -524,6 +545,9 @@ func (ch *charge) release() {
 	for _, g := range ch.gpus {
 		ch.n.gpus[g.idx].freeMilli += g.milli
 		ch.n.gpus[g.idx].freeMem += g.mem
+		if g.mig >= 0 {
+			ch.n.gpus[g.idx].mig[g.mig].free++
+		}
 	}
 }
 
@@ -533,5 +557,37 @@ func (ch *charge) apply() {
 	for _, g := range ch.gpus {
 		ch.n.gpus[g.idx].freeMilli -= g.milli
 		ch.n.gpus[g.idx].freeMem -= g.mem
+		if g.mig >= 0 {
+			ch.n.gpus[g.idx].mig[g.mig].free--
+		}
 	}
+}
+
+// migInstances counts a MIG GPU's instances per profile, in first-seen order.
+func migInstances(names []string) []migInst {
+	var out []migInst
+next:
+	for _, name := range names {
+		p, _ := parseMIG(name)
+		for i := range out {
+			if out[i].p.name == name {
+				out[i].free++
+				out[i].total++
+				continue next
+			}
+		}
+		out = append(out, migInst{p: p, free: 1, total: 1})
+	}
+	return out
+}
+
+// migFree is a fresh MIG GPU's free share (its instances' slices of 7) and
+// memory (its instances' memory, at most the GPU's).
+func migFree(ms []migInst, total int64) (int32, int64) {
+	slices, mem := 0, int64(0)
+	for _, m := range ms {
+		slices += m.p.slices * int(m.total)
+		mem += int64(m.p.memGB) * 1024 * int64(m.total)
+	}
+	return int32(min(1000, slices*1000/7)), min(mem, total)
 }

@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -42,6 +43,10 @@ type Config struct {
 	FractionalModes []string `json:"fractionalModes,omitempty"`
 	// DefaultDuration of a workload that does not declare one.
 	DefaultDuration Duration `json:"defaultDuration,omitempty"`
+	// MIGStrategy is how MIG GPUs are exposed, as the NVIDIA GPU operator
+	// names it: "single" (every MIG GPU cut into one profile) or "mixed"
+	// (the default when a node has MIG GPUs). See docs/design/mig.md.
+	MIGStrategy string `json:"migStrategy,omitempty"`
 	// Nodes of the cluster.
 	Nodes []NodeSpec `json:"nodes"`
 }
@@ -68,6 +73,56 @@ type NodeSpec struct {
 	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
 	// Labels of the node.
 	Labels map[string]string `json:"labels,omitempty"`
+	// MIG partitions some of the node's GPUs.
+	MIG *MIGSpec `json:"mig,omitempty"`
+}
+
+// MIGSpec partitions the last GPUs of a node into MIG instances.
+type MIGSpec struct {
+	// GPUs is how many of the node's GPUs are MIG GPUs (the last ones); 0
+	// means all of them.
+	GPUs int `json:"gpus,omitempty"`
+	// Instances each MIG GPU is cut into, for example
+	// [3g.40gb, 4g.40gb] or seven 1g.10gb; at most 7 compute slices.
+	Instances []string `json:"instances"`
+}
+
+// MIG strategies.
+const (
+	MIGSingle = "single"
+	MIGMixed  = "mixed"
+)
+
+// migProfile is a parsed MIG profile name such as 3g.40gb.
+type migProfile struct {
+	name   string
+	slices int
+	memGB  int
+}
+
+var migRe = regexp.MustCompile(`^([1-7])g\.([1-9][0-9]{0,4})gb$`)
+
+func parseMIG(s string) (migProfile, bool) {
+	m := migRe.FindStringSubmatch(s)
+	if m == nil {
+		return migProfile{}, false
+	}
+	g, _ := strconv.Atoi(m[1])
+	mem, _ := strconv.Atoi(m[2])
+	return migProfile{name: s, slices: g, memGB: mem}, true
+}
+
+// milli is the profile's share of a GPU: floor(slices * 1000 / 7).
+func (p migProfile) milli() int32 { return int32(min(1000, p.slices*1000/7)) }
+
+// hasMIG reports whether any node has MIG GPUs.
+func (c *Config) hasMIG() bool {
+	for _, n := range c.Nodes {
+		if n.MIG != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Duration is a time.Duration written as a Go duration string ("90s").
@@ -187,6 +242,14 @@ func (c *Config) Validate() error {
 		}
 		seenMode[m] = true
 	}
+	switch c.MIGStrategy {
+	case "", MIGSingle, MIGMixed:
+	default:
+		return bad("migStrategy", "unknown strategy %q (want single or mixed)", c.MIGStrategy)
+	}
+	if c.hasMIG() && !seenMode["mig"] {
+		return bad("fractionalModes", "a node has MIG GPUs: list mig")
+	}
 	if c.DefaultDuration.Duration < 0 {
 		return bad("defaultDuration", "must not be negative, got %s", c.DefaultDuration)
 	}
@@ -226,6 +289,33 @@ func (c *Config) Validate() error {
 				return bad(f("labels"), "label key is empty")
 			}
 		}
+		if m := n.MIG; m != nil {
+			switch {
+			case m.GPUs < 0 || m.GPUs > n.GPUs:
+				return bad(f("mig.gpus"), "must be in 0..%d (the node's gpus), got %d", n.GPUs, m.GPUs)
+			case n.GPUs == 0:
+				return bad(f("mig"), "set on a node without GPUs")
+			case len(m.Instances) == 0:
+				return bad(f("mig.instances"), "at least one instance is required")
+			}
+			slices := 0
+			for j, name := range m.Instances {
+				p, ok := parseMIG(name)
+				if !ok {
+					return bad(fmt.Sprintf("nodes[%d].mig.instances[%d]", i, j), "%q is not a MIG profile such as 3g.40gb", name)
+				}
+				if c.MIGStrategy == MIGSingle && name != m.Instances[0] {
+					return bad(fmt.Sprintf("nodes[%d].mig.instances[%d]", i, j), "%s differs from %s: the single strategy cuts a GPU into one profile", name, m.Instances[0])
+				}
+				if int64(p.memGB)*1024 > n.GPUMemoryMiB {
+					return bad(fmt.Sprintf("nodes[%d].mig.instances[%d]", i, j), "%s needs more memory than the GPU's %d MiB", name, n.GPUMemoryMiB)
+				}
+				slices += p.slices
+			}
+			if slices > 7 {
+				return bad(f("mig.instances"), "take %d compute slices; a GPU has 7", slices)
+			}
+		}
 		count := max(n.Count, 1)
 		total += count
 		if total > MaxNodes {
@@ -239,6 +329,17 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Strategy is the MIG strategy the cluster advertises.
+func (c *Config) Strategy() agentv1.MigStrategy {
+	switch {
+	case !c.hasMIG():
+		return agentv1.MigStrategy_MIG_STRATEGY_NONE
+	case c.MIGStrategy == MIGSingle:
+		return agentv1.MigStrategy_MIG_STRATEGY_SINGLE
+	}
+	return agentv1.MigStrategy_MIG_STRATEGY_MIXED
 }
 
 // Modes returns the fractional modes as API enums, sorted.

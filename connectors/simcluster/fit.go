@@ -11,7 +11,10 @@ import (
 
 // fitReplica works out what one replica with resources r would take from n,
 // without changing n. ok is false with a reason when it does not fit.
-func (c *Cluster) fitReplica(n *node, r *meridianv1.Resources) (charge, bool, string) {
+//
+// mp, when set, is the MIG profile the replica needs: only a MIG GPU with a
+// free instance of it serves the replica. Without it, MIG GPUs serve nothing.
+func (c *Cluster) fitReplica(n *node, r *meridianv1.Resources, mp *migProfile) (charge, bool, string) {
 	ch := charge{n: n, cpu: int64(r.GetCpuMilli()), mem: int64(r.GetMemoryMib())}
 	if n.cordoned {
 		return ch, false, fmt.Sprintf("node %s: not schedulable (cordoned)", n.name)
@@ -23,6 +26,9 @@ func (c *Cluster) fitReplica(n *node, r *meridianv1.Resources) (charge, bool, st
 		return ch, false, fmt.Sprintf("node %s: memory %d MiB free, %d MiB needed", n.name, n.memFree, ch.mem)
 	}
 	milli, gmem := r.GetGpuMilli(), int64(r.GetGpuMemoryMib())
+	if mp != nil {
+		return c.fitMIG(n, r, mp, ch)
+	}
 	if milli == 0 && gmem == 0 {
 		return ch, true, ""
 	}
@@ -35,8 +41,8 @@ func (c *Cluster) fitReplica(n *node, r *meridianv1.Resources) (charge, bool, st
 	if milli >= 1000 {
 		want := int(milli / 1000)
 		for i, g := range n.gpus {
-			if g.freeMilli == 1000 && g.freeMem == g.totalMem && g.totalMem >= gmem {
-				ch.gpus = append(ch.gpus, gpuCharge{idx: i, milli: 1000, mem: g.totalMem})
+			if g.mig == nil && g.freeMilli == 1000 && g.freeMem == g.totalMem && g.totalMem >= gmem {
+				ch.gpus = append(ch.gpus, gpuCharge{idx: i, milli: 1000, mem: g.totalMem, mig: -1})
 				if len(ch.gpus) == want {
 					return ch, true, ""
 				}
@@ -58,7 +64,7 @@ func (c *Cluster) fitReplica(n *node, r *meridianv1.Resources) (charge, bool, st
 		if need == 0 {
 			need = g.totalMem * int64(milli) / 1000
 		}
-		if g.freeMilli < milli || g.freeMem < need {
+		if g.mig != nil || g.freeMilli < milli || g.freeMem < need {
 			continue
 		}
 		// Best fit: the GPU with the least free share left.
@@ -69,8 +75,74 @@ func (c *Cluster) fitReplica(n *node, r *meridianv1.Resources) (charge, bool, st
 	if best < 0 {
 		return ch, false, fmt.Sprintf("node %s: no GPU has %d milli and the memory free", n.name, milli)
 	}
-	ch.gpus = append(ch.gpus, gpuCharge{idx: best, milli: milli, mem: bestMem})
+	ch.gpus = append(ch.gpus, gpuCharge{idx: best, milli: milli, mem: bestMem, mig: -1})
 	return ch, true, ""
+}
+
+// fitMIG takes one free instance of mp on the fullest MIG GPU that has one.
+func (c *Cluster) fitMIG(n *node, r *meridianv1.Resources, mp *migProfile, ch charge) (charge, bool, string) {
+	if cls := r.GetAcceleratorClass(); cls != "" && cls != n.class {
+		return ch, false, fmt.Sprintf("node %s: accelerator class %s, %s needed", n.name, n.class, cls)
+	}
+	best, bestInst := -1, -1
+	for i, g := range n.gpus {
+		for k, m := range g.mig {
+			if m.p.name != mp.name || m.free == 0 || g.freeMilli < mp.milli() {
+				continue
+			}
+			if best < 0 || g.freeMilli < n.gpus[best].freeMilli {
+				best, bestInst = i, k
+			}
+		}
+	}
+	if best < 0 {
+		return ch, false, fmt.Sprintf("node %s: no free MIG %s instance", n.name, mp.name)
+	}
+	mem := min(int64(mp.memGB)*1024, n.gpus[best].freeMem)
+	ch.gpus = append(ch.gpus, gpuCharge{idx: best, milli: mp.milli(), mem: mem, mig: bestInst})
+	return ch, true, ""
+}
+
+// migFor is the MIG profile a pod set's replicas need here: the one the
+// workload names, else the one the hub matched (the placement hint's
+// mig_profile), else, for a profile-less MIG request on a cluster with MIG
+// GPUs, the smallest profile of the cluster that covers gpu_milli and
+// gpu_memory_mib (the hub's rule). nil means not a MIG request. An error
+// is a request this cluster can never serve.
+func (c *Cluster) migFor(r *meridianv1.Resources, hinted string) (*migProfile, error) {
+	name := strings.TrimSpace(r.GetMigProfile())
+	if name == "" {
+		name = hinted
+	}
+	if name != "" {
+		p, ok := parseMIG(name)
+		if !ok {
+			return nil, fmt.Errorf("mig_profile %q: not a MIG profile such as 3g.40gb", name)
+		}
+		if !slices.Contains(c.modes, meridianv1.FractionalMode_FRACTIONAL_MODE_MIG) {
+			return nil, fmt.Errorf("mig_profile %s: this cluster has no MIG GPUs", name)
+		}
+		return &p, nil
+	}
+	if r.GetFractionalMode() != meridianv1.FractionalMode_FRACTIONAL_MODE_MIG {
+		return nil, nil
+	}
+	var best *migProfile
+	for _, n := range c.nodes {
+		for _, g := range n.gpus {
+			for _, m := range g.mig {
+				p := m.p
+				if p.milli() >= r.GetGpuMilli() && int64(p.memGB)*1024 >= int64(r.GetGpuMemoryMib()) &&
+					(best == nil || p.slices < best.slices || (p.slices == best.slices && p.memGB < best.memGB)) {
+					best = &p
+				}
+			}
+		}
+	}
+	if best == nil && c.strategy != agentv1.MigStrategy_MIG_STRATEGY_NONE {
+		return nil, fmt.Errorf("fractional_mode MIG: no MIG profile of this cluster gives %d milli and %d MiB", r.GetGpuMilli(), r.GetGpuMemoryMib())
+	}
+	return best, nil // nil: no MIG GPUs, a milli share as before
 }
 
 // place finds nodes for every replica of every pod set: the hub's hint if it
@@ -90,7 +162,12 @@ func (c *Cluster) place(wl *meridianv1.Workload, hint []*agentv1.PodSetPlacement
 		}
 	}
 	for i, ps := range wl.GetPodSets() {
-		chs, reason := c.placePodSet(ps)
+		mp, err := c.migFor(ps.GetResources(), hintMIG(hint, ps.GetName()))
+		if err != nil {
+			undo()
+			return nil, nil, fmt.Errorf("pod_sets[%d] (%s): %w", i, ps.GetName(), err)
+		}
+		chs, reason := c.placePodSet(ps, mp)
 		if reason != "" {
 			undo()
 			return nil, nil, fmt.Errorf("does not fit: pod_sets[%d] (%s): %s", i, ps.GetName(), reason)
@@ -135,12 +212,16 @@ func (c *Cluster) placeHint(wl *meridianv1.Workload, hint []*agentv1.PodSetPlace
 		if len(h.GetNodes()) < int(minN) || len(h.GetNodes()) > int(ps.GetReplicas()) {
 			return fail(fmt.Sprintf("hint for pod set %s names %d nodes for %d..%d replicas", ps.GetName(), len(h.GetNodes()), minN, ps.GetReplicas()))
 		}
+		mp, err := c.migFor(ps.GetResources(), h.GetMigProfile())
+		if err != nil {
+			return fail(err.Error())
+		}
 		for _, name := range h.GetNodes() {
 			n := c.byName[name]
 			if n == nil {
 				return fail(fmt.Sprintf("hinted node %s does not exist", name))
 			}
-			ch, ok, reason := c.fitReplica(n, ps.GetResources())
+			ch, ok, reason := c.fitReplica(n, ps.GetResources(), mp)
 			if !ok {
 				return fail(reason)
 			}
@@ -154,7 +235,7 @@ func (c *Cluster) placeHint(wl *meridianv1.Workload, hint []*agentv1.PodSetPlace
 
 // placePodSet places ps's replicas (or, for an elastic pod set, at least
 // min_replicas) inside one topology group; charges are applied on success.
-func (c *Cluster) placePodSet(ps *meridianv1.PodSet) ([]charge, string) {
+func (c *Cluster) placePodSet(ps *meridianv1.PodSet, mp *migProfile) ([]charge, string) {
 	counts := []int{int(ps.GetReplicas())}
 	if m := int(ps.GetMinReplicas()); m > 0 && m < counts[0] {
 		counts = append(counts, m)
@@ -162,7 +243,7 @@ func (c *Cluster) placePodSet(ps *meridianv1.PodSet) ([]charge, string) {
 	var reasons []string
 	for _, want := range counts {
 		for _, group := range c.groups(ps.GetTopology()) {
-			chs, reason := c.placeIn(group, ps.GetResources(), want)
+			chs, reason := c.placeIn(group, ps.GetResources(), mp, want)
 			if reason == "" {
 				return chs, ""
 			}
@@ -177,12 +258,12 @@ func (c *Cluster) placePodSet(ps *meridianv1.PodSet) ([]charge, string) {
 
 // placeIn places want replicas on the nodes of group, first fit, packing
 // each node before moving on.
-func (c *Cluster) placeIn(group []*node, r *meridianv1.Resources, want int) ([]charge, string) {
+func (c *Cluster) placeIn(group []*node, r *meridianv1.Resources, mp *migProfile, want int) ([]charge, string) {
 	var chs []charge
 	last := ""
 	for _, n := range group {
 		for len(chs) < want {
-			ch, ok, reason := c.fitReplica(n, r)
+			ch, ok, reason := c.fitReplica(n, r, mp)
 			if !ok {
 				last = reason
 				break
@@ -239,6 +320,16 @@ func (c *Cluster) groups(t meridianv1.Topology) [][]*node {
 	default:
 		return [][]*node{c.nodes}
 	}
+}
+
+// hintMIG is the MIG profile the hub's hint names for a pod set.
+func hintMIG(hint []*agentv1.PodSetPlacement, podSet string) string {
+	for _, h := range hint {
+		if h.GetPodSet() == podSet {
+			return h.GetMigProfile()
+		}
+	}
+	return ""
 }
 
 func firstReasons(rs []string, n int) string {

@@ -27,7 +27,17 @@ func clampInt32(v int64) int32 {
 // Node turns one advertised node into the scheduler's node. An unschedulable
 // node, and every unhealthy GPU, offer no capacity (they stay listed so that
 // a placement hint naming them still resolves). GPUs are ordered by index.
+// A GPU that lists MIG profiles becomes a MIG GPU, read as under the mixed
+// strategy (see NodeMIG).
 func Node(n *agentv1.Node) (scheduler.Node, error) {
+	return NodeMIG(n, agentv1.MigStrategy_MIG_STRATEGY_MIXED)
+}
+
+// NodeMIG is Node under the cluster's MIG strategy: with NONE no GPU may
+// list MIG profiles, with SINGLE a GPU lists one profile; MIXED and
+// UNSPECIFIED take any layout. Profile names must parse ("3g.40gb"); free
+// counts are clamped to 0..total when a total is given.
+func NodeMIG(n *agentv1.Node, strategy agentv1.MigStrategy) (scheduler.Node, error) {
 	if n == nil {
 		return scheduler.Node{}, fmt.Errorf("node: is nil")
 	}
@@ -64,12 +74,53 @@ func Node(n *agentv1.Node) (scheduler.Node, error) {
 		if !g.GetHealthy() || !n.GetSchedulable() {
 			gg.FreeMilli, gg.FreeMemMiB = 0, 0
 		}
+		if len(g.GetMigProfiles()) > 0 {
+			m, err := migGPU(g, strategy, gg.FreeMilli > 0 || gg.FreeMemMiB > 0)
+			if err != nil {
+				return scheduler.Node{}, fmt.Errorf("gpus[%d].%w", i, err)
+			}
+			sn.Res.MIG = append(sn.Res.MIG, m)
+			gg.MIG = int32(len(sn.Res.MIG))
+		}
 		sn.Res.GPUs = append(sn.Res.GPUs, gg)
 	}
 	if !n.GetSchedulable() {
 		sn.Res.CPUMilliFree, sn.Res.MemMiBFree = 0, 0
 	}
 	return sn, nil
+}
+
+// migGPU reads one GPU's MIG layout. A GPU that offers nothing (unhealthy,
+// on a closed node) keeps its profiles with no free instance.
+func migGPU(g *agentv1.Gpu, strategy agentv1.MigStrategy, open bool) (gpufit.MIGGPU, error) {
+	profs := g.GetMigProfiles()
+	switch {
+	case strategy == agentv1.MigStrategy_MIG_STRATEGY_NONE:
+		return gpufit.MIGGPU{}, fmt.Errorf("mig_profiles: the cluster's mig_strategy is NONE, yet %d profiles are listed", len(profs))
+	case strategy == agentv1.MigStrategy_MIG_STRATEGY_SINGLE && len(profs) > 1:
+		return gpufit.MIGGPU{}, fmt.Errorf("mig_profiles: the cluster's mig_strategy is SINGLE (one profile per GPU), got %d profiles", len(profs))
+	}
+	var m gpufit.MIGGPU
+	for j, s := range profs {
+		p, err := gpufit.ParseMIGProfile(s.GetProfile())
+		if err != nil {
+			return gpufit.MIGGPU{}, fmt.Errorf("mig_profiles[%d].profile: %w", j, err)
+		}
+		for _, prev := range m.Slots {
+			if prev.Profile == p {
+				return gpufit.MIGGPU{}, fmt.Errorf("mig_profiles[%d].profile: %s is listed twice", j, p)
+			}
+		}
+		free := max(0, s.GetFree())
+		if t := s.GetTotal(); t > 0 {
+			free = min(free, t)
+		}
+		if !open {
+			free = 0
+		}
+		m.Slots = append(m.Slots, gpufit.MIGSlot{Profile: p, Free: free})
+	}
+	return m, nil
 }
 
 // Cluster turns a full advertisement into the scheduler's cluster with the
@@ -96,7 +147,7 @@ func Cluster(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen t
 	c.Modes = modes
 	seen := map[string]bool{}
 	for i, n := range ad.GetNodes() {
-		sn, err := Node(n)
+		sn, err := NodeMIG(n, ad.GetMigStrategy())
 		if err != nil {
 			return scheduler.Cluster{}, fmt.Errorf("nodes[%d].%w", i, err)
 		}

@@ -8,11 +8,14 @@ import (
 )
 
 // Placement turns a plan's placement into the agent's hint: one entry per
-// pod set, in the order the plan lists them, with the node of each replica.
+// pod set, in the order the plan lists them, with the node of each replica,
+// the replica count the hub admitted (what the connector launches: for an
+// elastic pod set the size the hub chose and charged) and the MIG profile.
 func Placement(ps []scheduler.PodSetPlacement) []*agentv1.PodSetPlacement {
 	out := make([]*agentv1.PodSetPlacement, 0, len(ps))
 	for _, p := range ps {
-		ap := &agentv1.PodSetPlacement{PodSet: p.PodSet, Nodes: make([]string, 0, len(p.Replicas))}
+		ap := &agentv1.PodSetPlacement{PodSet: p.PodSet, Nodes: make([]string, 0, len(p.Replicas)),
+			Replicas: int32(len(p.Replicas)), MigProfile: p.MIG}
 		for _, r := range p.Replicas {
 			ap.Nodes = append(ap.Nodes, r.Node)
 		}

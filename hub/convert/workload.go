@@ -119,10 +119,47 @@ func Request(r *meridianv1.Resources) (gpufit.Request, error) {
 	case mem > 0:
 		req.GPUs, req.Milli = 1, 1
 	}
+	if prof := strings.TrimSpace(r.GetMigProfile()); prof != "" {
+		p, err := MIGRequest(r)
+		if err != nil {
+			return gpufit.Request{}, err
+		}
+		req.GPUs, req.Milli, req.GPUMemMiB, req.MIG = 1, p.Milli(), 0, p
+	}
 	if err := req.Validate(); err != nil {
 		return gpufit.Request{}, err
 	}
 	return req, nil
+}
+
+// MIGRequest checks a request that names a MIG profile and returns the
+// profile. The error names the field (mig_profile, fractional_mode,
+// gpu_milli or gpu_memory_mib) relative to the resources message, for the
+// API's validation to put behind its path. A request without a profile
+// returns the zero profile and no error.
+func MIGRequest(r *meridianv1.Resources) (gpufit.MIGProfile, error) {
+	name := strings.TrimSpace(r.GetMigProfile())
+	if name == "" {
+		return gpufit.MIGProfile{}, nil
+	}
+	p, err := gpufit.ParseMIGProfile(name)
+	if err != nil {
+		return p, fmt.Errorf("mig_profile: %w", err)
+	}
+	switch m := r.GetFractionalMode(); m {
+	case meridianv1.FractionalMode_FRACTIONAL_MODE_UNSPECIFIED, meridianv1.FractionalMode_FRACTIONAL_MODE_ANY, meridianv1.FractionalMode_FRACTIONAL_MODE_MIG:
+	default:
+		return p, fmt.Errorf("fractional_mode: %s cannot serve mig_profile %s; leave it unset or use FRACTIONAL_MODE_MIG", m, p)
+	}
+	if g := r.GetGpuMilli(); g < 0 || g > gpufit.MilliPerGPU {
+		return p, fmt.Errorf("gpu_milli: a MIG instance is part of one GPU; want 0..%d with mig_profile, got %d", gpufit.MilliPerGPU, g)
+	} else if g > p.Milli() {
+		return p, fmt.Errorf("gpu_milli: %d is more than mig_profile %s gives (%d of %d compute slices = %d milli)", g, p, p.Slices, gpufit.MIGSlicesPerGPU, p.Milli())
+	}
+	if mem := int64(r.GetGpuMemoryMib()); mem > p.MemMiB() {
+		return p, fmt.Errorf("gpu_memory_mib: %d is more than mig_profile %s gives (%d MiB)", mem, p, p.MemMiB())
+	}
+	return p, nil
 }
 
 // Workload turns a stored workload into the scheduler's view. avoid lists
@@ -178,6 +215,9 @@ func Workload(w *meridianv1.Workload, avoid []string) (*scheduler.Workload, erro
 		mode, err := Mode(ps.GetResources().GetFractionalMode())
 		if err != nil {
 			return nil, fmt.Errorf("%s.resources.fractional_mode: %w", field, err)
+		}
+		if !req.MIG.IsZero() {
+			mode = scheduler.FracMIG
 		}
 		topo, err := Topology(ps.GetTopology())
 		if err != nil {

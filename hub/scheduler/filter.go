@@ -25,6 +25,7 @@ var filters = []clusterFilter{
 	{"selector", filterSelector},
 	{"class", filterClass},
 	{"fractional", filterFractional},
+	{"mig", filterMIG},
 	{"node size", filterNodeSize},
 }
 
@@ -206,6 +207,12 @@ func filterKey(w *Workload) string {
 			if ps.Req.Shared() {
 				b.WriteByte('~')
 				b.WriteByte(byte('0' + ps.Mode))
+			}
+			if !ps.Req.MIG.IsZero() {
+				b.WriteByte('@')
+				b.WriteString(ps.Req.MIG.String())
+			} else if isMIGAuto(ps) {
+				b.WriteString("@" + strconv.Itoa(int(ps.Req.Milli)) + "/" + strconv.Itoa(int(ps.Req.GPUMemMiB)))
 			}
 		}
 		b.WriteByte(';')

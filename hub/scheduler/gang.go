@@ -58,6 +58,7 @@ type placer struct {
 func (p *placer) placeGang(t *txn, w *Workload) ([]PodSetPlacement, fitResult) {
 	t.cs.placing = w.ID
 	defer func() { t.cs.placing = "" }()
+	w = resolveMIG(t.cs, w)
 	start := t.mark()
 	var out []PodSetPlacement
 	for si := range w.PodSets {
@@ -70,7 +71,7 @@ func (p *placer) placeGang(t *txn, w *Workload) ([]PodSetPlacement, fitResult) {
 			t.rollbackTo(start)
 			return out, fitResult{podSet: si, placed: placed, need: need}
 		}
-		pp := PodSetPlacement{PodSet: ps.Name, Replicas: make([]ReplicaPlacement, 0, placed)}
+		pp := PodSetPlacement{PodSet: ps.Name, Replicas: make([]ReplicaPlacement, 0, placed), MIG: ps.Req.MIG.String()}
 		for _, a := range t.log[m:] {
 			pp.Replicas = append(pp.Replicas, ReplicaPlacement{Node: t.cs.src.Nodes[a.node].Name, GPUs: a.gpus})
 		}

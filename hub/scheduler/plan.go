@@ -517,6 +517,10 @@ func shapeKey(w *Workload) string {
 			b.WriteByte(',')
 		}
 		b.WriteString(ps.Class)
+		if !r.MIG.IsZero() {
+			b.WriteByte('@')
+			b.WriteString(r.MIG.String())
+		}
 		b.WriteByte(';')
 	}
 	writePlacementScope(&b, w)

@@ -34,6 +34,9 @@ type clusterState struct {
 	// placing is the workload being placed now: its own reservation is no
 	// obstacle to it.
 	placing string
+	// mig lists the MIG profiles the cluster's GPUs advertise, smallest
+	// first (see mig.go); nil when it has no MIG GPU.
+	mig []gpufit.MIGProfile
 }
 
 type nodeMeta struct {
@@ -69,6 +72,10 @@ func newClusterState(c *Cluster) *clusterState {
 		cs.nodes[i] = *src
 		cs.nodes[i].GPUs = arena[:n:n]
 		arena = arena[n:]
+		if len(src.MIG) > 0 {
+			cs.nodes[i].CloneMIG()
+			cs.mig = src.MIGProfiles(cs.mig)
+		}
 		ci := byClass[src.Class]
 		if ci == nil {
 			ci = &classIndex{class: src.Class}
@@ -82,6 +89,7 @@ func newClusterState(c *Cluster) *clusterState {
 		cs.meta[i].ppos = -1
 	}
 	sort.Slice(cs.classes, func(a, b int) bool { return cs.classes[a].class < cs.classes[b].class })
+	sort.Slice(cs.mig, func(a, b int) bool { return cs.mig[a].Less(cs.mig[b]) })
 	for _, ci := range cs.classes {
 		ci.buckets = make([][]int32, bucketWhole+int(ci.maxGPUs)+1)
 	}

@@ -163,7 +163,9 @@ type PodSet struct {
 	MinReplicas int32
 	// Class is the accelerator class every replica needs; "" means any class.
 	Class string
-	// Req is one replica's resources.
+	// Req is one replica's resources. Req.MIG names a MIG profile; a
+	// fractional request with Mode FracMIG and no Req.MIG is resolved per
+	// cluster to the smallest advertised profile that covers it (mig.go).
 	Req      gpufit.Request
 	Mode     FractionalMode
 	Topology Topology
@@ -206,6 +208,11 @@ type ClassMilli struct {
 type PodSetPlacement struct {
 	PodSet   string
 	Replicas []ReplicaPlacement
+	// MIG is the MIG profile every replica got, for a MIG pod set: the
+	// one it named, or the one a profile-less MIG request resolved to on
+	// the chosen cluster (mig.go), as "3g.40gb"; "" otherwise. The
+	// connector requests exactly it.
+	MIG string `json:"MIG,omitempty"`
 }
 
 // ReplicaPlacement is one replica's node and GPU indices: the placement hint.

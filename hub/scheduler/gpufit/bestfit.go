@@ -40,7 +40,7 @@ func tightestGPUs(n *Node, r *Request, dst []int) []int {
 	best := -1
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if gpuFits(g, r) && (best < 0 || g.FreeMilli < n.GPUs[best].FreeMilli) {
+		if gpuFits(n, i, r) && (best < 0 || g.FreeMilli < n.GPUs[best].FreeMilli) {
 			best = i
 		}
 	}

@@ -38,7 +38,7 @@ func (f fgd) Score(n *Node, r *Request, dst []int) (float64, []int) {
 	}
 	best, bestScore := -1, 0.0
 	for i := range n.GPUs {
-		if !gpuFits(&n.GPUs[i], r) {
+		if !gpuFits(n, i, r) {
 			continue
 		}
 		free[i] -= r.Milli

@@ -13,6 +13,10 @@ type GPU struct {
 	FreeMilli   int32 // free share, in [0, MilliPerGPU]
 	FreeMemMiB  int32 // free GPU memory
 	TotalMemMiB int32 // GPU memory capacity; 0 when the cluster does not report it
+	// MIG is 0 for a GPU that is not MIG-partitioned, else k: its layout is
+	// Node.MIG[k-1]. A MIG GPU serves only MIG requests (Request.MIG), and
+	// a MIG request only a MIG GPU with a free instance of its profile.
+	MIG int32
 }
 
 // Node is the free capacity of one node.
@@ -21,6 +25,9 @@ type Node struct {
 	CPUMilliFree int64
 	MemMiBFree   int64
 	GPUs         []GPU
+	// MIG holds the layouts of the node's MIG GPUs (see GPU.MIG); nil when
+	// it has none.
+	MIG []MIGGPU
 }
 
 // Request is the resource shape of one pod (one replica of a pod set).
@@ -29,6 +36,10 @@ type Request struct {
 	GPUs             int32 // number of GPUs requested; 0 = CPU-only
 	Milli            int32 // per-GPU share, 1..1000; 1000 = whole GPUs; <1000 only with GPUs == 1
 	GPUMemMiB        int32 // per-GPU memory need; 0 = none
+	// MIG, when set, asks for one instance of this MIG profile: then
+	// GPUs == 1, Milli == MIG.Milli() and GPUMemMiB == 0 (the profile
+	// says the memory).
+	MIG MIGProfile
 }
 
 // TotalMilli is the request's total GPU share in milli-GPU.
@@ -73,12 +84,42 @@ func (r *Request) Validate() error {
 	if r.Milli < MilliPerGPU && r.GPUs != 1 {
 		return bad("gpu_milli", "a fractional share (%d) needs gpus == 1, got gpus %d", r.Milli, r.GPUs)
 	}
+	if !r.MIG.IsZero() {
+		switch {
+		case r.MIG.Slices > MIGSlicesPerGPU || r.MIG.MemGB == 0:
+			return bad("mig_profile", "%q: want 1..%d slices and memory > 0", r.MIG, MIGSlicesPerGPU)
+		case r.GPUs != 1:
+			return bad("gpus", "a MIG request takes one instance, got gpus %d", r.GPUs)
+		case r.Milli != r.MIG.Milli():
+			return bad("gpu_milli", "a MIG %s request is %d milli, got %d", r.MIG, r.MIG.Milli(), r.Milli)
+		case r.GPUMemMiB != 0:
+			return bad("gpu_mem_mib", "must be 0 for a MIG request (the profile gives the memory), got %d", r.GPUMemMiB)
+		}
+	}
 	return nil
 }
 
-// gpuFits reports whether one GPU can serve one unit of r.
-func gpuFits(g *GPU, r *Request) bool {
+// gpuFits reports whether GPU i of n can serve one unit of r.
+func gpuFits(n *Node, i int, r *Request) bool {
+	g := &n.GPUs[i]
+	if g.MIG != 0 || !r.MIG.IsZero() {
+		return migFits(n, i, r)
+	}
 	return g.FreeMilli >= r.Milli && g.FreeMemMiB >= r.GPUMemMiB
+}
+
+// migFits: a MIG GPU serves only a MIG request, with a free instance of
+// its profile and the compute share still free.
+func migFits(n *Node, i int, r *Request) bool {
+	if r.MIG.IsZero() {
+		return false
+	}
+	m := n.migGPU(i)
+	if m == nil {
+		return false
+	}
+	s := m.slot(r.MIG)
+	return s != nil && s.Free > 0 && n.GPUs[i].FreeMilli >= r.Milli
 }
 
 // Fits reports whether r fits on n: CPU, memory, and r.GPUs distinct GPUs each
@@ -93,7 +134,7 @@ func Fits(n *Node, r *Request) bool {
 	}
 	need := r.GPUs
 	for i := range n.GPUs {
-		if gpuFits(&n.GPUs[i], r) {
+		if gpuFits(n, i, r) {
 			need--
 			if need == 0 {
 				return true
@@ -116,6 +157,7 @@ func (n *Node) FreeMilli() int64 {
 func (n *Node) Clone() Node {
 	c := *n
 	c.GPUs = append([]GPU(nil), n.GPUs...)
+	c.CloneMIG()
 	return c
 }
 
@@ -132,7 +174,7 @@ func (n *Node) Apply(r *Request, gpus []int) {
 			n.CPUMilliFree, n.MemMiBFree, r.CPUMilli, r.MemMiB))
 	}
 	for _, i := range gpus {
-		if !gpuFits(&n.GPUs[i], r) {
+		if !gpuFits(n, i, r) {
 			panic(fmt.Sprintf("gpufit: Apply: GPU %d has %d milli / %d MiB free, want %d / %d",
 				i, n.GPUs[i].FreeMilli, n.GPUs[i].FreeMemMiB, r.Milli, r.GPUMemMiB))
 		}
@@ -142,6 +184,9 @@ func (n *Node) Apply(r *Request, gpus []int) {
 	for _, i := range gpus {
 		n.GPUs[i].FreeMilli -= r.Milli
 		n.GPUs[i].FreeMemMiB -= r.GPUMemMiB
+		if !r.MIG.IsZero() {
+			n.migGPU(i).slot(r.MIG).Free--
+		}
 	}
 }
 
@@ -154,7 +199,8 @@ func (n *Node) Undo(r *Request, gpus []int) {
 	n.checkIndices(r, gpus)
 	for _, i := range gpus {
 		g := &n.GPUs[i]
-		if g.FreeMilli+r.Milli > MilliPerGPU || (g.TotalMemMiB > 0 && g.FreeMemMiB+r.GPUMemMiB > g.TotalMemMiB) {
+		if g.FreeMilli+r.Milli > MilliPerGPU || (g.TotalMemMiB > 0 && g.FreeMemMiB+r.GPUMemMiB > g.TotalMemMiB) ||
+			(!r.MIG.IsZero() && (n.migGPU(i) == nil || n.migGPU(i).slot(r.MIG) == nil)) {
 			panic(fmt.Sprintf("gpufit: Undo: GPU %d would exceed its capacity (free %d milli / %d MiB, releasing %d / %d)",
 				i, g.FreeMilli, g.FreeMemMiB, r.Milli, r.GPUMemMiB))
 		}
@@ -164,6 +210,9 @@ func (n *Node) Undo(r *Request, gpus []int) {
 	for _, i := range gpus {
 		n.GPUs[i].FreeMilli += r.Milli
 		n.GPUs[i].FreeMemMiB += r.GPUMemMiB
+		if !r.MIG.IsZero() {
+			n.migGPU(i).slot(r.MIG).Free++
+		}
 	}
 }
 
@@ -211,7 +260,7 @@ func firstFree(n *Node, r *Request, dst []int) []int {
 		if len(dst) == int(r.GPUs) {
 			break
 		}
-		if gpuFits(&n.GPUs[i], r) {
+		if gpuFits(n, i, r) {
 			dst = append(dst, i)
 		}
 	}

@@ -141,7 +141,7 @@ func TestPropScoreDeterministicAndPure(t *testing.T) {
 			}
 			seen := map[int]bool{}
 			for _, i := range g1 {
-				if seen[i] || !gpuFits(&n.GPUs[i], &r) {
+				if seen[i] || !gpuFits(&n, i, &r) {
 					t.Fatalf("%s picked bad GPU set %v on %+v for %+v", sc.Name(), g1, n, r)
 				}
 				seen[i] = true

@@ -186,8 +186,18 @@ type Resources struct {
 	// How a fractional share may be served. Only meaningful when
 	// `gpu_milli` is below 1000 or `gpu_memory_mib` is set.
 	FractionalMode FractionalMode `protobuf:"varint,6,opt,name=fractional_mode,json=fractionalMode,proto3,enum=meridian.v1.FractionalMode" json:"fractional_mode,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// MIG profile one replica needs, for example `3g.40gb` (`<compute
+	// slices>g.<memory GB>gb`, slices 1..7). Setting it makes the request a
+	// MIG request: `fractional_mode` must be unset, ANY or MIG, `gpu_milli`
+	// unset or at most one GPU (1000) and `gpu_memory_mib` unset or within
+	// the profile's memory. The hub dispatches it only to a cluster whose
+	// advertisement has a free instance of exactly this profile. Empty with
+	// `fractional_mode` MIG means the smallest standard profile of the
+	// target cluster that covers `gpu_milli` (compute slices of 7) and
+	// `gpu_memory_mib`; see docs/design/mig.md.
+	MigProfile    string `protobuf:"bytes,7,opt,name=mig_profile,json=migProfile,proto3" json:"mig_profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Resources) Reset() {
@@ -260,6 +270,13 @@ func (x *Resources) GetFractionalMode() FractionalMode {
 		return x.FractionalMode
 	}
 	return FractionalMode_FRACTIONAL_MODE_UNSPECIFIED
+}
+
+func (x *Resources) GetMigProfile() string {
+	if x != nil {
+		return x.MigProfile
+	}
+	return ""
 }
 
 // PodSet is one homogeneous group of replicas inside a gang workload, such
@@ -601,7 +618,7 @@ var File_meridian_v1_resources_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x1bmeridian/v1/resources.proto\x12\vmeridian.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xfd\x01\n" +
+	"\x1bmeridian/v1/resources.proto\x12\vmeridian.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x9e\x02\n" +
 	"\tResources\x12\x1b\n" +
 	"\tgpu_milli\x18\x01 \x01(\x05R\bgpuMilli\x12$\n" +
 	"\x0egpu_memory_mib\x18\x02 \x01(\x05R\fgpuMemoryMib\x12\x1b\n" +
@@ -609,7 +626,9 @@ const file_meridian_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"memory_mib\x18\x04 \x01(\x05R\tmemoryMib\x12+\n" +
 	"\x11accelerator_class\x18\x05 \x01(\tR\x10acceleratorClass\x12D\n" +
-	"\x0ffractional_mode\x18\x06 \x01(\x0e2\x1b.meridian.v1.FractionalModeR\x0efractionalMode\"\xc4\x01\n" +
+	"\x0ffractional_mode\x18\x06 \x01(\x0e2\x1b.meridian.v1.FractionalModeR\x0efractionalMode\x12\x1f\n" +
+	"\vmig_profile\x18\a \x01(\tR\n" +
+	"migProfile\"\xc4\x01\n" +
 	"\x06PodSet\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12!\n" +

@@ -89,6 +89,68 @@ func (ProtocolVersion) EnumDescriptor() ([]byte, []int) {
 	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{0}
 }
 
+// MigStrategy says how a cluster exposes MIG partitions, in the NVIDIA GPU
+// operator's terms. The hub reads it with the per-GPU `mig_profiles`; see
+// docs/design/mig.md.
+type MigStrategy int32
+
+const (
+	// Not said. A GPU that lists `mig_profiles` is then read as MIXED.
+	MigStrategy_MIG_STRATEGY_UNSPECIFIED MigStrategy = 0
+	// No GPU is MIG-partitioned; `mig_profiles` must be empty.
+	MigStrategy_MIG_STRATEGY_NONE MigStrategy = 1
+	// `single`: every MIG GPU of a node is cut into instances of one
+	// profile (the device plugin exposes them as `nvidia.com/gpu`). A GPU
+	// lists exactly one profile.
+	MigStrategy_MIG_STRATEGY_SINGLE MigStrategy = 2
+	// `mixed`: a MIG GPU may hold instances of several profiles (exposed as
+	// `nvidia.com/mig-<profile>`).
+	MigStrategy_MIG_STRATEGY_MIXED MigStrategy = 3
+)
+
+// Enum value maps for MigStrategy.
+var (
+	MigStrategy_name = map[int32]string{
+		0: "MIG_STRATEGY_UNSPECIFIED",
+		1: "MIG_STRATEGY_NONE",
+		2: "MIG_STRATEGY_SINGLE",
+		3: "MIG_STRATEGY_MIXED",
+	}
+	MigStrategy_value = map[string]int32{
+		"MIG_STRATEGY_UNSPECIFIED": 0,
+		"MIG_STRATEGY_NONE":        1,
+		"MIG_STRATEGY_SINGLE":      2,
+		"MIG_STRATEGY_MIXED":       3,
+	}
+)
+
+func (x MigStrategy) Enum() *MigStrategy {
+	p := new(MigStrategy)
+	*p = x
+	return p
+}
+
+func (x MigStrategy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MigStrategy) Descriptor() protoreflect.EnumDescriptor {
+	return file_meridian_agent_v1_agent_proto_enumTypes[1].Descriptor()
+}
+
+func (MigStrategy) Type() protoreflect.EnumType {
+	return &file_meridian_agent_v1_agent_proto_enumTypes[1]
+}
+
+func (x MigStrategy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MigStrategy.Descriptor instead.
+func (MigStrategy) EnumDescriptor() ([]byte, []int) {
+	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
 // DispatchEventType is a state a dispatch reaches on its cluster.
 type DispatchEventType int32
 
@@ -146,11 +208,11 @@ func (x DispatchEventType) String() string {
 }
 
 func (DispatchEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_meridian_agent_v1_agent_proto_enumTypes[1].Descriptor()
+	return file_meridian_agent_v1_agent_proto_enumTypes[2].Descriptor()
 }
 
 func (DispatchEventType) Type() protoreflect.EnumType {
-	return &file_meridian_agent_v1_agent_proto_enumTypes[1]
+	return &file_meridian_agent_v1_agent_proto_enumTypes[2]
 }
 
 func (x DispatchEventType) Number() protoreflect.EnumNumber {
@@ -159,7 +221,7 @@ func (x DispatchEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DispatchEventType.Descriptor instead.
 func (DispatchEventType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 // Register is the first message an agent sends when it (re)connects,
@@ -418,7 +480,11 @@ type MigSlice struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// MIG profile name, for example `1g.10gb`.
 	Profile string `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
-	// Instances of the profile that could be created or are free now.
+	// Instances of the profile a new replica can have now: free existing
+	// instances, plus instances the cluster creates on demand out of the
+	// GPU's unpartitioned room (when it can). Counts of different profiles
+	// of one GPU may overlap; the GPU's `free_milli` (its free compute
+	// slices, floor(slices * 1000 / 7)) bounds what is taken in total.
 	Free int32 `protobuf:"varint,2,opt,name=free,proto3" json:"free,omitempty"`
 	// Instances of the profile configured on the GPU.
 	Total         int32 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
@@ -725,7 +791,11 @@ type Advertisement struct {
 	// Every node, sorted by name.
 	Nodes []*Node `protobuf:"bytes,7,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Agent session id (see Register.session_id).
-	SessionId     string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// How the cluster exposes MIG partitions. A GPU with `mig_profiles` is
+	// a MIG GPU: it serves only requests for one of its profiles, and never
+	// a whole-GPU or another kind of fractional request.
+	MigStrategy   MigStrategy `protobuf:"varint,9,opt,name=mig_strategy,json=migStrategy,proto3,enum=meridian.agent.v1.MigStrategy" json:"mig_strategy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -814,6 +884,13 @@ func (x *Advertisement) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *Advertisement) GetMigStrategy() MigStrategy {
+	if x != nil {
+		return x.MigStrategy
+	}
+	return MigStrategy_MIG_STRATEGY_UNSPECIFIED
 }
 
 // AdvertisementDelta carries the nodes that changed since the message with
@@ -1083,7 +1160,17 @@ type PodSetPlacement struct {
 	// Pod set name.
 	PodSet string `protobuf:"bytes,1,opt,name=pod_set,json=podSet,proto3" json:"pod_set,omitempty"`
 	// Node name per replica; `nodes[i]` is the node planned for replica i.
-	Nodes         []string `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []string `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Replicas the hub admitted for this pod set and charged to quota: the
+	// connector launches exactly this many (an elastic pod set's size lies
+	// between its min_replicas and replicas). 0 (a hub that predates the
+	// field) means len(nodes), or the pod set's replicas without a hint.
+	Replicas int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// For a MIG pod set, the profile the hub matched for every replica (the
+	// one the workload named, or the cluster's smallest profile covering a
+	// profile-less MIG request); the connector requests exactly it. Empty
+	// otherwise.
+	MigProfile    string `protobuf:"bytes,4,opt,name=mig_profile,json=migProfile,proto3" json:"mig_profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1130,6 +1217,20 @@ func (x *PodSetPlacement) GetNodes() []string {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *PodSetPlacement) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *PodSetPlacement) GetMigProfile() string {
+	if x != nil {
+		return x.MigProfile
+	}
+	return ""
 }
 
 // Dispatch asks an agent to launch one attempt of a workload. The agent
@@ -1698,7 +1799,7 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x04gpus\x18\v \x03(\v2\x16.meridian.agent.v1.GpuR\x04gpus\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x04\n" +
 	"\rAdvertisement\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x10\n" +
@@ -1709,7 +1810,8 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x10fractional_modes\x18\x06 \x03(\x0e2\x1b.meridian.v1.FractionalModeR\x0ffractionalModes\x12-\n" +
 	"\x05nodes\x18\a \x03(\v2\x17.meridian.agent.v1.NodeR\x05nodes\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\b \x01(\tR\tsessionId\x1a9\n" +
+	"session_id\x18\b \x01(\tR\tsessionId\x12A\n" +
+	"\fmig_strategy\x18\t \x01(\x0e2\x1e.meridian.agent.v1.MigStrategyR\vmigStrategy\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x02\n" +
@@ -1739,10 +1841,13 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"dispatches\x12+\n" +
 	"\x11advertisement_seq\x18\x05 \x01(\x04R\x10advertisementSeq\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x06 \x01(\tR\tsessionId\"@\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\"}\n" +
 	"\x0fPodSetPlacement\x12\x17\n" +
 	"\apod_set\x18\x01 \x01(\tR\x06podSet\x12\x14\n" +
-	"\x05nodes\x18\x02 \x03(\tR\x05nodes\"\xd6\x02\n" +
+	"\x05nodes\x18\x02 \x03(\tR\x05nodes\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\x12\x1f\n" +
+	"\vmig_profile\x18\x04 \x01(\tR\n" +
+	"migProfile\"\xd6\x02\n" +
 	"\bDispatch\x12\x1f\n" +
 	"\vdispatch_id\x18\x01 \x01(\tR\n" +
 	"dispatchId\x12\x1f\n" +
@@ -1798,7 +1903,12 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x04kind*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12PROTOCOL_VERSION_1\x10\x01*\xa6\x02\n" +
+	"\x12PROTOCOL_VERSION_1\x10\x01*s\n" +
+	"\vMigStrategy\x12\x1c\n" +
+	"\x18MIG_STRATEGY_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11MIG_STRATEGY_NONE\x10\x01\x12\x17\n" +
+	"\x13MIG_STRATEGY_SINGLE\x10\x02\x12\x16\n" +
+	"\x12MIG_STRATEGY_MIXED\x10\x03*\xa6\x02\n" +
 	"\x11DispatchEventType\x12#\n" +
 	"\x1fDISPATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cDISPATCH_EVENT_TYPE_ACCEPTED\x10\x01\x12 \n" +
@@ -1821,75 +1931,77 @@ func file_meridian_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_meridian_agent_v1_agent_proto_rawDescData
 }
 
-var file_meridian_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_meridian_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_meridian_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_meridian_agent_v1_agent_proto_goTypes = []any{
 	(ProtocolVersion)(0),          // 0: meridian.agent.v1.ProtocolVersion
-	(DispatchEventType)(0),        // 1: meridian.agent.v1.DispatchEventType
-	(*Register)(nil),              // 2: meridian.agent.v1.Register
-	(*RegisterAck)(nil),           // 3: meridian.agent.v1.RegisterAck
-	(*MigSlice)(nil),              // 4: meridian.agent.v1.MigSlice
-	(*Gpu)(nil),                   // 5: meridian.agent.v1.Gpu
-	(*Node)(nil),                  // 6: meridian.agent.v1.Node
-	(*Advertisement)(nil),         // 7: meridian.agent.v1.Advertisement
-	(*AdvertisementDelta)(nil),    // 8: meridian.agent.v1.AdvertisementDelta
-	(*RunningDispatch)(nil),       // 9: meridian.agent.v1.RunningDispatch
-	(*Heartbeat)(nil),             // 10: meridian.agent.v1.Heartbeat
-	(*PodSetPlacement)(nil),       // 11: meridian.agent.v1.PodSetPlacement
-	(*Dispatch)(nil),              // 12: meridian.agent.v1.Dispatch
-	(*DispatchCancel)(nil),        // 13: meridian.agent.v1.DispatchCancel
-	(*Usage)(nil),                 // 14: meridian.agent.v1.Usage
-	(*DispatchEvent)(nil),         // 15: meridian.agent.v1.DispatchEvent
-	(*HubMessage)(nil),            // 16: meridian.agent.v1.HubMessage
-	nil,                           // 17: meridian.agent.v1.Register.LabelsEntry
-	nil,                           // 18: meridian.agent.v1.Node.LabelsEntry
-	nil,                           // 19: meridian.agent.v1.Advertisement.LabelsEntry
-	(v1.ConnectorKind)(0),         // 20: meridian.v1.ConnectorKind
-	(v1.FractionalMode)(0),        // 21: meridian.v1.FractionalMode
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*v1.Workload)(nil),           // 24: meridian.v1.Workload
+	(MigStrategy)(0),              // 1: meridian.agent.v1.MigStrategy
+	(DispatchEventType)(0),        // 2: meridian.agent.v1.DispatchEventType
+	(*Register)(nil),              // 3: meridian.agent.v1.Register
+	(*RegisterAck)(nil),           // 4: meridian.agent.v1.RegisterAck
+	(*MigSlice)(nil),              // 5: meridian.agent.v1.MigSlice
+	(*Gpu)(nil),                   // 6: meridian.agent.v1.Gpu
+	(*Node)(nil),                  // 7: meridian.agent.v1.Node
+	(*Advertisement)(nil),         // 8: meridian.agent.v1.Advertisement
+	(*AdvertisementDelta)(nil),    // 9: meridian.agent.v1.AdvertisementDelta
+	(*RunningDispatch)(nil),       // 10: meridian.agent.v1.RunningDispatch
+	(*Heartbeat)(nil),             // 11: meridian.agent.v1.Heartbeat
+	(*PodSetPlacement)(nil),       // 12: meridian.agent.v1.PodSetPlacement
+	(*Dispatch)(nil),              // 13: meridian.agent.v1.Dispatch
+	(*DispatchCancel)(nil),        // 14: meridian.agent.v1.DispatchCancel
+	(*Usage)(nil),                 // 15: meridian.agent.v1.Usage
+	(*DispatchEvent)(nil),         // 16: meridian.agent.v1.DispatchEvent
+	(*HubMessage)(nil),            // 17: meridian.agent.v1.HubMessage
+	nil,                           // 18: meridian.agent.v1.Register.LabelsEntry
+	nil,                           // 19: meridian.agent.v1.Node.LabelsEntry
+	nil,                           // 20: meridian.agent.v1.Advertisement.LabelsEntry
+	(v1.ConnectorKind)(0),         // 21: meridian.v1.ConnectorKind
+	(v1.FractionalMode)(0),        // 22: meridian.v1.FractionalMode
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*v1.Workload)(nil),           // 25: meridian.v1.Workload
 }
 var file_meridian_agent_v1_agent_proto_depIdxs = []int32{
 	0,  // 0: meridian.agent.v1.Register.protocol_version:type_name -> meridian.agent.v1.ProtocolVersion
-	20, // 1: meridian.agent.v1.Register.connector:type_name -> meridian.v1.ConnectorKind
-	17, // 2: meridian.agent.v1.Register.labels:type_name -> meridian.agent.v1.Register.LabelsEntry
-	21, // 3: meridian.agent.v1.Register.fractional_modes:type_name -> meridian.v1.FractionalMode
-	22, // 4: meridian.agent.v1.Register.sent_at:type_name -> google.protobuf.Timestamp
+	21, // 1: meridian.agent.v1.Register.connector:type_name -> meridian.v1.ConnectorKind
+	18, // 2: meridian.agent.v1.Register.labels:type_name -> meridian.agent.v1.Register.LabelsEntry
+	22, // 3: meridian.agent.v1.Register.fractional_modes:type_name -> meridian.v1.FractionalMode
+	23, // 4: meridian.agent.v1.Register.sent_at:type_name -> google.protobuf.Timestamp
 	0,  // 5: meridian.agent.v1.RegisterAck.protocol_version:type_name -> meridian.agent.v1.ProtocolVersion
-	23, // 6: meridian.agent.v1.RegisterAck.heartbeat_interval:type_name -> google.protobuf.Duration
-	23, // 7: meridian.agent.v1.RegisterAck.advertise_interval:type_name -> google.protobuf.Duration
-	23, // 8: meridian.agent.v1.RegisterAck.lost_timeout:type_name -> google.protobuf.Duration
-	22, // 9: meridian.agent.v1.RegisterAck.sent_at:type_name -> google.protobuf.Timestamp
-	4,  // 10: meridian.agent.v1.Gpu.mig_profiles:type_name -> meridian.agent.v1.MigSlice
-	18, // 11: meridian.agent.v1.Node.labels:type_name -> meridian.agent.v1.Node.LabelsEntry
-	5,  // 12: meridian.agent.v1.Node.gpus:type_name -> meridian.agent.v1.Gpu
-	22, // 13: meridian.agent.v1.Advertisement.sent_at:type_name -> google.protobuf.Timestamp
-	20, // 14: meridian.agent.v1.Advertisement.connector:type_name -> meridian.v1.ConnectorKind
-	19, // 15: meridian.agent.v1.Advertisement.labels:type_name -> meridian.agent.v1.Advertisement.LabelsEntry
-	21, // 16: meridian.agent.v1.Advertisement.fractional_modes:type_name -> meridian.v1.FractionalMode
-	6,  // 17: meridian.agent.v1.Advertisement.nodes:type_name -> meridian.agent.v1.Node
-	22, // 18: meridian.agent.v1.AdvertisementDelta.sent_at:type_name -> google.protobuf.Timestamp
-	6,  // 19: meridian.agent.v1.AdvertisementDelta.upserted_nodes:type_name -> meridian.agent.v1.Node
-	1,  // 20: meridian.agent.v1.RunningDispatch.state:type_name -> meridian.agent.v1.DispatchEventType
-	22, // 21: meridian.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	9,  // 22: meridian.agent.v1.Heartbeat.dispatches:type_name -> meridian.agent.v1.RunningDispatch
-	24, // 23: meridian.agent.v1.Dispatch.workload:type_name -> meridian.v1.Workload
-	11, // 24: meridian.agent.v1.Dispatch.placement:type_name -> meridian.agent.v1.PodSetPlacement
-	22, // 25: meridian.agent.v1.Dispatch.created_at:type_name -> google.protobuf.Timestamp
-	23, // 26: meridian.agent.v1.DispatchCancel.grace_period:type_name -> google.protobuf.Duration
-	22, // 27: meridian.agent.v1.DispatchCancel.sent_at:type_name -> google.protobuf.Timestamp
-	23, // 28: meridian.agent.v1.Usage.wall_time:type_name -> google.protobuf.Duration
-	1,  // 29: meridian.agent.v1.DispatchEvent.type:type_name -> meridian.agent.v1.DispatchEventType
-	22, // 30: meridian.agent.v1.DispatchEvent.time:type_name -> google.protobuf.Timestamp
-	14, // 31: meridian.agent.v1.DispatchEvent.usage:type_name -> meridian.agent.v1.Usage
-	12, // 32: meridian.agent.v1.HubMessage.dispatch:type_name -> meridian.agent.v1.Dispatch
-	13, // 33: meridian.agent.v1.HubMessage.cancel:type_name -> meridian.agent.v1.DispatchCancel
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	24, // 6: meridian.agent.v1.RegisterAck.heartbeat_interval:type_name -> google.protobuf.Duration
+	24, // 7: meridian.agent.v1.RegisterAck.advertise_interval:type_name -> google.protobuf.Duration
+	24, // 8: meridian.agent.v1.RegisterAck.lost_timeout:type_name -> google.protobuf.Duration
+	23, // 9: meridian.agent.v1.RegisterAck.sent_at:type_name -> google.protobuf.Timestamp
+	5,  // 10: meridian.agent.v1.Gpu.mig_profiles:type_name -> meridian.agent.v1.MigSlice
+	19, // 11: meridian.agent.v1.Node.labels:type_name -> meridian.agent.v1.Node.LabelsEntry
+	6,  // 12: meridian.agent.v1.Node.gpus:type_name -> meridian.agent.v1.Gpu
+	23, // 13: meridian.agent.v1.Advertisement.sent_at:type_name -> google.protobuf.Timestamp
+	21, // 14: meridian.agent.v1.Advertisement.connector:type_name -> meridian.v1.ConnectorKind
+	20, // 15: meridian.agent.v1.Advertisement.labels:type_name -> meridian.agent.v1.Advertisement.LabelsEntry
+	22, // 16: meridian.agent.v1.Advertisement.fractional_modes:type_name -> meridian.v1.FractionalMode
+	7,  // 17: meridian.agent.v1.Advertisement.nodes:type_name -> meridian.agent.v1.Node
+	1,  // 18: meridian.agent.v1.Advertisement.mig_strategy:type_name -> meridian.agent.v1.MigStrategy
+	23, // 19: meridian.agent.v1.AdvertisementDelta.sent_at:type_name -> google.protobuf.Timestamp
+	7,  // 20: meridian.agent.v1.AdvertisementDelta.upserted_nodes:type_name -> meridian.agent.v1.Node
+	2,  // 21: meridian.agent.v1.RunningDispatch.state:type_name -> meridian.agent.v1.DispatchEventType
+	23, // 22: meridian.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	10, // 23: meridian.agent.v1.Heartbeat.dispatches:type_name -> meridian.agent.v1.RunningDispatch
+	25, // 24: meridian.agent.v1.Dispatch.workload:type_name -> meridian.v1.Workload
+	12, // 25: meridian.agent.v1.Dispatch.placement:type_name -> meridian.agent.v1.PodSetPlacement
+	23, // 26: meridian.agent.v1.Dispatch.created_at:type_name -> google.protobuf.Timestamp
+	24, // 27: meridian.agent.v1.DispatchCancel.grace_period:type_name -> google.protobuf.Duration
+	23, // 28: meridian.agent.v1.DispatchCancel.sent_at:type_name -> google.protobuf.Timestamp
+	24, // 29: meridian.agent.v1.Usage.wall_time:type_name -> google.protobuf.Duration
+	2,  // 30: meridian.agent.v1.DispatchEvent.type:type_name -> meridian.agent.v1.DispatchEventType
+	23, // 31: meridian.agent.v1.DispatchEvent.time:type_name -> google.protobuf.Timestamp
+	15, // 32: meridian.agent.v1.DispatchEvent.usage:type_name -> meridian.agent.v1.Usage
+	13, // 33: meridian.agent.v1.HubMessage.dispatch:type_name -> meridian.agent.v1.Dispatch
+	14, // 34: meridian.agent.v1.HubMessage.cancel:type_name -> meridian.agent.v1.DispatchCancel
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_meridian_agent_v1_agent_proto_init() }
@@ -1907,7 +2019,7 @@ func file_meridian_agent_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_agent_v1_agent_proto_rawDesc), len(file_meridian_agent_v1_agent_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,

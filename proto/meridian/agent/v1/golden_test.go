@@ -94,6 +94,7 @@ func samples() map[string]proto.Message {
 		"advertisement": &agentv1.Advertisement{
 			ClusterId: "eu-1", Seq: 17, SentAt: ts(2 * time.Second), Connector: meridianv1.ConnectorKind_CONNECTOR_KIND_SLURM,
 			Labels: map[string]string{"site": "lyon"}, FractionalModes: modes, Nodes: []*agentv1.Node{sampleNode()}, SessionId: "s-7f3a",
+			MigStrategy: agentv1.MigStrategy_MIG_STRATEGY_MIXED,
 		},
 		"advertisement_delta": &agentv1.AdvertisementDelta{
 			ClusterId: "eu-1", Seq: 18, BaseSeq: 17, SentAt: ts(3 * time.Second),
@@ -104,7 +105,7 @@ func samples() map[string]proto.Message {
 			ClusterId: "eu-1", Seq: 99, SentAt: ts(4 * time.Second), AdvertisementSeq: 18, SessionId: "s-7f3a",
 			Dispatches: []*agentv1.RunningDispatch{{DispatchId: "d-2", WorkloadId: "wl-2", State: agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED}},
 		},
-		"pod_set_placement": &agentv1.PodSetPlacement{PodSet: "worker", Nodes: []string{"n1", "n1", "n2"}},
+		"pod_set_placement": &agentv1.PodSetPlacement{PodSet: "worker", Nodes: []string{"n1", "n1", "n2"}, Replicas: 3, MigProfile: "1g.10gb"},
 		"dispatch":          dispatch,
 		"dispatch_cancel":   cancel,
 		"usage":             &agentv1.Usage{GpuMilliSeconds: 3_600_000, CpuMilliSeconds: 7_200_000, WallTime: durationpb.New(time.Hour)},
