@@ -72,6 +72,10 @@ type Pod struct {
 	Name    string
 	Req     gpufit.Request
 	Classes []string // allowed GPU models (gpu_spec); empty = any
+	// Created and Deleted are the trace's creation_time and deletion_time
+	// in seconds, when the list has them (0 otherwise); the time-based
+	// replay (timed.go) uses them.
+	Created, Deleted int64
 }
 
 type table struct {
@@ -190,6 +194,14 @@ func LoadPods(r io.Reader, name string) ([]Pod, error) {
 		}
 		if err := p.Req.Validate(); err != nil {
 			return nil, fmt.Errorf("openb: %s line %d (pod %s): %w", name, i+2, p.Name, err)
+		}
+		if _, ok := t.cols["deletion_time"]; ok {
+			if p.Created, err = t.int(i, "creation_time"); err != nil {
+				return nil, err
+			}
+			if p.Deleted, err = t.int(i, "deletion_time"); err != nil {
+				return nil, err
+			}
 		}
 		if spec := t.str(i, "gpu_spec"); spec != "" {
 			for _, c := range strings.Split(spec, "|") {
