@@ -52,6 +52,13 @@ func (b *dispatchBuilder) Topology(t meridianv1.Topology) *dispatchBuilder {
 	b.last().Topology = t
 	return b
 }
+
+// Admitted sets the size the hub admitted for podSet (placement replicas).
+func (b *dispatchBuilder) Admitted(podSet string, n int32) *dispatchBuilder {
+	b.d.Placement = append(b.d.Placement, &agentv1.PodSetPlacement{PodSet: podSet, Replicas: n})
+	return b
+}
+
 func (b *dispatchBuilder) Hint(podSet string, nodes ...string) *dispatchBuilder {
 	b.d.Placement = append(b.d.Placement, &agentv1.PodSetPlacement{PodSet: podSet, Nodes: nodes})
 	return b

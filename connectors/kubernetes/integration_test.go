@@ -306,7 +306,7 @@ func TestK8sGangRunsAndSucceeds(t *testing.T) {
 	c := e.connector()
 	ctx := context.Background()
 	id := fmt.Sprintf("d-gang%d", time.Now().UnixNano())
-	d := makeDispatch(id).PodSet("workers", 2, 4000).Class("nvidia-h100-80gb").Hint("workers", nodeH100a).
+	d := makeDispatch(id).PodSet("workers", 2, 4000).Class("nvidia-h100-80gb").Hint("workers", nodeH100a, nodeH100a).
 		Extra(kwokDelay("8s")).Obj()
 	start := time.Now()
 	if err := c.Launch(ctx, d); err != nil {
@@ -796,7 +796,9 @@ func TestK8sCoschedulingPodGroup(t *testing.T) {
 	})
 	c := e.connector()
 	id := fmt.Sprintf("d-pg%d", time.Now().UnixNano())
-	d := makeDispatch(id).PodSet("a", 2, 1000).MinReplicas(1).PodSet("b", 2, 1000).Obj()
+	// The hub admitted 1 of a's 1..2 replicas (elastic): 1 runs, and the
+	// gang is whole with 1 of a and 2 of b.
+	d := makeDispatch(id).PodSet("a", 2, 1000).MinReplicas(1).PodSet("b", 2, 1000).Admitted("a", 1).Obj()
 	// Discovery may lag the CRD by a moment.
 	var launchErr error
 	eventually(t, 20*time.Second, "Launch to find the PodGroup CRD", func() bool {
@@ -809,7 +811,7 @@ func TestK8sCoschedulingPodGroup(t *testing.T) {
 		t.Fatalf("PodGroup: %v", err)
 	}
 	if mm, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember"); mm != 3 {
-		t.Fatalf("minMember %d, want 3 (1 of a + 2 of b)", mm)
+		t.Fatalf("minMember %d, want 3 (the 1 admitted of a + 2 of b)", mm)
 	}
 	if pg.GetLabels()[LabelManagedBy] != ManagedByValue || pg.GetLabels()[LabelCluster] != e.cfg.ClusterID {
 		t.Fatalf("PodGroup labels %v", pg.GetLabels())
@@ -819,6 +821,13 @@ func TestK8sCoschedulingPodGroup(t *testing.T) {
 		t.Fatalf("%d jobs", len(jobs))
 	}
 	for _, j := range jobs {
+		want := int32(2)
+		if j.Labels[LabelPodSet] == "a" {
+			want = 1
+		}
+		if *j.Spec.Parallelism != want || *j.Spec.Completions != want {
+			t.Fatalf("job %s: parallelism %d completions %d, want %d", j.Name, *j.Spec.Parallelism, *j.Spec.Completions, want)
+		}
 		ps := j.Spec.Template
 		if ps.Labels[LabelPodGroup] != pg.GetName() || ps.Spec.SchedulerName != "scheduler-plugins-scheduler" {
 			t.Fatalf("job %s: pod-group label %q scheduler %q", j.Name, ps.Labels[LabelPodGroup], ps.Spec.SchedulerName)

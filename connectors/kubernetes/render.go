@@ -117,10 +117,14 @@ func Render(cfg Config, d *agentv1.Dispatch, view clusterView) (*Rendered, error
 		if reps < 1 || reps > 10000 {
 			return nil, agent.Reject("%s.replicas %d: want 1..10000", field, reps)
 		}
-		need := reps
-		if m := ps.GetMinReplicas(); m > 0 && m < reps {
-			need = m
+		// The hub admitted and charged a size between min_replicas and
+		// replicas (an elastic pod set); exactly that many run, and the
+		// gang starts only whole at that size.
+		size, err := d.PodSetSize(i)
+		if err != nil {
+			return nil, agent.Reject("%v", err)
 		}
+		reps, need := size, size
 		minMember += int64(need)
 		pod, mode, milli, err := renderPod(cfg, w, ps, field, hints[ps.GetName()], migHints[ps.GetName()], pin, view)
 		if err != nil {

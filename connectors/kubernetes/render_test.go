@@ -168,7 +168,7 @@ func TestRenderPlacementAndTopology(t *testing.T) {
 		rejectedWith string
 	}{
 		"hint is only preferred": {d: makeDispatch("d-1").PodSet("w", 2, 1000).Hint("w", "n2", "n1"), preferred: []string{"n1", "n2"}},
-		"pin makes it required": {d: makeDispatch("d-1").PodSet("w", 2, 1000).Hint("w", "n1").Extra(map[string]any{ExtraPinNodes: true}),
+		"pin makes it required": {d: makeDispatch("d-1").PodSet("w", 2, 1000).Hint("w", "n1", "n1").Extra(map[string]any{ExtraPinNodes: true}),
 			required: map[string][]string{HostnameLabel: {"n1"}}},
 		"class is required": {d: makeDispatch("d-1").PodSet("w", 1, 1000).Class("nvidia-h100-80gb"),
 			required: map[string][]string{LabelGPUProduct: {"NVIDIA-H100-80GB-HBM3"}}},
@@ -224,7 +224,7 @@ func TestRenderPlacementAndTopology(t *testing.T) {
 }
 
 func TestRenderGangMechanisms(t *testing.T) {
-	d := makeDispatch("d-9").PodSet("a", 2, 1000).MinReplicas(1).PodSet("b", 3, 0).Obj()
+	d := makeDispatch("d-9").PodSet("a", 2, 1000).MinReplicas(1).PodSet("b", 3, 0).Admitted("a", 1).Obj()
 	t.Run("coscheduling", func(t *testing.T) {
 		r, err := Render(mustCfg(Config{Gang: GangCoscheduling}), d, clusterView{})
 		if err != nil {
@@ -235,7 +235,10 @@ func TestRenderGangMechanisms(t *testing.T) {
 		}
 		pg := r.PodGroups[0]
 		if mm := pg.Object["spec"].(map[string]any)["minMember"]; mm != int64(4) {
-			t.Fatalf("minMember %v, want 4 (1 of a + 3 of b)", mm)
+			t.Fatalf("minMember %v, want 4 (the 1 admitted of a + 3 of b)", mm)
+		}
+		if a := r.Jobs[0]; *a.Spec.Parallelism != 1 || *a.Spec.Completions != 1 || a.Annotations[AnnMinReplicas] != "1" || a.Annotations[AnnGPUMilli] != "1000" {
+			t.Fatalf("job a: parallelism %d completions %d annotations %v, want the admitted 1", *a.Spec.Parallelism, *a.Spec.Completions, a.Annotations)
 		}
 		for _, j := range r.Jobs {
 			if j.Spec.Template.Labels[LabelPodGroup] != pg.GetName() || j.Spec.Template.Spec.SchedulerName != "scheduler-plugins-scheduler" {
@@ -310,6 +313,41 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			_, err := tc.cfg.withDefaults()
 			if err == nil || !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("err = %v, want it to name %q", err, tc.field)
+			}
+		})
+	}
+}
+
+// The size the hub admitted is what runs: parallelism and completions of
+// the Indexed Job, and a size outside min_replicas..replicas is refused.
+func TestRenderElasticSize(t *testing.T) {
+	for name, tc := range map[string]struct {
+		admitted int32
+		want     int32
+		rejected string
+	}{
+		"no placement: all":  {want: 8},
+		"admitted 3 of 2..8": {admitted: 3, want: 3},
+		"below min":          {admitted: 1, rejected: "placement[w].replicas"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := makeDispatch("d-e").PodSet("w", 8, 1000).MinReplicas(2)
+			if tc.admitted > 0 {
+				b = b.Admitted("w", tc.admitted)
+			}
+			r, err := Render(mustCfg(Config{}), b.Obj(), clusterView{})
+			if tc.rejected != "" {
+				if !agent.IsRejected(err) || !strings.Contains(err.Error(), tc.rejected) {
+					t.Fatalf("err = %v, want a rejection naming %s", err, tc.rejected)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := r.Jobs[0]
+			if *j.Spec.Parallelism != tc.want || *j.Spec.Completions != tc.want {
+				t.Fatalf("parallelism %d completions %d, want %d", *j.Spec.Parallelism, *j.Spec.Completions, tc.want)
 			}
 		})
 	}

@@ -167,7 +167,17 @@ func (c *Cluster) place(wl *meridianv1.Workload, hint []*agentv1.PodSetPlacement
 			undo()
 			return nil, nil, fmt.Errorf("pod_sets[%d] (%s): %w", i, ps.GetName(), err)
 		}
-		chs, reason := c.placePodSet(ps, mp)
+		want := 0 // no hint: full size, else min_replicas
+		if len(hint) > 0 {
+			// The hub admitted and charged a size: exactly that many run.
+			n, err := (&agentv1.Dispatch{Workload: wl, Placement: hint}).PodSetSize(i)
+			if err != nil {
+				undo()
+				return nil, nil, err
+			}
+			want = int(n)
+		}
+		chs, reason := c.placePodSet(ps, mp, want)
 		if reason != "" {
 			undo()
 			return nil, nil, fmt.Errorf("does not fit: pod_sets[%d] (%s): %s", i, ps.GetName(), reason)
@@ -205,12 +215,12 @@ func (c *Cluster) placeHint(wl *meridianv1.Workload, hint []*agentv1.PodSetPlace
 		if h == nil {
 			return fail(fmt.Sprintf("no hint for pod set %s", ps.GetName()))
 		}
-		minN := ps.GetReplicas()
-		if m := ps.GetMinReplicas(); m > 0 && m < minN {
-			minN = m
+		size, err := (&agentv1.Dispatch{Workload: wl, Placement: hint}).PodSetSize(i)
+		if err != nil {
+			return fail(err.Error())
 		}
-		if len(h.GetNodes()) < int(minN) || len(h.GetNodes()) > int(ps.GetReplicas()) {
-			return fail(fmt.Sprintf("hint for pod set %s names %d nodes for %d..%d replicas", ps.GetName(), len(h.GetNodes()), minN, ps.GetReplicas()))
+		if len(h.GetNodes()) != int(size) {
+			return fail(fmt.Sprintf("hint for pod set %s names %d nodes for the %d replicas admitted", ps.GetName(), len(h.GetNodes()), size))
 		}
 		mp, err := c.migFor(ps.GetResources(), h.GetMigProfile())
 		if err != nil {
@@ -233,12 +243,16 @@ func (c *Cluster) placeHint(wl *meridianv1.Workload, hint []*agentv1.PodSetPlace
 	return all, nodes, ""
 }
 
-// placePodSet places ps's replicas (or, for an elastic pod set, at least
-// min_replicas) inside one topology group; charges are applied on success.
-func (c *Cluster) placePodSet(ps *meridianv1.PodSet, mp *migProfile) ([]charge, string) {
+// placePodSet places want replicas of ps (0: all of them or, for an
+// elastic pod set, at least min_replicas) inside one topology group;
+// charges are applied on success.
+func (c *Cluster) placePodSet(ps *meridianv1.PodSet, mp *migProfile, want int) ([]charge, string) {
 	counts := []int{int(ps.GetReplicas())}
 	if m := int(ps.GetMinReplicas()); m > 0 && m < counts[0] {
 		counts = append(counts, m)
+	}
+	if want > 0 {
+		counts = []int{want}
 	}
 	var reasons []string
 	for _, want := range counts {

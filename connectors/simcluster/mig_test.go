@@ -145,3 +145,31 @@ func TestMIGConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// An elastic pod set runs at exactly the size the hub admitted, even where
+// more would fit, and its hint must name that many nodes.
+func TestElasticRunsAtTheAdmittedSize(t *testing.T) {
+	ctx := context.Background()
+	c, _ := newSmall(t)
+	d := wl("e").podSet("main", 4, 1000, 0).minReplicas(1).dispatch("e",
+		&agentv1.PodSetPlacement{PodSet: "main", Nodes: []string{"gpu-0", "gpu-0"}, Replicas: 2})
+	if err := c.Launch(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := freeMilli(t, c); got["gpu-0"]+got["gpu-1"] != 2000 {
+		t.Fatalf("free milli %v, want 2 of 4 GPUs taken", got)
+	}
+	// A stale hint falls back to placing exactly the admitted size elsewhere.
+	d2 := wl("f").podSet("main", 4, 1000, 0).minReplicas(1).dispatch("f",
+		&agentv1.PodSetPlacement{PodSet: "main", Nodes: []string{"gpu-0"}, Replicas: 1})
+	if err := c.Launch(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+	if got := freeMilli(t, c); got["gpu-0"]+got["gpu-1"] != 1000 {
+		t.Fatalf("free milli %v, want 3 of 4 GPUs taken", got)
+	}
+	ws, _ := c.List(ctx)
+	if len(ws) != 2 || len(ws[0].Nodes) != 2 || len(ws[1].Nodes) != 1 {
+		t.Fatalf("work %+v, want 2 and 1 replicas", ws)
+	}
+}

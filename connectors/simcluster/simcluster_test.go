@@ -243,7 +243,7 @@ func TestLaunchFitChargeRelease(t *testing.T) {
 		"bad exit code label":    {d: wl("w").podSet("m", 1, 1000, 0).label(LabelExitCode, "300").dispatch("d"), reject: LabelExitCode},
 		"no workload":            {d: &agentv1.Dispatch{DispatchId: "d"}, reject: "workload"},
 		"no pod sets":            {d: wl("w").dispatch("d"), reject: "pod_sets"},
-		"hint with wrong length": {d: wl("w").podSet("main", 5, 1000, 0).dispatch("d", hint("main", "gpu-0")), reject: "does not fit"},
+		"hint with wrong length": {d: wl("w").podSet("main", 5, 1000, 0).dispatch("d", hint("main", "gpu-0")), reject: "placement[main].replicas"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -381,6 +381,38 @@ func TestSlurmGangRunsAndCompletes(t *testing.T) {
 	}
 }
 
+// An elastic dispatch runs at the size the hub admitted, not at its
+// largest: 2 of 1..4 replicas of 8 GPUs are 2 nodes and 16 GPUs, although
+// all 4 would fit.
+func TestSlurmElasticRunsAtAdmittedSize(t *testing.T) {
+	e := needSlurm(t)
+	c := e.connector(t)
+	waitIdle(t, c)
+	d := newDispatch(fmt.Sprintf("elastic-%d", time.Now().UnixNano())).Replicas(4).Min(1).Milli(8000).Admitted(2).
+		Script(script(`[ "$SLURM_JOB_NUM_NODES" = 2 ]; ` + waitRelease)).Obj()
+	if err := c.Launch(context.Background(), d); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	waitFor(t, c, d.DispatchId, agent.StateRunning, 30*time.Second)
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := freeGPUs(inv); got != 16 {
+		t.Errorf("%d free GPUs while 2 of 4 elastic replicas run, want 16", got)
+	}
+	list, err := c.List(context.Background())
+	if err != nil || len(list) != 1 || len(list[0].Nodes) != 2 {
+		t.Fatalf("List = %+v, %v; want one job on 2 nodes", list, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	release(t, c)
+	ev := waitFor(t, c, d.DispatchId, agent.StateSucceeded, 60*time.Second)
+	if ev.ExitCode == nil || *ev.ExitCode != 0 || ev.GPUMilliSeconds != 16000*ev.WallTime.Milliseconds()/1000 {
+		t.Fatalf("succeeded event %+v, want exit 0 (2 nodes) and 16 GPUs x wall time", ev)
+	}
+}
+
 func rackOf(n string) string {
 	if n == "gpu1" || n == "gpu2" {
 		return "leaf1"

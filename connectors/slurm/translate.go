@@ -150,6 +150,12 @@ func translate(d *agentv1.Dispatch, sh shape) (plan, error) {
 	if replicas < 1 {
 		return p, fmt.Errorf("workload.pod_sets[0].replicas: %d, must be at least 1", replicas)
 	}
+	// An elastic pod set runs at the size the hub admitted and charged.
+	size, err := d.PodSetSize(0)
+	if err != nil {
+		return p, err
+	}
+	replicas = int(size)
 	extra := wl.GetRuntime().GetExtra().GetFields()
 	str := func(k string) (string, error) {
 		v, ok := extra[k]
@@ -175,7 +181,6 @@ func translate(d *agentv1.Dispatch, sh shape) (plan, error) {
 	if len(req.Name) > 200 {
 		req.Name = req.Name[:200]
 	}
-	var err error
 	if req.Partition, err = str(ExtraPartition); err != nil {
 		return p, err
 	}

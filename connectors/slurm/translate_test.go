@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,18 @@ func (b *dispatchBuilder) slurm() *meridianv1.SlurmTemplate {
 	return b.d.Workload.Runtime.GetSlurm()
 }
 func (b *dispatchBuilder) Replicas(n int32) *dispatchBuilder { b.ps().Replicas = n; return b }
-func (b *dispatchBuilder) Milli(m int32) *dispatchBuilder    { b.ps().Resources.GpuMilli = m; return b }
+func (b *dispatchBuilder) Min(n int32) *dispatchBuilder      { b.ps().MinReplicas = n; return b }
+
+// Admitted sets the size the hub admitted, with a hint naming that many nodes.
+func (b *dispatchBuilder) Admitted(n int32) *dispatchBuilder {
+	nodes := make([]string, n)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("gpu%d", i+1)
+	}
+	b.d.Placement = []*agentv1.PodSetPlacement{{PodSet: "main", Nodes: nodes, Replicas: n}}
+	return b
+}
+func (b *dispatchBuilder) Milli(m int32) *dispatchBuilder { b.ps().Resources.GpuMilli = m; return b }
 func (b *dispatchBuilder) Mode(m meridianv1.FractionalMode) *dispatchBuilder {
 	b.ps().Resources.FractionalMode = m
 	return b
@@ -115,6 +127,8 @@ func TestTranslate(t *testing.T) {
 		"two fractional replicas":         {d: newDispatch("a").Replicas(2).Milli(500).Obj(), want: want{nodes: 2, perNode: 1, gres: "mps:50", milli: 1000}},
 		"cpu and memory":                  {d: newDispatch("a").Replicas(16).Milli(1000).CPU(1500, 1000).Obj(), want: want{nodes: 2, perNode: 8, gres: "gpu:8", cpus: 2, mem: 8000, milli: 16000}},
 		"cpu only":                        {d: newDispatch("a").Milli(0).CPU(2000, 0).Obj(), want: want{nodes: 1, perNode: 1, cpus: 2}},
+		"elastic: the admitted size":      {d: newDispatch("a").Replicas(4).Min(1).Milli(8000).Admitted(2).Obj(), want: want{nodes: 2, perNode: 1, gres: "gpu:8", milli: 16000}},
+		"elastic without a hint: full":    {d: newDispatch("a").Replicas(4).Min(1).Milli(8000).Obj(), want: want{nodes: 4, perNode: 1, gres: "gpu:8", milli: 32000}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -194,6 +208,7 @@ func TestTranslateRejects(t *testing.T) {
 		"9 GPUs per replica": {d: newDispatch("a").Milli(9000).Obj(), field: "cannot be laid out"},
 		"same node too big":  {d: newDispatch("a").Replicas(3).Milli(4000).Topology(meridianv1.Topology_TOPOLOGY_SAME_NODE).Obj(), field: "cannot be laid out"},
 		"mig":                {d: newDispatch("a").Milli(500).Mode(meridianv1.FractionalMode_FRACTIONAL_MODE_MIG).Obj(), field: "fractional_mode"},
+		"admitted below min": {d: newDispatch("a").Replicas(4).Min(2).Milli(1000).Admitted(1).Obj(), field: "placement[main].replicas"},
 		"mps missing":        {d: newDispatch("a").Milli(500).Mode(meridianv1.FractionalMode_FRACTIONAL_MODE_MPS).Obj(), sh: func(s *shape) { s.hasMPS = false }, field: "fractional_mode"},
 		"shard missing":      {d: newDispatch("a").Milli(500).Mode(meridianv1.FractionalMode_FRACTIONAL_MODE_SHARD).Obj(), sh: func(s *shape) { s.hasShard = false }, field: "fractional_mode"},
 		"memory only": {d: func() *agentv1.Dispatch {
