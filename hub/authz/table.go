@@ -50,6 +50,9 @@ var table = []Rule{
 	{Method: workloadSvc + "CancelWorkload", Action: ActWorkloadCancel, Resource: ResourceWorkload, Extract: workloadTarget},
 	{Method: workloadSvc + "ExplainWorkload", Action: ActWorkloadExplain, Resource: ResourceWorkload, Extract: workloadTarget},
 	{Method: workloadSvc + "WatchWorkloads", Action: ActWorkloadWatch, Resource: ResourceFiltered, Streaming: true},
+	// SearchWorkloads (the dashboard's table) lists like ListWorkloads:
+	// every result and every count is filtered to what the caller may view.
+	{Method: workloadSvc + "SearchWorkloads", Action: ActWorkloadList, Resource: ResourceFiltered, Extract: searchWorkloadsTarget},
 
 	// QueueService
 	{Method: queueSvc + "CreateQueue", Action: ActQueueCreate, Resource: ResourceQueue, Extract: createQueueTarget},
@@ -63,6 +66,7 @@ var table = []Rule{
 	// changing it needs clusters.manage.
 	{Method: clusterSvc + "ListClusters", Action: ActClusterList, Resource: ResourceAuthenticated},
 	{Method: clusterSvc + "GetCluster", Action: ActClusterGet, Resource: ResourceAuthenticated, Extract: clusterTarget},
+	{Method: clusterSvc + "GetClusterTopology", Action: ActClusterGet, Resource: ResourceAuthenticated, Extract: clusterTarget},
 	{Method: clusterSvc + "DrainCluster", Action: ActClusterDrain, Resource: ResourceCluster, Extract: clusterTarget},
 	{Method: clusterSvc + "ResumeCluster", Action: ActClusterResume, Resource: ResourceCluster, Extract: clusterTarget},
 
@@ -133,6 +137,11 @@ func listWorkloadsTarget(req any) (Target, bool) {
 	return Target{Queue: m.GetQueue()}, ok
 }
 
+func searchWorkloadsTarget(req any) (Target, bool) {
+	m, ok := req.(*meridianv1.SearchWorkloadsRequest)
+	return Target{Queue: m.GetQueue()}, ok
+}
+
 func createQueueTarget(req any) (Target, bool) {
 	m, ok := req.(*meridianv1.CreateQueueRequest)
 	return Target{Queue: m.GetQueue().GetPath()}, ok
@@ -164,6 +173,8 @@ func deleteQueueTarget(req any) (Target, bool) {
 func clusterTarget(req any) (Target, bool) {
 	switch m := req.(type) {
 	case *meridianv1.GetClusterRequest:
+		return Target{Cluster: m.GetId()}, true
+	case *meridianv1.GetClusterTopologyRequest:
 		return Target{Cluster: m.GetId()}, true
 	case *meridianv1.DrainClusterRequest:
 		return Target{Cluster: m.GetId()}, true

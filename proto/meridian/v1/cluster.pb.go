@@ -609,6 +609,334 @@ func (x *ResumeClusterRequest) GetId() string {
 	return ""
 }
 
+// GetClusterTopologyRequest names one cluster.
+type GetClusterTopologyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Cluster id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterTopologyRequest) Reset() {
+	*x = GetClusterTopologyRequest{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterTopologyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterTopologyRequest) ProtoMessage() {}
+
+func (x *GetClusterTopologyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterTopologyRequest.ProtoReflect.Descriptor instead.
+func (*GetClusterTopologyRequest) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetClusterTopologyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// NodeCapacity is one node of a cluster's last advertisement.
+type NodeCapacity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Rack the node is in; empty when the cluster does not say.
+	Rack string `protobuf:"bytes,2,opt,name=rack,proto3" json:"rack,omitempty"`
+	// NVLink domain; empty when the node's GPUs are linked only inside it.
+	NvlinkDomain string `protobuf:"bytes,3,opt,name=nvlink_domain,json=nvlinkDomain,proto3" json:"nvlink_domain,omitempty"`
+	// Accelerator class of its GPUs; empty for a node without GPUs.
+	AcceleratorClass string `protobuf:"bytes,4,opt,name=accelerator_class,json=acceleratorClass,proto3" json:"accelerator_class,omitempty"`
+	// GPUs installed.
+	Gpus int32 `protobuf:"varint,5,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// GPU milli installed (1000 per GPU).
+	TotalMilli int64 `protobuf:"varint,6,opt,name=total_milli,json=totalMilli,proto3" json:"total_milli,omitempty"`
+	// GPU milli free now, fractions included.
+	FreeMilli int64 `protobuf:"varint,7,opt,name=free_milli,json=freeMilli,proto3" json:"free_milli,omitempty"`
+	// GPUs with all 1000 milli free.
+	FreeWholeGpus int32 `protobuf:"varint,8,opt,name=free_whole_gpus,json=freeWholeGpus,proto3" json:"free_whole_gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCapacity) Reset() {
+	*x = NodeCapacity{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCapacity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCapacity) ProtoMessage() {}
+
+func (x *NodeCapacity) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCapacity.ProtoReflect.Descriptor instead.
+func (*NodeCapacity) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NodeCapacity) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NodeCapacity) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *NodeCapacity) GetNvlinkDomain() string {
+	if x != nil {
+		return x.NvlinkDomain
+	}
+	return ""
+}
+
+func (x *NodeCapacity) GetAcceleratorClass() string {
+	if x != nil {
+		return x.AcceleratorClass
+	}
+	return ""
+}
+
+func (x *NodeCapacity) GetGpus() int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *NodeCapacity) GetTotalMilli() int64 {
+	if x != nil {
+		return x.TotalMilli
+	}
+	return 0
+}
+
+func (x *NodeCapacity) GetFreeMilli() int64 {
+	if x != nil {
+		return x.FreeMilli
+	}
+	return 0
+}
+
+func (x *NodeCapacity) GetFreeWholeGpus() int32 {
+	if x != nil {
+		return x.FreeWholeGpus
+	}
+	return 0
+}
+
+// TopologyDomain is one NVLink domain or rack, summed over its nodes.
+type TopologyDomain struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// `nvlink` or `rack`.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The domain's name as the nodes' labels give it.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Accelerator classes of its nodes, sorted.
+	AcceleratorClasses []string `protobuf:"bytes,3,rep,name=accelerator_classes,json=acceleratorClasses,proto3" json:"accelerator_classes,omitempty"`
+	// Nodes in the domain.
+	Nodes int32 `protobuf:"varint,4,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// GPUs installed.
+	Gpus int32 `protobuf:"varint,5,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// GPU milli installed.
+	TotalMilli int64 `protobuf:"varint,6,opt,name=total_milli,json=totalMilli,proto3" json:"total_milli,omitempty"`
+	// GPU milli free now.
+	FreeMilli int64 `protobuf:"varint,7,opt,name=free_milli,json=freeMilli,proto3" json:"free_milli,omitempty"`
+	// GPUs with all 1000 milli free.
+	FreeWholeGpus int32 `protobuf:"varint,8,opt,name=free_whole_gpus,json=freeWholeGpus,proto3" json:"free_whole_gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyDomain) Reset() {
+	*x = TopologyDomain{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyDomain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyDomain) ProtoMessage() {}
+
+func (x *TopologyDomain) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyDomain.ProtoReflect.Descriptor instead.
+func (*TopologyDomain) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TopologyDomain) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TopologyDomain) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TopologyDomain) GetAcceleratorClasses() []string {
+	if x != nil {
+		return x.AcceleratorClasses
+	}
+	return nil
+}
+
+func (x *TopologyDomain) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *TopologyDomain) GetGpus() int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *TopologyDomain) GetTotalMilli() int64 {
+	if x != nil {
+		return x.TotalMilli
+	}
+	return 0
+}
+
+func (x *TopologyDomain) GetFreeMilli() int64 {
+	if x != nil {
+		return x.FreeMilli
+	}
+	return 0
+}
+
+func (x *TopologyDomain) GetFreeWholeGpus() int32 {
+	if x != nil {
+		return x.FreeWholeGpus
+	}
+	return 0
+}
+
+// ClusterTopology is a cluster's nodes and topology domains.
+type ClusterTopology struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cluster id.
+	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// NVLink domains first, then racks, each sorted by name.
+	Domains []*TopologyDomain `protobuf:"bytes,2,rep,name=domains,proto3" json:"domains,omitempty"`
+	// Every node, sorted by rack, NVLink domain and name.
+	Nodes         []*NodeCapacity `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterTopology) Reset() {
+	*x = ClusterTopology{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterTopology) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterTopology) ProtoMessage() {}
+
+func (x *ClusterTopology) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterTopology.ProtoReflect.Descriptor instead.
+func (*ClusterTopology) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClusterTopology) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ClusterTopology) GetDomains() []*TopologyDomain {
+	if x != nil {
+		return x.Domains
+	}
+	return nil
+}
+
+func (x *ClusterTopology) GetNodes() []*NodeCapacity {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
 var File_meridian_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_cluster_proto_rawDesc = "" +
@@ -649,7 +977,36 @@ const file_meridian_v1_cluster_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"&\n" +
 	"\x14ResumeClusterRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id*\x87\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"+\n" +
+	"\x19GetClusterTopologyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x84\x02\n" +
+	"\fNodeCapacity\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04rack\x18\x02 \x01(\tR\x04rack\x12#\n" +
+	"\rnvlink_domain\x18\x03 \x01(\tR\fnvlinkDomain\x12+\n" +
+	"\x11accelerator_class\x18\x04 \x01(\tR\x10acceleratorClass\x12\x12\n" +
+	"\x04gpus\x18\x05 \x01(\x05R\x04gpus\x12\x1f\n" +
+	"\vtotal_milli\x18\x06 \x01(\x03R\n" +
+	"totalMilli\x12\x1d\n" +
+	"\n" +
+	"free_milli\x18\a \x01(\x03R\tfreeMilli\x12&\n" +
+	"\x0ffree_whole_gpus\x18\b \x01(\x05R\rfreeWholeGpus\"\xfb\x01\n" +
+	"\x0eTopologyDomain\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
+	"\x13accelerator_classes\x18\x03 \x03(\tR\x12acceleratorClasses\x12\x14\n" +
+	"\x05nodes\x18\x04 \x01(\x05R\x05nodes\x12\x12\n" +
+	"\x04gpus\x18\x05 \x01(\x05R\x04gpus\x12\x1f\n" +
+	"\vtotal_milli\x18\x06 \x01(\x03R\n" +
+	"totalMilli\x12\x1d\n" +
+	"\n" +
+	"free_milli\x18\a \x01(\x03R\tfreeMilli\x12&\n" +
+	"\x0ffree_whole_gpus\x18\b \x01(\x05R\rfreeWholeGpus\"\x98\x01\n" +
+	"\x0fClusterTopology\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x125\n" +
+	"\adomains\x18\x02 \x03(\v2\x1b.meridian.v1.TopologyDomainR\adomains\x12/\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x19.meridian.v1.NodeCapacityR\x05nodes*\x87\x01\n" +
 	"\rConnectorKind\x12\x1e\n" +
 	"\x1aCONNECTOR_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19CONNECTOR_KIND_KUBERNETES\x10\x01\x12\x18\n" +
@@ -659,11 +1016,12 @@ const file_meridian_v1_cluster_proto_rawDesc = "" +
 	"\x19CLUSTER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CLUSTER_STATE_READY\x10\x01\x12\x16\n" +
 	"\x12CLUSTER_STATE_LOST\x10\x02\x12\x1a\n" +
-	"\x16CLUSTER_STATE_DRAINING\x10\x032\xb5\x03\n" +
+	"\x16CLUSTER_STATE_DRAINING\x10\x032\xb5\x04\n" +
 	"\x0eClusterService\x12i\n" +
 	"\fListClusters\x12 .meridian.v1.ListClustersRequest\x1a!.meridian.v1.ListClustersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/clusters\x12]\n" +
 	"\n" +
-	"GetCluster\x12\x1e.meridian.v1.GetClusterRequest\x1a\x14.meridian.v1.Cluster\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/clusters/{id}\x12j\n" +
+	"GetCluster\x12\x1e.meridian.v1.GetClusterRequest\x1a\x14.meridian.v1.Cluster\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/clusters/{id}\x12~\n" +
+	"\x12GetClusterTopology\x12&.meridian.v1.GetClusterTopologyRequest\x1a\x1c.meridian.v1.ClusterTopology\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/clusters/{id}:topology\x12j\n" +
 	"\fDrainCluster\x12 .meridian.v1.DrainClusterRequest\x1a\x14.meridian.v1.Cluster\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/clusters/{id}:drain\x12m\n" +
 	"\rResumeCluster\x12!.meridian.v1.ResumeClusterRequest\x1a\x14.meridian.v1.Cluster\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/clusters/{id}:resumeB?Z=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
 
@@ -680,43 +1038,51 @@ func file_meridian_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_meridian_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_meridian_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_meridian_v1_cluster_proto_goTypes = []any{
-	(ConnectorKind)(0),            // 0: meridian.v1.ConnectorKind
-	(ClusterState)(0),             // 1: meridian.v1.ClusterState
-	(*ClassCapacity)(nil),         // 2: meridian.v1.ClassCapacity
-	(*Cluster)(nil),               // 3: meridian.v1.Cluster
-	(*ListClustersRequest)(nil),   // 4: meridian.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),  // 5: meridian.v1.ListClustersResponse
-	(*GetClusterRequest)(nil),     // 6: meridian.v1.GetClusterRequest
-	(*DrainClusterRequest)(nil),   // 7: meridian.v1.DrainClusterRequest
-	(*ResumeClusterRequest)(nil),  // 8: meridian.v1.ResumeClusterRequest
-	nil,                           // 9: meridian.v1.Cluster.LabelsEntry
-	(FractionalMode)(0),           // 10: meridian.v1.FractionalMode
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(ConnectorKind)(0),                // 0: meridian.v1.ConnectorKind
+	(ClusterState)(0),                 // 1: meridian.v1.ClusterState
+	(*ClassCapacity)(nil),             // 2: meridian.v1.ClassCapacity
+	(*Cluster)(nil),                   // 3: meridian.v1.Cluster
+	(*ListClustersRequest)(nil),       // 4: meridian.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),      // 5: meridian.v1.ListClustersResponse
+	(*GetClusterRequest)(nil),         // 6: meridian.v1.GetClusterRequest
+	(*DrainClusterRequest)(nil),       // 7: meridian.v1.DrainClusterRequest
+	(*ResumeClusterRequest)(nil),      // 8: meridian.v1.ResumeClusterRequest
+	(*GetClusterTopologyRequest)(nil), // 9: meridian.v1.GetClusterTopologyRequest
+	(*NodeCapacity)(nil),              // 10: meridian.v1.NodeCapacity
+	(*TopologyDomain)(nil),            // 11: meridian.v1.TopologyDomain
+	(*ClusterTopology)(nil),           // 12: meridian.v1.ClusterTopology
+	nil,                               // 13: meridian.v1.Cluster.LabelsEntry
+	(FractionalMode)(0),               // 14: meridian.v1.FractionalMode
+	(*timestamppb.Timestamp)(nil),     // 15: google.protobuf.Timestamp
 }
 var file_meridian_v1_cluster_proto_depIdxs = []int32{
-	9,  // 0: meridian.v1.Cluster.labels:type_name -> meridian.v1.Cluster.LabelsEntry
+	13, // 0: meridian.v1.Cluster.labels:type_name -> meridian.v1.Cluster.LabelsEntry
 	1,  // 1: meridian.v1.Cluster.state:type_name -> meridian.v1.ClusterState
-	10, // 2: meridian.v1.Cluster.fractional_modes:type_name -> meridian.v1.FractionalMode
-	11, // 3: meridian.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	14, // 2: meridian.v1.Cluster.fractional_modes:type_name -> meridian.v1.FractionalMode
+	15, // 3: meridian.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 4: meridian.v1.Cluster.capacity:type_name -> meridian.v1.ClassCapacity
 	0,  // 5: meridian.v1.Cluster.connector:type_name -> meridian.v1.ConnectorKind
 	1,  // 6: meridian.v1.ListClustersRequest.state:type_name -> meridian.v1.ClusterState
 	3,  // 7: meridian.v1.ListClustersResponse.clusters:type_name -> meridian.v1.Cluster
-	4,  // 8: meridian.v1.ClusterService.ListClusters:input_type -> meridian.v1.ListClustersRequest
-	6,  // 9: meridian.v1.ClusterService.GetCluster:input_type -> meridian.v1.GetClusterRequest
-	7,  // 10: meridian.v1.ClusterService.DrainCluster:input_type -> meridian.v1.DrainClusterRequest
-	8,  // 11: meridian.v1.ClusterService.ResumeCluster:input_type -> meridian.v1.ResumeClusterRequest
-	5,  // 12: meridian.v1.ClusterService.ListClusters:output_type -> meridian.v1.ListClustersResponse
-	3,  // 13: meridian.v1.ClusterService.GetCluster:output_type -> meridian.v1.Cluster
-	3,  // 14: meridian.v1.ClusterService.DrainCluster:output_type -> meridian.v1.Cluster
-	3,  // 15: meridian.v1.ClusterService.ResumeCluster:output_type -> meridian.v1.Cluster
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	11, // 8: meridian.v1.ClusterTopology.domains:type_name -> meridian.v1.TopologyDomain
+	10, // 9: meridian.v1.ClusterTopology.nodes:type_name -> meridian.v1.NodeCapacity
+	4,  // 10: meridian.v1.ClusterService.ListClusters:input_type -> meridian.v1.ListClustersRequest
+	6,  // 11: meridian.v1.ClusterService.GetCluster:input_type -> meridian.v1.GetClusterRequest
+	9,  // 12: meridian.v1.ClusterService.GetClusterTopology:input_type -> meridian.v1.GetClusterTopologyRequest
+	7,  // 13: meridian.v1.ClusterService.DrainCluster:input_type -> meridian.v1.DrainClusterRequest
+	8,  // 14: meridian.v1.ClusterService.ResumeCluster:input_type -> meridian.v1.ResumeClusterRequest
+	5,  // 15: meridian.v1.ClusterService.ListClusters:output_type -> meridian.v1.ListClustersResponse
+	3,  // 16: meridian.v1.ClusterService.GetCluster:output_type -> meridian.v1.Cluster
+	12, // 17: meridian.v1.ClusterService.GetClusterTopology:output_type -> meridian.v1.ClusterTopology
+	3,  // 18: meridian.v1.ClusterService.DrainCluster:output_type -> meridian.v1.Cluster
+	3,  // 19: meridian.v1.ClusterService.ResumeCluster:output_type -> meridian.v1.Cluster
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_cluster_proto_init() }
@@ -731,7 +1097,7 @@ func file_meridian_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_cluster_proto_rawDesc), len(file_meridian_v1_cluster_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,10 +22,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClusterService_ListClusters_FullMethodName  = "/meridian.v1.ClusterService/ListClusters"
-	ClusterService_GetCluster_FullMethodName    = "/meridian.v1.ClusterService/GetCluster"
-	ClusterService_DrainCluster_FullMethodName  = "/meridian.v1.ClusterService/DrainCluster"
-	ClusterService_ResumeCluster_FullMethodName = "/meridian.v1.ClusterService/ResumeCluster"
+	ClusterService_ListClusters_FullMethodName       = "/meridian.v1.ClusterService/ListClusters"
+	ClusterService_GetCluster_FullMethodName         = "/meridian.v1.ClusterService/GetCluster"
+	ClusterService_GetClusterTopology_FullMethodName = "/meridian.v1.ClusterService/GetClusterTopology"
+	ClusterService_DrainCluster_FullMethodName       = "/meridian.v1.ClusterService/DrainCluster"
+	ClusterService_ResumeCluster_FullMethodName      = "/meridian.v1.ClusterService/ResumeCluster"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -38,6 +39,10 @@ type ClusterServiceClient interface {
 	ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error)
 	// Get one cluster by id.
 	GetCluster(ctx context.Context, in *GetClusterRequest, opts ...grpc.CallOption) (*Cluster, error)
+	// The cluster's topology as last advertised: each node with its rack,
+	// NVLink domain and GPUs, and the NVLink domains and racks with their
+	// total and free GPU capacity. For the ops dashboard's fleet picture.
+	GetClusterTopology(ctx context.Context, in *GetClusterTopologyRequest, opts ...grpc.CallOption) (*ClusterTopology, error)
 	// Close a cluster to new dispatches (state DRAINING). Running work is
 	// left alone. Idempotent.
 	DrainCluster(ctx context.Context, in *DrainClusterRequest, opts ...grpc.CallOption) (*Cluster, error)
@@ -67,6 +72,16 @@ func (c *clusterServiceClient) GetCluster(ctx context.Context, in *GetClusterReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Cluster)
 	err := c.cc.Invoke(ctx, ClusterService_GetCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) GetClusterTopology(ctx context.Context, in *GetClusterTopologyRequest, opts ...grpc.CallOption) (*ClusterTopology, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterTopology)
+	err := c.cc.Invoke(ctx, ClusterService_GetClusterTopology_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +118,10 @@ type ClusterServiceServer interface {
 	ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error)
 	// Get one cluster by id.
 	GetCluster(context.Context, *GetClusterRequest) (*Cluster, error)
+	// The cluster's topology as last advertised: each node with its rack,
+	// NVLink domain and GPUs, and the NVLink domains and racks with their
+	// total and free GPU capacity. For the ops dashboard's fleet picture.
+	GetClusterTopology(context.Context, *GetClusterTopologyRequest) (*ClusterTopology, error)
 	// Close a cluster to new dispatches (state DRAINING). Running work is
 	// left alone. Idempotent.
 	DrainCluster(context.Context, *DrainClusterRequest) (*Cluster, error)
@@ -123,6 +142,9 @@ func (UnimplementedClusterServiceServer) ListClusters(context.Context, *ListClus
 }
 func (UnimplementedClusterServiceServer) GetCluster(context.Context, *GetClusterRequest) (*Cluster, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCluster not implemented")
+}
+func (UnimplementedClusterServiceServer) GetClusterTopology(context.Context, *GetClusterTopologyRequest) (*ClusterTopology, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetClusterTopology not implemented")
 }
 func (UnimplementedClusterServiceServer) DrainCluster(context.Context, *DrainClusterRequest) (*Cluster, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainCluster not implemented")
@@ -187,6 +209,24 @@ func _ClusterService_GetCluster_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_GetClusterTopology_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetClusterTopologyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).GetClusterTopology(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_GetClusterTopology_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).GetClusterTopology(ctx, req.(*GetClusterTopologyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ClusterService_DrainCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DrainClusterRequest)
 	if err := dec(in); err != nil {
@@ -237,6 +277,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetCluster",
 			Handler:    _ClusterService_GetCluster_Handler,
+		},
+		{
+			MethodName: "GetClusterTopology",
+			Handler:    _ClusterService_GetClusterTopology_Handler,
 		},
 		{
 			MethodName: "DrainCluster",

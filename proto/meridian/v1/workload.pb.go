@@ -1645,6 +1645,266 @@ func (x *WorkloadEvent) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// SearchWorkloadsRequest selects, pages and counts workloads. Filters
+// combine with AND.
+type SearchWorkloadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Maximum number of workloads to return, 1..1000; 0 means 100.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Opaque token from a previous response's `next_page_token`. All other
+	// fields must be the same as in the request that produced it.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only workloads of this queue or of queues below it.
+	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Only workloads in one of these phases. Empty means all.
+	Phase []WorkloadPhase `protobuf:"varint,4,rep,packed,name=phase,proto3,enum=meridian.v1.WorkloadPhase" json:"phase,omitempty"`
+	// Only workloads dispatched to this cluster.
+	Cluster string `protobuf:"bytes,5,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Kubernetes-style equality selector on workload labels.
+	LabelSelector string `protobuf:"bytes,6,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// Free text, at most 128 characters: matches workloads whose id or name
+	// contains it, case-insensitively.
+	Text string `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
+	// Also count every matching workload by phase and by queue (one pass
+	// over all stored workloads; meant for the first page of a search).
+	IncludeCounts bool `protobuf:"varint,8,opt,name=include_counts,json=includeCounts,proto3" json:"include_counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchWorkloadsRequest) Reset() {
+	*x = SearchWorkloadsRequest{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchWorkloadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchWorkloadsRequest) ProtoMessage() {}
+
+func (x *SearchWorkloadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchWorkloadsRequest.ProtoReflect.Descriptor instead.
+func (*SearchWorkloadsRequest) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SearchWorkloadsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *SearchWorkloadsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *SearchWorkloadsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SearchWorkloadsRequest) GetPhase() []WorkloadPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return nil
+}
+
+func (x *SearchWorkloadsRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *SearchWorkloadsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *SearchWorkloadsRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *SearchWorkloadsRequest) GetIncludeCounts() bool {
+	if x != nil {
+		return x.IncludeCounts
+	}
+	return false
+}
+
+// WorkloadCount is how many workloads share one key (a phase or a queue).
+type WorkloadCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The phase name (`WORKLOAD_PHASE_QUEUED`) or the queue path.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// How many matching workloads have it.
+	Count         int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkloadCount) Reset() {
+	*x = WorkloadCount{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkloadCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkloadCount) ProtoMessage() {}
+
+func (x *WorkloadCount) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkloadCount.ProtoReflect.Descriptor instead.
+func (*WorkloadCount) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WorkloadCount) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *WorkloadCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// SearchWorkloadsResponse is one page of workloads, with counts when asked.
+type SearchWorkloadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workloads of this page.
+	Workloads []*Workload `protobuf:"bytes,1,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// With `include_counts`: how many workloads match in all.
+	Total int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// With `include_counts`: matching workloads per phase, in phase order,
+	// phases with none left out.
+	PhaseCounts []*WorkloadCount `protobuf:"bytes,4,rep,name=phase_counts,json=phaseCounts,proto3" json:"phase_counts,omitempty"`
+	// With `include_counts`: matching workloads per queue, by path.
+	QueueCounts []*WorkloadCount `protobuf:"bytes,5,rep,name=queue_counts,json=queueCounts,proto3" json:"queue_counts,omitempty"`
+	// The store revision the search reflects; watch from it for changes.
+	Revision      int64 `protobuf:"varint,6,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchWorkloadsResponse) Reset() {
+	*x = SearchWorkloadsResponse{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchWorkloadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchWorkloadsResponse) ProtoMessage() {}
+
+func (x *SearchWorkloadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchWorkloadsResponse.ProtoReflect.Descriptor instead.
+func (*SearchWorkloadsResponse) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SearchWorkloadsResponse) GetWorkloads() []*Workload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *SearchWorkloadsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *SearchWorkloadsResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *SearchWorkloadsResponse) GetPhaseCounts() []*WorkloadCount {
+	if x != nil {
+		return x.PhaseCounts
+	}
+	return nil
+}
+
+func (x *SearchWorkloadsResponse) GetQueueCounts() []*WorkloadCount {
+	if x != nil {
+		return x.QueueCounts
+	}
+	return nil
+}
+
+func (x *SearchWorkloadsResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 var File_meridian_v1_workload_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_workload_proto_rawDesc = "" +
@@ -1770,7 +2030,27 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x1e.meridian.v1.WorkloadEventTypeR\x04type\x121\n" +
 	"\bworkload\x18\x02 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x12.\n" +
-	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time*\x97\x02\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x98\x02\n" +
+	"\x16SearchWorkloadsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x120\n" +
+	"\x05phase\x18\x04 \x03(\x0e2\x1a.meridian.v1.WorkloadPhaseR\x05phase\x12\x18\n" +
+	"\acluster\x18\x05 \x01(\tR\acluster\x12%\n" +
+	"\x0elabel_selector\x18\x06 \x01(\tR\rlabelSelector\x12\x12\n" +
+	"\x04text\x18\a \x01(\tR\x04text\x12%\n" +
+	"\x0einclude_counts\x18\b \x01(\bR\rincludeCounts\"7\n" +
+	"\rWorkloadCount\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xa6\x02\n" +
+	"\x17SearchWorkloadsResponse\x123\n" +
+	"\tworkloads\x18\x01 \x03(\v2\x15.meridian.v1.WorkloadR\tworkloads\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\x12=\n" +
+	"\fphase_counts\x18\x04 \x03(\v2\x1a.meridian.v1.WorkloadCountR\vphaseCounts\x12=\n" +
+	"\fqueue_counts\x18\x05 \x03(\v2\x1a.meridian.v1.WorkloadCountR\vqueueCounts\x12\x1a\n" +
+	"\brevision\x18\x06 \x01(\x03R\brevision*\x97\x02\n" +
 	"\rWorkloadPhase\x12\x1e\n" +
 	"\x1aWORKLOAD_PHASE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15WORKLOAD_PHASE_QUEUED\x10\x01\x12\x1d\n" +
@@ -1791,8 +2071,7 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x19WORKLOAD_EVENT_TYPE_ADDED\x10\x01\x12 \n" +
 	"\x1cWORKLOAD_EVENT_TYPE_MODIFIED\x10\x02\x12\x1f\n" +
 	"\x1bWORKLOAD_EVENT_TYPE_DELETED\x10\x03\x12 \n" +
-	"\x1cWORKLOAD_EVENT_TYPE_BOOKMARK\x10\x042\xf5\n" +
-	"\n" +
+	"\x1cWORKLOAD_EVENT_TYPE_BOOKMARK\x10\x042\xf1\v\n" +
 	"\x0fWorkloadService\x12\xc5\x03\n" +
 	"\x0eSubmitWorkload\x12\".meridian.v1.SubmitWorkloadRequest\x1a#.meridian.v1.SubmitWorkloadResponse\"\xe9\x02\x92A\xc6\x02r\xc3\x02\n" +
 	"\xc0\x02\n" +
@@ -1800,7 +2079,8 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\vGetWorkload\x12\x1f.meridian.v1.GetWorkloadRequest\x1a\x15.meridian.v1.Workload\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/workloads/{id}\x12m\n" +
 	"\rListWorkloads\x12!.meridian.v1.ListWorkloadsRequest\x1a\".meridian.v1.ListWorkloadsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/workloads\x12q\n" +
 	"\x0eCancelWorkload\x12\".meridian.v1.CancelWorkloadRequest\x1a\x15.meridian.v1.Workload\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/workloads/{id}:cancel\x12\x80\x01\n" +
-	"\x0fExplainWorkload\x12#.meridian.v1.ExplainWorkloadRequest\x1a$.meridian.v1.ExplainWorkloadResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/workloads/{id}:explain\x12\xd1\x03\n" +
+	"\x0fExplainWorkload\x12#.meridian.v1.ExplainWorkloadRequest\x1a$.meridian.v1.ExplainWorkloadResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/workloads/{id}:explain\x12z\n" +
+	"\x0fSearchWorkloads\x12#.meridian.v1.SearchWorkloadsRequest\x1a$.meridian.v1.SearchWorkloadsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/workloads:search\x12\xd1\x03\n" +
 	"\x0eWatchWorkloads\x12\".meridian.v1.WatchWorkloadsRequest\x1a\x1a.meridian.v1.WorkloadEvent\"\xfc\x02\x92A\xdd\x02\x1a\x9c\x02Streaming: the response is newline-delimited JSON (NDJSON), not one JSON object. Each line is one object, `{\"result\": WorkloadEvent}`, or a final `{\"error\": Status}` when the stream fails. Read it line by line; the response stays open until the client closes it or the hub shuts down.:\x14application/x-ndjson:\x10application/jsonj\x14\n" +
 	"\bx-stream\x12\b\x1a\x06ndjson\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/workloads:watch0\x01B\x89\x03\x92A\xc6\x02\x12\x8b\x02\n" +
 	"\fMeridian API\x12\xe8\x01Federated multi-cluster GPU dispatcher: submit gang workloads, manage queues and quotas, inspect clusters. The host is the demo hub's REST listener (meridian-demo, plain HTTP); point clients at your hub. Production hubs serve HTTPS.*\f\n" +
@@ -1820,7 +2100,7 @@ func file_meridian_v1_workload_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_meridian_v1_workload_proto_goTypes = []any{
 	(WorkloadPhase)(0),              // 0: meridian.v1.WorkloadPhase
 	(ConditionStatus)(0),            // 1: meridian.v1.ConditionStatus
@@ -1842,29 +2122,32 @@ var file_meridian_v1_workload_proto_goTypes = []any{
 	(*ExplainWorkloadResponse)(nil), // 17: meridian.v1.ExplainWorkloadResponse
 	(*WatchWorkloadsRequest)(nil),   // 18: meridian.v1.WatchWorkloadsRequest
 	(*WorkloadEvent)(nil),           // 19: meridian.v1.WorkloadEvent
-	nil,                             // 20: meridian.v1.Workload.ClusterSelectorEntry
-	nil,                             // 21: meridian.v1.Workload.LabelsEntry
-	(*PodSet)(nil),                  // 22: meridian.v1.PodSet
-	(*RuntimeTemplate)(nil),         // 23: meridian.v1.RuntimeTemplate
-	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 25: google.protobuf.Duration
+	(*SearchWorkloadsRequest)(nil),  // 20: meridian.v1.SearchWorkloadsRequest
+	(*WorkloadCount)(nil),           // 21: meridian.v1.WorkloadCount
+	(*SearchWorkloadsResponse)(nil), // 22: meridian.v1.SearchWorkloadsResponse
+	nil,                             // 23: meridian.v1.Workload.ClusterSelectorEntry
+	nil,                             // 24: meridian.v1.Workload.LabelsEntry
+	(*PodSet)(nil),                  // 25: meridian.v1.PodSet
+	(*RuntimeTemplate)(nil),         // 26: meridian.v1.RuntimeTemplate
+	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 28: google.protobuf.Duration
 }
 var file_meridian_v1_workload_proto_depIdxs = []int32{
-	20, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
-	22, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
-	23, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
-	21, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
-	24, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	23, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
+	25, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
+	26, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
+	24, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
+	27, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
 	5,  // 5: meridian.v1.Workload.status:type_name -> meridian.v1.WorkloadStatus
-	25, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
+	28, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
 	1,  // 7: meridian.v1.Condition.status:type_name -> meridian.v1.ConditionStatus
-	24, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	27, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	0,  // 9: meridian.v1.WorkloadStatus.phase:type_name -> meridian.v1.WorkloadPhase
-	24, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	24, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	27, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	27, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
 	4,  // 12: meridian.v1.WorkloadStatus.conditions:type_name -> meridian.v1.Condition
-	24, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
-	24, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
+	27, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
+	27, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
 	6,  // 15: meridian.v1.WorkloadStatus.placement:type_name -> meridian.v1.PlacementDecision
 	7,  // 16: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
 	3,  // 17: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
@@ -1874,28 +2157,34 @@ var file_meridian_v1_workload_proto_depIdxs = []int32{
 	0,  // 21: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
 	15, // 22: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
 	16, // 23: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
-	24, // 24: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
+	27, // 24: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
 	7,  // 25: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
 	2,  // 26: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
 	3,  // 27: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
-	24, // 28: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	8,  // 29: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
-	10, // 30: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
-	11, // 31: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
-	13, // 32: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
-	14, // 33: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
-	18, // 34: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
-	9,  // 35: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
-	3,  // 36: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
-	12, // 37: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
-	3,  // 38: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
-	17, // 39: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
-	19, // 40: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
-	35, // [35:41] is the sub-list for method output_type
-	29, // [29:35] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	27, // 28: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 29: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 30: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	21, // 31: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
+	21, // 32: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
+	8,  // 33: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
+	10, // 34: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
+	11, // 35: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
+	13, // 36: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
+	14, // 37: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
+	20, // 38: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
+	18, // 39: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
+	9,  // 40: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
+	3,  // 41: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
+	12, // 42: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
+	3,  // 43: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
+	17, // 44: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
+	22, // 45: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
+	19, // 46: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
+	40, // [40:47] is the sub-list for method output_type
+	33, // [33:40] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_workload_proto_init() }
@@ -1911,7 +2200,7 @@ func file_meridian_v1_workload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_workload_proto_rawDesc), len(file_meridian_v1_workload_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

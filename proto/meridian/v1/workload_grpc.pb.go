@@ -27,6 +27,7 @@ const (
 	WorkloadService_ListWorkloads_FullMethodName   = "/meridian.v1.WorkloadService/ListWorkloads"
 	WorkloadService_CancelWorkload_FullMethodName  = "/meridian.v1.WorkloadService/CancelWorkload"
 	WorkloadService_ExplainWorkload_FullMethodName = "/meridian.v1.WorkloadService/ExplainWorkload"
+	WorkloadService_SearchWorkloads_FullMethodName = "/meridian.v1.WorkloadService/SearchWorkloads"
 	WorkloadService_WatchWorkloads_FullMethodName  = "/meridian.v1.WorkloadService/WatchWorkloads"
 )
 
@@ -52,6 +53,12 @@ type WorkloadServiceClient interface {
 	// Explain why a workload is where it is: its pending reason, the quota
 	// check and one fit line per cluster.
 	ExplainWorkload(ctx context.Context, in *ExplainWorkloadRequest, opts ...grpc.CallOption) (*ExplainWorkloadResponse, error)
+	// Search workloads for the ops dashboard: the filters of ListWorkloads
+	// plus free text on the name and id, a page newest first, and (with
+	// `include_counts`) how many of the matching workloads are in each phase
+	// and each queue. Only workloads the caller may view are listed or
+	// counted.
+	SearchWorkloads(ctx context.Context, in *SearchWorkloadsRequest, opts ...grpc.CallOption) (*SearchWorkloadsResponse, error)
 	// Stream workload changes. Over REST the response is newline-delimited
 	// JSON, one `{"result": WorkloadEvent}` object per line.
 	WatchWorkloads(ctx context.Context, in *WatchWorkloadsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WorkloadEvent], error)
@@ -115,6 +122,16 @@ func (c *workloadServiceClient) ExplainWorkload(ctx context.Context, in *Explain
 	return out, nil
 }
 
+func (c *workloadServiceClient) SearchWorkloads(ctx context.Context, in *SearchWorkloadsRequest, opts ...grpc.CallOption) (*SearchWorkloadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchWorkloadsResponse)
+	err := c.cc.Invoke(ctx, WorkloadService_SearchWorkloads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *workloadServiceClient) WatchWorkloads(ctx context.Context, in *WatchWorkloadsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WorkloadEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &WorkloadService_ServiceDesc.Streams[0], WorkloadService_WatchWorkloads_FullMethodName, cOpts...)
@@ -156,6 +173,12 @@ type WorkloadServiceServer interface {
 	// Explain why a workload is where it is: its pending reason, the quota
 	// check and one fit line per cluster.
 	ExplainWorkload(context.Context, *ExplainWorkloadRequest) (*ExplainWorkloadResponse, error)
+	// Search workloads for the ops dashboard: the filters of ListWorkloads
+	// plus free text on the name and id, a page newest first, and (with
+	// `include_counts`) how many of the matching workloads are in each phase
+	// and each queue. Only workloads the caller may view are listed or
+	// counted.
+	SearchWorkloads(context.Context, *SearchWorkloadsRequest) (*SearchWorkloadsResponse, error)
 	// Stream workload changes. Over REST the response is newline-delimited
 	// JSON, one `{"result": WorkloadEvent}` object per line.
 	WatchWorkloads(*WatchWorkloadsRequest, grpc.ServerStreamingServer[WorkloadEvent]) error
@@ -183,6 +206,9 @@ func (UnimplementedWorkloadServiceServer) CancelWorkload(context.Context, *Cance
 }
 func (UnimplementedWorkloadServiceServer) ExplainWorkload(context.Context, *ExplainWorkloadRequest) (*ExplainWorkloadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExplainWorkload not implemented")
+}
+func (UnimplementedWorkloadServiceServer) SearchWorkloads(context.Context, *SearchWorkloadsRequest) (*SearchWorkloadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchWorkloads not implemented")
 }
 func (UnimplementedWorkloadServiceServer) WatchWorkloads(*WatchWorkloadsRequest, grpc.ServerStreamingServer[WorkloadEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchWorkloads not implemented")
@@ -298,6 +324,24 @@ func _WorkloadService_ExplainWorkload_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkloadService_SearchWorkloads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchWorkloadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkloadServiceServer).SearchWorkloads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkloadService_SearchWorkloads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkloadServiceServer).SearchWorkloads(ctx, req.(*SearchWorkloadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WorkloadService_WatchWorkloads_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchWorkloadsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -335,6 +379,10 @@ var WorkloadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExplainWorkload",
 			Handler:    _WorkloadService_ExplainWorkload_Handler,
+		},
+		{
+			MethodName: "SearchWorkloads",
+			Handler:    _WorkloadService_SearchWorkloads_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
