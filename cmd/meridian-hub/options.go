@@ -47,6 +47,7 @@ func newOptions(c *hubconfig.HubConfiguration) (*options, error) {
 		IdempotencyWindow: c.Retention.IdempotencyWindow.D(),
 		Version:           version,
 	}
+	o.cfg.Dispatch.ClassWeights = c.Scheduling.ClassWeights
 	o.cfg.Security = security(c)
 	if len(o.cfg.EtcdEndpoints) == 0 {
 		o.cfg.EtcdEndpoints = nil

@@ -47,6 +47,7 @@ func Default() *HubConfiguration {
 			Period:         cc.Duration(DefaultSchedulePeriod),
 			ClusterTimeout: cc.Duration(DefaultClusterTimeout),
 			LeaderTTL:      cc.Duration(DefaultLeaderTTL),
+			ClassWeights:   map[string]float64{},
 		},
 		Retention: Retention{
 			TTL:                 cc.Duration(DefaultRetentionTTL),

@@ -105,6 +105,11 @@ type Scheduling struct {
 	Period         cc.Duration `yaml:"period"`
 	ClusterTimeout cc.Duration `yaml:"clusterTimeout"`
 	LeaderTTL      cc.Duration `yaml:"leaderTTL"`
+	// ClassWeights weights the fairshare ledger by accelerator class: a
+	// GPU-second of a class counts its weight (default 1), so an H100
+	// second can weigh more than a T4 second. See
+	// docs/design/quota-and-fairshare.md.
+	ClassWeights map[string]float64 `yaml:"classWeights"`
 }
 
 // Retention bounds how long finished workloads are kept.

@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/meridian-gpu/meridian/hub/quota"
 	cc "github.com/meridian-gpu/meridian/internal/componentconfig"
 )
 
@@ -124,6 +126,12 @@ func validateScheduling(errs *cc.ErrorList, s *Scheduling) {
 	}{{"scheduling.period", s.Period}, {"scheduling.clusterTimeout", s.ClusterTimeout}, {"scheduling.leaderTTL", s.LeaderTTL}} {
 		if d.v <= 0 {
 			errs.Addf(d.path, "must be positive (got %s)", d.v)
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(s.ClassWeights)) {
+		if err := quota.CheckLedgerConfig(time.Hour, map[string]float64{c: s.ClassWeights[c]}); err != nil {
+			_, msg, _ := strings.Cut(err.Error(), ": ")
+			errs.Addf("scheduling.classWeights."+c, "%s", msg)
 		}
 	}
 }

@@ -31,6 +31,9 @@ func (l *Loop) loadLedger(ctx context.Context, t *term) error {
 			led = quota.NewLedger(l.cfg.LedgerHalfLife, nil)
 		}
 	}
+	// The configured class weights win over those stored with the ledger:
+	// past usage stays as accrued, new usage is weighted as configured.
+	led.Configure(led.HalfLife(), l.cfg.ClassWeights)
 	now := l.clock()
 	t.ledger = led
 	t.ledgerFloor = led.DecayedTo()

@@ -45,6 +45,11 @@ type Config struct {
 	PreemptBackoff, PreemptBackoffMax time.Duration
 	// LedgerHalfLife is the fairshare decay half-life for a new ledger (7 days).
 	LedgerHalfLife time.Duration
+	// ClassWeights weights the ledger's accrual by accelerator class (a
+	// GPU-second of a class counts its weight; unlisted classes count 1).
+	// It is the hub config's scheduling.classWeights and replaces the
+	// weights a stored ledger carries when the leader loads it.
+	ClassWeights map[string]float64
 	// LedgerPersistEvery is how often the leader writes the ledger (10s).
 	LedgerPersistEvery time.Duration
 	// AccrueEvery is how often running usage is added to the ledger (1s).
