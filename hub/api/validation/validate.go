@@ -2,9 +2,11 @@ package validation
 
 import (
 	"sort"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-gpu/meridian/hub/convert"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -178,6 +180,17 @@ func validatePodSets(c *collector, sets []*meridianv1.PodSet) {
 func validateResources(c *collector, path string, r *meridianv1.Resources) {
 	if r == nil {
 		return
+	}
+	if r.GetMigProfile() != "" {
+		// The same check the hub's conversion makes, at submit, so that a
+		// bad profile is refused rather than left pending as Invalid.
+		if _, err := convert.MIGRequest(r); err != nil {
+			field, msg, ok := strings.Cut(err.Error(), ": ")
+			if !ok {
+				field, msg = "mig_profile", err.Error()
+			}
+			c.add(join(path, field), "%s", msg)
+		}
 	}
 	g := r.GetGpuMilli()
 	switch {

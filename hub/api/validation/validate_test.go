@@ -130,6 +130,12 @@ func TestValidateWorkloadRejectsBadInput(t *testing.T) {
 			r.GpuMilli, r.GpuMemoryMib = 8000, 81920
 			r.FractionalMode = meridianv1.FractionalMode_FRACTIONAL_MODE_MPS
 		}), "pod_sets[0].resources.fractional_mode", "only applies to a fractional request"},
+		"mig profile unknown": {res(func(r *meridianv1.Resources) {
+			r.GpuMilli, r.MigProfile = 500, "5g.99zz"
+		}), "pod_sets[0].resources.mig_profile", ""},
+		"mig profile too small": {res(func(r *meridianv1.Resources) {
+			r.GpuMilli, r.MigProfile = 900, "1g.10gb"
+		}), "pod_sets[0].resources.gpu_milli", "more than mig_profile"},
 		"unknown fractional mode": {res(func(r *meridianv1.Resources) { r.FractionalMode = 42 }), "pod_sets[0].resources.fractional_mode", "unknown value 42"},
 		"unknown topology":        {ps(func(p *meridianv1.PodSet) { p.Topology = 99 }), "pod_sets[0].topology", "unknown value 99"},
 		"same node too big": {ps(func(p *meridianv1.PodSet) {
