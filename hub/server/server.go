@@ -35,6 +35,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/retention"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/hub/ui"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -446,6 +447,10 @@ func (s *Server) buildAPI() error {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	// The web ops dashboard (hub/ui): static assets; it calls the API above with the user's token.
+	if err := ui.Mount(mux, ui.Options{Issuers: ui.FromAuth(s.cfg.Security.OIDC), Logger: s.log.With("component", "ui")}); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	maxBody := int64(s.cfg.MaxRequestBytes)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
