@@ -90,7 +90,7 @@ function explainCard(x) {
     x.queuePosition ? h('p', {}, `Position in its queue: ${x.queuePosition}`) : null,
     (x.quota || []).length ? [h('h3', {}, 'Quota'), h('table', {}, h('tbody', {}, x.quota.map((q) => h('tr', {},
       h('td', {}, h('code', {}, q.acceleratorClass)), h('td', { class: q.fits ? 'fits' : 'nofit' }, q.fits ? 'fits' : 'over'),
-      h('td', { class: 'num' }, `${gpus(q.requestedMilli)} of ${gpus(q.availableMilli)} GPUs`), h('td', {}, q.reason || '')))))] : null,
+      h('td', { class: 'num' }, `needs ${gpus(q.requestedMilli)}, ${gpus(q.availableMilli)} available`), h('td', {}, q.reason || '')))))] : null,
     (x.clusters || []).length ? [h('h3', {}, 'Clusters'), h('table', { id: 'explain-clusters' }, h('tbody', {}, x.clusters.map((c) => h('tr', { dataset: { cluster: c.cluster } },
       h('td', {}, h('b', {}, c.cluster)), h('td', { class: c.fits ? 'fits' : 'nofit' }, c.fits ? 'fits' : 'no'),
       h('td', {}, (c.lines || []).map((l) => h('div', {}, l)))))))] : null,

@@ -32,7 +32,7 @@ function capacityTable(c) {
   if (!rows.length) return h('p', { class: 'muted' }, 'No capacity advertised yet.');
   return h('table', { class: 'capacity' },
     h('thead', {}, h('tr', {}, h('th', {}, 'Accelerator class'), h('th', { class: 'num' }, 'Total'), h('th', { class: 'num' }, 'Used'),
-      h('th', { class: 'num' }, 'Free'), h('th', { class: 'num' }, 'Whole free'), h('th', { class: 'num' }, 'Nodes'), h('th', {}, 'GPUs'))),
+      h('th', { class: 'num' }, 'Free'), h('th', { class: 'num', title: 'GPUs with all 1000 milli free' }, 'Whole free'), h('th', { class: 'num' }, 'Nodes'), h('th', {}, 'GPUs'))),
     h('tbody', {}, rows));
 }
 
@@ -57,8 +57,8 @@ function domainTiles(topo, kind) {
       h('div', { class: 'name' }, d.name),
       h('div', { class: 'sub' }, `${gpus(free)}/${gpus(total)} GPUs free`),
       h('div', { class: 'nodes' }, nodes.map((n) => h('span', {
-        class: 'node', title: `${n.name}: ${gpus(n.freeMilli)} of ${gpus(n.totalMilli)} free`,
-        style: { backgroundColor: freeColor(num(n.totalMilli) ? num(n.freeMilli) / num(n.totalMilli) : 0) },
+        class: 'node', title: num(n.totalMilli) ? `${n.name}: ${gpus(n.freeMilli)} of ${gpus(n.totalMilli)} GPUs free` : `${n.name}: no GPUs`,
+        style: { backgroundColor: num(n.totalMilli) ? freeColor(num(n.freeMilli) / num(n.totalMilli)) : '#98a2b3' },
       }))));
     })));
 }
