@@ -29,7 +29,7 @@ type lastView struct {
 
 func (l *Loop) viewOf(b *built, now time.Time) *lastView {
 	v := &lastView{at: now, tree: b.snap.Queues.Clone(), ledger: b.snap.Ledger, pending: map[string]int32{}, running: map[string]int32{}}
-	for _, r := range b.snap.Running {
+	for _, r := range b.snap.Running[:b.live] { // not the work that stopped
 		v.running[r.Workload.Queue]++
 		for _, u := range r.Usage {
 			v.tree.Charge(r.Workload.Queue, u.Class, u.Milli)

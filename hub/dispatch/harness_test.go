@@ -286,6 +286,11 @@ type agent struct {
 	sub        *natsbus.Subscription
 	stopHB     context.CancelFunc
 	reject     bool
+	// frozen holds the advertisement back: the agent keeps running,
+	// heartbeating and reporting events, but the hub goes on seeing the
+	// last inventory it was sent (an agent whose advertisement lags its
+	// stop events).
+	frozen bool
 }
 
 func (e *env) startAgent(id string, nodes, gpusPerNode int, runFor time.Duration) *agent {
@@ -350,6 +355,10 @@ func (a *agent) vanish() {
 
 func (a *agent) advertise() {
 	a.mu.Lock()
+	if a.frozen {
+		a.mu.Unlock()
+		return
+	}
 	a.seq++
 	ad := &agentv1.Advertisement{ClusterId: a.id, Seq: a.seq, SentAt: timestamppb.Now(), SessionId: a.session,
 		Connector: meridianv1.ConnectorKind_CONNECTOR_KIND_SIMCLUSTER, Nodes: a.nodes}
@@ -358,6 +367,25 @@ func (a *agent) advertise() {
 	if err == nil {
 		_ = a.bus.PublishAdvert(a.e.ctx, a.id, b)
 	}
+}
+
+// freezeAdverts sends one last advertisement of the current inventory and
+// then holds every later one back until thawAdverts. It returns that last
+// advertisement's sequence number.
+func (a *agent) freezeAdverts() uint64 {
+	a.advertise()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.frozen = true
+	return a.seq
+}
+
+// thawAdverts advertises again, at once and periodically.
+func (a *agent) thawAdverts() {
+	a.mu.Lock()
+	a.frozen = false
+	a.mu.Unlock()
+	a.advertise()
 }
 
 func (a *agent) heartbeat() {
@@ -402,8 +430,9 @@ func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
 		a.seen[id] = true
 		a.mu.Unlock()
 		if r != nil {
-			// Like a real agent's delta on change: the freed room is
-			// advertised before the stop is reported.
+			// The freed room is advertised before the stop is reported.
+			// (The real agent reports first and sends its delta a
+			// ChangeDelay later; freezeAdverts gives that order.)
 			a.advertise()
 		}
 		typ := agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_CANCELLED

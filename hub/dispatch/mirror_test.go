@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -58,7 +59,15 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 
 	var inc mirror
 	inc.reset()
+	at := time.Unix(1000, 0)
+	filed := 0
 	for step := range 500 {
+		// Acknowledged dispatches current before this step: those that
+		// leave the current set in it must be filed as stopped.
+		wasAcked := map[string]bool{}
+		for d, c := range inc.current {
+			wasAcked[d] = c.r.r.Acked
+		}
 		changed := map[string]bool{}
 		for range 1 + rng.IntN(4) {
 			k := keys[rng.IntN(len(keys))]
@@ -77,6 +86,8 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 				inc.remove(k)
 			}
 		}
+		at = at.Add(time.Second)
+		inc.settle(at)
 		var full mirror
 		full.reset()
 		for k, it := range items {
@@ -85,7 +96,50 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 		if d := mirrorDiff(&inc, &full); d != "" {
 			t.Fatalf("step %d: %s", step, d)
 		}
+		if d := stoppedDiff(&inc, wasAcked, at); d != "" {
+			t.Fatalf("step %d: %s", step, d)
+		}
+		for _, st := range inc.stopped {
+			if st.at.Equal(at) {
+				filed++
+			}
+		}
 	}
+	if filed < 10 {
+		t.Fatalf("only %d dispatches were filed as stopped in 500 steps; the walk does not exercise it", filed)
+	}
+	t.Logf("%d dispatches filed as stopped", filed)
+}
+
+// stoppedDiff checks the stopped set after one step: every dispatch that
+// was current and acknowledged before it and is not current after it is
+// stopped as of this step, as Terminating work that holds no quota under
+// an id of its own; nothing current is stopped.
+func stoppedDiff(m *mirror, wasAcked map[string]bool, at time.Time) string {
+	if len(m.leaving) != 0 {
+		return fmt.Sprintf("%d dispatches left unsettled", len(m.leaving))
+	}
+	for d, acked := range wasAcked {
+		_, cur := m.current[d]
+		st, ok := m.stopped[d]
+		switch {
+		case cur || !acked:
+			if ok && st.at.Equal(at) {
+				return fmt.Sprintf("dispatch %s (current=%v, acked=%v) filed as stopped now", d, cur, acked)
+			}
+		case !ok || !st.at.Equal(at):
+			return fmt.Sprintf("acknowledged dispatch %s left the current set but is not stopped as of now (%v)", d, ok)
+		}
+	}
+	for d, st := range m.stopped {
+		if _, cur := m.current[d]; cur {
+			return fmt.Sprintf("dispatch %s is both current and stopped", d)
+		}
+		if !st.run.Terminating || st.run.Usage != nil || !strings.HasSuffix(st.run.Workload.ID, "/stopped:"+d) || st.run.Cluster != "east" {
+			return fmt.Sprintf("dispatch %s: stopped view %+v", d, st.run)
+		}
+	}
+	return ""
 }
 
 // mirrorDiff compares what a state would be built from.

@@ -55,12 +55,13 @@ type state struct {
 
 	// Derived from the above by the mirror as keys change, so that a cycle
 	// does not walk every workload and record to find these.
-	current   map[string]curRef // dispatch id -> current record and its workload
-	orphans   map[string]*rec   // dispatch id -> record whose workload moved on
-	queued    map[string]*wl    // QUEUED workloads by id
-	cancelReq map[string]*wl    // workloads with CancelRequested, by id
-	unacked   map[string]curRef // current dispatches the agent has not acknowledged
-	fresh     map[string]curRef // see mirror.fresh; buildSnapshot prunes it
+	current   map[string]curRef  // dispatch id -> current record and its workload
+	orphans   map[string]*rec    // dispatch id -> record whose workload moved on
+	queued    map[string]*wl     // QUEUED workloads by id
+	cancelReq map[string]*wl     // workloads with CancelRequested, by id
+	unacked   map[string]curRef  // current dispatches the agent has not acknowledged
+	fresh     map[string]curRef  // see mirror.fresh; buildSnapshot prunes it
+	stopped   map[string]stopped // see mirror.stopped; buildSnapshot prunes it
 	runs      []scheduler.Running
 	runIdx    map[string]int
 }
@@ -73,6 +74,21 @@ type curRef struct {
 	// workload changes rather than on every cycle. Shared: copy it.
 	run *scheduler.Running
 }
+
+// stopped is work that stopped on its cluster (preempted, cancelled or
+// finished) and whose room that cluster's advertisement may still show
+// taken.
+type stopped struct {
+	at time.Time // hub clock: when the mirror saw it leave the current set
+	// run is the core's view of it, marked Terminating and holding no
+	// quota (its record is gone, so its quota already is).
+	run scheduler.Running
+}
+
+// stoppedTTL bounds how long work that stopped is kept as "about to be
+// free" when its cluster sends no advertisement at all (an agent sends a
+// full one every AgentAdvertiseInterval).
+const stoppedTTL = 3 * AgentAdvertiseInterval
 
 var (
 	prefWorkloads  = store.Prefix(store.KindWorkloads)
@@ -118,7 +134,19 @@ type mirror struct {
 	// charge to the advertised capacity. It drops the others as adverts
 	// arrive.
 	fresh map[string]curRef
-	log   *slog.Logger
+	// stopped is the other side of fresh: acknowledged dispatches that
+	// left the current set (their work was preempted, cancelled or
+	// finished) since their cluster last advertised. The advertisement
+	// may still show their room taken, and the cluster has nothing left
+	// in the running set to wait for, so the core gets them as
+	// Terminating work: a preempting workload then waits for the room its
+	// victims are freeing instead of preempting on another cluster.
+	// buildSnapshot drops them as their clusters advertise. leaving
+	// gathers, during one advance, the dispatches that left the current
+	// set (some only for a moment, while their workload is replaced).
+	stopped map[string]stopped
+	leaving map[string]curRef
+	log     *slog.Logger
 }
 
 func (m *mirror) reset() {
@@ -130,11 +158,21 @@ func (m *mirror) reset() {
 	m.unacked, m.fresh = map[string]curRef{}, map[string]curRef{}
 	m.runs, m.runIDs, m.runIdx = nil, nil, map[string]int{}
 	m.recsOf = map[string]map[string]bool{}
+	// What stopped is history no key holds: a full re-read keeps it.
+	if m.stopped == nil {
+		m.stopped = map[string]stopped{}
+	}
+	m.leaving = map[string]curRef{}
 }
 
 // classify files dispatch d as current or orphan, or forgets it when it
 // has no record.
 func (m *mirror) classify(d string) {
+	if c, ok := m.current[d]; ok && c.r.r.Acked {
+		if _, seen := m.leaving[d]; !seen {
+			m.leaving[d] = c
+		}
+	}
 	delete(m.current, d)
 	delete(m.orphans, d)
 	delete(m.unacked, d)
@@ -147,6 +185,7 @@ func (m *mirror) classify(d string) {
 	if w := m.byID[r.r.WorkloadID]; w != nil && w.w.GetStatus().GetDispatchId() == d && active(w.w.GetStatus().GetPhase()) {
 		c := curRef{r: r, w: w, run: m.running(r, w)}
 		m.current[d], m.fresh[d] = c, c
+		delete(m.stopped, d)
 		m.runIdx[d] = len(m.runs)
 		m.runs, m.runIDs = append(m.runs, *c.run), append(m.runIDs, d)
 		if !r.r.Acked {
@@ -186,6 +225,26 @@ func (m *mirror) running(r *rec, w *wl) *scheduler.Running {
 		started = st.AsTime()
 	}
 	return &scheduler.Running{Workload: sw, Cluster: r.r.Cluster, StartedAt: started, Usage: r.r.Usage, Placement: r.r.Placement}
+}
+
+// settle files the dispatches that left the current set during this
+// advance and stayed out as stopped at now. Only acknowledged ones: a
+// dispatch never acknowledged was refused or never launched, and took no
+// room the advertisement could show.
+func (m *mirror) settle(now time.Time) {
+	for d, c := range m.leaving {
+		delete(m.leaving, d)
+		if _, cur := m.current[d]; cur {
+			continue
+		}
+		run := *c.run
+		w := *run.Workload
+		// Its own id, so that it never stands for the workload if that
+		// runs again elsewhere (the core keys its victims by id).
+		w.ID = w.ID + "/stopped:" + d
+		run.Workload, run.Usage, run.Terminating = &w, nil, true
+		m.stopped[d] = stopped{at: now, run: run}
+	}
 }
 
 // workloadChanged refreshes the sets after workload id changed (or went).
@@ -310,11 +369,16 @@ func (l *Loop) advance() *state {
 	for _, k := range d.Deleted {
 		m.remove(k)
 	}
+	m.settle(l.clock())
+	// The cycle appends the stopped work to the running list it hands the
+	// core: keep room for it behind the mirror's own entries, so that
+	// this never copies the whole list.
+	m.runs = slices.Grow(m.runs, len(m.stopped))
 	m.pos = d.Pos
 	l.mirrorPos.Store(d.Pos)
 	s := &state{rev: d.Rev, workloads: m.byID, dispatches: m.byDispatch, drain: m.drain,
 		current: m.current, orphans: m.orphans, queued: m.queued, cancelReq: m.cancelReq, unacked: m.unacked,
-		fresh: m.fresh, runs: m.runs, runIdx: m.runIdx}
+		fresh: m.fresh, stopped: m.stopped, runs: m.runs, runIdx: m.runIdx}
 	s.queues = make([]*meridianv1.Queue, 0, len(m.queues))
 	for _, q := range m.queues {
 		s.queues = append(s.queues, q)
@@ -355,6 +419,9 @@ type built struct {
 	current map[string]curRef // dispatch id -> record whose workload still points at it (the state's own map)
 	invalid map[string]string
 	marked  []int // indexes of a shared Running list marked Terminating, cleared by release
+	// live is how many entries of snap.Running are current dispatches;
+	// the rest is work that stopped (state.stopped), for the core only.
+	live int
 }
 
 // release clears the Terminating marks a shared snapshot put on the
@@ -364,6 +431,10 @@ func (b *built) release() {
 		b.snap.Running[i].Terminating = false
 	}
 	b.marked = nil
+	// The stopped work sits in the mirror's spare capacity: drop the
+	// references.
+	clear(b.snap.Running[b.live:])
+	b.snap.Running = b.snap.Running[:b.live]
 }
 
 // buildSnapshot turns a state and the fleet into the core's input.
@@ -395,8 +466,9 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 	// list is copied as it is: no walk over a map, no sort.
 	b.snap.Running = s.runs
 	if !shared {
-		b.snap.Running = slices.Clone(s.runs)
+		b.snap.Running = slices.Grow(slices.Clone(s.runs), len(s.stopped))
 	}
+	b.live = len(b.snap.Running)
 	for id := range stopping {
 		if i, ok := s.runIdx[id]; ok {
 			b.snap.Running[i].Terminating = true
@@ -425,6 +497,20 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 			idx[vi] = nodeIndex(&v.Cluster)
 		}
 		charge(&v.Cluster, idx[vi], c.run.Workload, r.Placement)
+	}
+	// Work that stopped since its cluster last advertised is still in
+	// that advertisement: the core sees it as Terminating, so a workload
+	// that fits once it is gone waits for it instead of preempting more
+	// (possibly on another cluster). It leaves once its cluster
+	// advertises after it stopped. The mirror kept room for it, so a
+	// shared list is not copied.
+	for id, st := range s.stopped {
+		vi, ok := viewOf[st.run.Cluster]
+		if (ok && views[vi].AdvertAt.After(st.at)) || now.Sub(st.at) > stoppedTTL {
+			delete(s.stopped, id)
+			continue
+		}
+		b.snap.Running = append(b.snap.Running, st.run)
 	}
 	for _, v := range views {
 		b.snap.Clusters = append(b.snap.Clusters, v.Cluster)

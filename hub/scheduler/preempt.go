@@ -268,16 +268,6 @@ func (p *planner) capacityVictims(cs *clusterState, w *Workload, given []*Runnin
 			released = append(released, v)
 		}
 	}
-	// Work already stopping here frees its room without new victims.
-	for i := range p.snap.Running {
-		r := &p.snap.Running[i]
-		if r.Terminating && r.Cluster == cs.src.ID && p.release(cs, r) {
-			released = append(released, r)
-		}
-	}
-	if p.fitsNow(cs, w) {
-		return nil, true
-	}
 	// Whom w may preempt (Kueue's defaults): lower-priority work of its own
 	// queue, always; when w stays within its queue's nominal quota, also
 	// lower-priority work of other queues and work of queues that borrow
@@ -285,15 +275,44 @@ func (p *planner) capacityVictims(cs *clusterState, w *Workload, given []*Runnin
 	// borrowed quota never preempts other queues: it would only be
 	// reclaimed in turn.
 	entitled := p.withinNominal(cs, w)
-	cands := p.runningIn(func(r *Running) bool {
-		if r.Cluster != cs.src.ID {
+	mayPreempt := func(r *Running) bool {
+		if !r.Workload.Preemptible {
 			return false
 		}
 		if r.Workload.Queue == w.Queue {
 			return r.Workload.Priority < w.Priority
 		}
 		return entitled && (r.Workload.Priority < w.Priority || p.borrowing(r))
-	})
+	}
+	// Work already stopping here frees its room without new victims.
+	waitable := false
+	for i := range p.snap.Running {
+		r := &p.snap.Running[i]
+		if r.Terminating && r.Cluster == cs.src.ID && p.release(cs, r) {
+			released = append(released, r)
+			waitable = waitable || mayPreempt(r)
+		}
+	}
+	var cands []*Running
+	candsOf := func() []*Running {
+		return p.runningIn(func(r *Running) bool { return r.Cluster == cs.src.ID && mayPreempt(r) })
+	}
+	if p.fitsNow(cs, w) {
+		// w waits for that room only where it could preempt: work it may
+		// preempt is among what stops, or still runs here. Anyone else
+		// just does not fit yet, and takes the room in fair order once it
+		// is free (the hub keeps work that stopped as stopping until its
+		// cluster advertises, so this is common: it must not make every
+		// pending workload a preemptor).
+		if len(given) > 0 || waitable {
+			return nil, true
+		}
+		if cands = candsOf(); len(cands) > 0 {
+			return nil, true
+		}
+		return nil, false
+	}
+	cands = candsOf()
 	var extra []*Running
 	fits := false
 	// A borrower is reclaimed only as far as its queue borrows: after the
