@@ -143,6 +143,32 @@ func matrixOps() []matrixOp {
 					t.Errorf("%s: workload %s listed = %v, want %v", role, fixedWorkload(w, target), found, want)
 				}
 			}},
+		{name: "SearchWorkloads", method: wlSvc + "SearchWorkloads", targets: bothTargets,
+			expect: allAuthenticated("OK", bothTargets),
+			prepare: func(t *testing.T, w *world, target string, n int) prepared {
+				q := tenantOf(target)
+				return prepared{&meridianv1.SearchWorkloadsRequest{Queue: q, PageSize: 1000, IncludeCounts: true}, &meridianv1.SearchWorkloadsResponse{},
+					http.MethodGet, "/v1/workloads:search?page_size=1000&include_counts=true&queue=" + q, nil}
+			},
+			check: func(t *testing.T, w *world, role, target string, resp proto.Message) {
+				r := resp.(*meridianv1.SearchWorkloadsResponse)
+				found := false
+				for _, it := range r.GetWorkloads() {
+					if !canSee(role, it.GetQueue()) {
+						t.Errorf("%s found workload %s of queue %s it may not see", role, it.GetId(), it.GetQueue())
+					}
+					found = found || it.GetId() == fixedWorkload(w, target)
+				}
+				if want := canSee(role, leafOf(target)); found != want {
+					t.Errorf("%s: workload %s found = %v, want %v", role, fixedWorkload(w, target), found, want)
+				}
+				// The counts must not reveal hidden queues either.
+				for _, c := range r.GetQueueCounts() {
+					if !canSee(role, c.GetKey()) {
+						t.Errorf("%s: search counted queue %s it may not see", role, c.GetKey())
+					}
+				}
+			}},
 		{name: "CancelWorkload", method: wlSvc + "CancelWorkload", targets: bothTargets,
 			expect: row("OK OK", "OK NF", "PD NF", "PD NF", "NF OK", "UA UA"),
 			prepare: func(t *testing.T, w *world, target string, n int) prepared {
@@ -229,6 +255,10 @@ func matrixOps() []matrixOp {
 		{name: "GetCluster", method: clSvc + "GetCluster", targets: noTarget, expect: allAuthenticated("nf", noTarget),
 			prepare: func(t *testing.T, w *world, target string, n int) prepared {
 				return prepared{&meridianv1.GetClusterRequest{Id: missingCluster}, &meridianv1.Cluster{}, http.MethodGet, "/v1/clusters/" + missingCluster, nil}
+			}},
+		{name: "GetClusterTopology", method: clSvc + "GetClusterTopology", targets: noTarget, expect: allAuthenticated("nf", noTarget),
+			prepare: func(t *testing.T, w *world, target string, n int) prepared {
+				return prepared{&meridianv1.GetClusterTopologyRequest{Id: missingCluster}, &meridianv1.ClusterTopology{}, http.MethodGet, "/v1/clusters/" + missingCluster + ":topology", nil}
 			}},
 		{name: "DrainCluster", method: clSvc + "DrainCluster", targets: noTarget, expect: row("nf", "PD", "PD", "PD", "PD", "UA"),
 			prepare: func(t *testing.T, w *world, target string, n int) prepared {
