@@ -218,6 +218,28 @@ func TestBadCredentials(t *testing.T) {
 		}
 		noSecret(t, string(b), bearer(f.adminToken))
 	})
+	t.Run("the hub's logs hold no credential", func(t *testing.T) {
+		logs := f.logs.String()
+		if !strings.Contains(logs, "wrote a new admin API token") {
+			t.Fatalf("the hub's logs were not captured:\n%s", truncate(logs, 2000))
+		}
+		for _, tc := range cases {
+			noSecret(t, logs, tc.header)
+		}
+		noSecret(t, logs, bearer(f.adminToken))
+		noSecret(t, logs, bearer(revoked))
+		noSecret(t, logs, bearer(mdAdmin))
+	})
+	t.Run("the metrics hold no credential", func(t *testing.T) {
+		r := f.rest(t, nil, f.adminCred(), http.MethodGet, "/metrics", nil, "")
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), "meridian_api_requests_total") {
+			t.Fatalf("GET /metrics: %d %s", r.status, truncate(string(r.body), 500))
+		}
+		for _, tc := range cases {
+			noSecret(t, string(r.body), tc.header)
+		}
+		noSecret(t, string(r.body), bearer(f.adminToken))
+	})
 }
 
 // noSecret fails when text holds the credential of header (its token

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,6 +82,7 @@ type fixture struct {
 	http                      *http.Client     // TLS, no client certificate
 	etcd                      *clientv3.Client
 	auditFile                 string
+	logs                      *lockedBuffer // the hub's logs, at debug level
 	reqSeq                    atomic.Int64
 	wl                        meridianv1.WorkloadServiceClient
 	q                         meridianv1.QueueServiceClient
@@ -101,8 +104,10 @@ func startHub(t testing.TB) *fixture {
 	}
 	f.iss = testoidc.New(t)
 	f.auditFile = filepath.Join(f.dir, "audit.jsonl")
+	f.logs = &lockedBuffer{}
 	srv, err := server.New(server.Config{
 		DataDir: filepath.Join(f.dir, "data"), HubID: "security", Version: "test", UnsafeNoFsync: true,
+		Logger:    slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		LeaderTTL: time.Second, SchedulePeriod: 200 * time.Millisecond,
 		Security: server.Security{
 			Mode:           server.AuthOn,
@@ -159,6 +164,24 @@ func startHub(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// lockedBuffer collects the hub's logs; safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // waitReady polls /readyz over TLS, at most 30 s.
