@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -35,8 +40,8 @@ func reflect(t *testing.T, conn *grpc.ClientConn, req *reflectionpb.ServerReflec
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(req); err != nil {
-		return nil, err
+	if err := stream.Send(req); err != nil && err != io.EOF {
+		return nil, err // io.EOF: the server ended the stream; Recv says why
 	}
 	return stream.Recv()
 }
@@ -146,5 +151,54 @@ func TestGRPCReflectionCanBeTurnedOff(t *testing.T) {
 	defer hcancel()
 	if _, err := healthpb.NewHealthClient(conn).Check(hctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatalf("health with reflection off: %v", err)
+	}
+}
+
+// With authentication on, as in the demo: reflection follows the API's
+// authorization (an anonymous `grpcurl list` is refused, one with the
+// token works), and health stays open to probes without credentials.
+func TestGRPCReflectionFollowsAuthentication(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin.token")
+	s, err := New(Config{DataDir: filepath.Join(dir, "data"), HubID: "hub-authrefl", UnsafeNoFsync: true, NoScheduler: true, Logger: testLogger(),
+		Security: Security{Mode: AuthOn, AdminTokenFile: tokenFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	conn := dialHub(t, s)
+
+	list := &reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}
+	if _, err := reflect(t, conn, list); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("anonymous reflection with auth on: %v, want Unauthenticated", err)
+	}
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authed, err := grpc.NewClient(s.Addrs().GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, o ...grpc.CallOption) error {
+			return inv(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok))), m, req, reply, cc, o...)
+		}),
+		grpc.WithStreamInterceptor(func(ctx context.Context, d *grpc.StreamDesc, cc *grpc.ClientConn, m string, st grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+			return st(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok))), d, cc, m, o...)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = authed.Close() })
+	resp, err := reflect(t, authed, list)
+	if err != nil || len(resp.GetListServicesResponse().GetService()) == 0 {
+		t.Fatalf("reflection with the admin token: %v %v", resp, err)
+	}
+
+	hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer hcancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(hctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("anonymous health check with auth on: %v", err)
 	}
 }

@@ -410,10 +410,9 @@ func (s *Server) buildAPI() error {
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
 	if !s.cfg.DisableReflection {
-		// TODO(authz): reflection is unauthenticated today, like the rest
-		// of the API. When the authorization layer lands, reflection must
-		// follow it (describe only what the caller may call, or require an
-		// authenticated principal); health stays anonymous like /readyz.
+		// Reflection follows the API's authorization: the authz table
+		// asks for an authenticated principal (it describes the whole
+		// API). Health stays anonymous like /readyz.
 		reflection.Register(s.grpcSrv)
 	}
 
