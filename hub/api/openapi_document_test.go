@@ -10,10 +10,18 @@ import (
 
 // swaggerDoc is the part of an OpenAPI v2 document the checks read.
 type swaggerDoc struct {
-	Host        string                                 `json:"host"`
-	Schemes     []string                               `json:"schemes"`
-	Paths       map[string]map[string]swaggerOperation `json:"paths"`
-	Definitions map[string]swaggerSchema               `json:"definitions"`
+	Host                string                                 `json:"host"`
+	Schemes             []string                               `json:"schemes"`
+	SecurityDefinitions map[string]swaggerSecurityScheme       `json:"securityDefinitions"`
+	Security            []map[string][]string                  `json:"security"`
+	Paths               map[string]map[string]swaggerOperation `json:"paths"`
+	Definitions         map[string]swaggerSchema               `json:"definitions"`
+}
+
+type swaggerSecurityScheme struct {
+	Type string `json:"type"`
+	In   string `json:"in"`
+	Name string `json:"name"`
 }
 
 type swaggerOperation struct {
@@ -21,6 +29,8 @@ type swaggerOperation struct {
 	Produces    []string           `json:"produces"`
 	XStream     string             `json:"x-stream"`
 	Parameters  []swaggerParameter `json:"parameters"`
+	// Security overrides the document's; absent means the document's.
+	Security *[]map[string][]string `json:"security"`
 }
 
 type swaggerParameter struct {
@@ -67,6 +77,28 @@ func TestOpenAPIDocumentForGeneratedClients(t *testing.T) {
 	}
 	if d.Host == "" {
 		t.Error("no host: generated clients have no default address")
+	}
+
+	// Authentication is on (the demo too): a generated client must be
+	// able to send the bearer credential without hand edits, so the
+	// document declares it and every operation requires it.
+	var scheme string
+	for name, sd := range d.SecurityDefinitions {
+		if sd.Type == "apiKey" && sd.In == "header" && sd.Name == "Authorization" {
+			scheme = name
+		}
+	}
+	if scheme == "" {
+		t.Errorf("securityDefinitions %v: want an apiKey in the Authorization header (Bearer TOKEN)", d.SecurityDefinitions)
+	} else if len(d.Security) != 1 || d.Security[0][scheme] == nil {
+		t.Errorf("document security %v: want every operation to require %q", d.Security, scheme)
+	}
+	for p, ops := range d.Paths {
+		for m, op := range ops {
+			if op.Security != nil && len(*op.Security) == 0 {
+				t.Errorf("%s %s is marked as needing no credential, but every API call needs one", strings.ToUpper(m), p)
+			}
+		}
 	}
 
 	readOnly := map[string][]string{

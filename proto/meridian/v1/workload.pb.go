@@ -2082,10 +2082,15 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x0fExplainWorkload\x12#.meridian.v1.ExplainWorkloadRequest\x1a$.meridian.v1.ExplainWorkloadResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/workloads/{id}:explain\x12z\n" +
 	"\x0fSearchWorkloads\x12#.meridian.v1.SearchWorkloadsRequest\x1a$.meridian.v1.SearchWorkloadsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/workloads:search\x12\xd1\x03\n" +
 	"\x0eWatchWorkloads\x12\".meridian.v1.WatchWorkloadsRequest\x1a\x1a.meridian.v1.WorkloadEvent\"\xfc\x02\x92A\xdd\x02\x1a\x9c\x02Streaming: the response is newline-delimited JSON (NDJSON), not one JSON object. Each line is one object, `{\"result\": WorkloadEvent}`, or a final `{\"error\": Status}` when the stream fails. Read it line by line; the response stays open until the client closes it or the hub shuts down.:\x14application/x-ndjson:\x10application/jsonj\x14\n" +
-	"\bx-stream\x12\b\x1a\x06ndjson\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/workloads:watch0\x01B\x89\x03\x92A\xc6\x02\x12\x8b\x02\n" +
+	"\bx-stream\x12\b\x1a\x06ndjson\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/workloads:watch0\x01B\xb8\x06\x92A\xf5\x05\x12\x8b\x02\n" +
 	"\fMeridian API\x12\xe8\x01Federated multi-cluster GPU dispatcher: submit gang workloads, manage queues and quotas, inspect clusters. The host is the demo hub's REST listener (meridian-demo, plain HTTP); point clients at your hub. Production hubs serve HTTPS.*\f\n" +
 	"\n" +
-	"Apache-2.02\x02v1\x1a\x0e127.0.0.1:8080*\x02\x01\x022\x10application/json:\x10application/jsonZ=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
+	"Apache-2.02\x02v1\x1a\x0e127.0.0.1:8080*\x02\x01\x022\x10application/json:\x10application/jsonZ\x9e\x03\n" +
+	"\x9b\x03\n" +
+	"\x06bearer\x12\x90\x03\b\x02\x12\xfa\x02Every call needs a credential: the header `Authorization: Bearer TOKEN` with an API token (the demo writes an admin token to admin.token in its state directory) or an OIDC ID token. Only /healthz and /readyz, which are not in this document, are open. A generated client sets it once, for example go-swagger's httptransport.APIKeyAuth(\"Authorization\", \"header\", \"Bearer \"+token).\x1a\rAuthorization \x02b\f\n" +
+	"\n" +
+	"\n" +
+	"\x06bearer\x12\x00Z=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
 
 var (
 	file_meridian_v1_workload_proto_rawDescOnce sync.Once
