@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -505,4 +506,67 @@ func GatewayCaller(verify func([]*x509.Certificate) ([][]*x509.Certificate, erro
 		md.Set(mdClientCert, base64.StdEncoding.EncodeToString(chains[0][0].Raw))
 		return md
 	})
+}
+
+// VerbMetricsRead is the audit verb of a refused GET /metrics.
+const VerbMetricsRead = "metrics.read"
+
+// Authenticated serves next only to an authenticated caller: the REST
+// routes beside the API (GET /metrics) that carry no tenant data but are
+// no business of a caller without credentials. It reads the same
+// credentials as the API (a bearer token, or a client certificate of the
+// hub's client CA) through the same authenticator; a refusal is 401 with
+// the API's JSON error body and an UNAUTHENTICATED audit event naming
+// route as its RPC. Under --auth=none every caller is local-admin.
+func (g *Guard) Authenticated(route string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cr, certErr := g.httpCredentials(r)
+		var err error = certErr
+		if err == nil {
+			_, err = g.cfg.Authenticator.Authenticate(r.Context(), cr)
+		}
+		if err == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		code, reason := codes.Unauthenticated, auth.ClientReason(err)
+		if certErr != nil {
+			reason = "client certificate not accepted: it is not signed by the hub's client CA"
+		}
+		if auth.IsUnavailable(err) {
+			code = codes.Unavailable
+		}
+		g.cfg.Audit.Record(&meridianv1.AuditEvent{Rpc: route, Verb: VerbMetricsRead, RequestId: r.Header.Get("X-Request-Id"),
+			RemoteAddr: r.RemoteAddr, Result: meridianv1.AuditResult_AUDIT_RESULT_UNAUTHENTICATED, Code: code.String(), Reason: auditDetail(err)})
+		w.Header().Set("Content-Type", "application/json")
+		status := runtime.HTTPStatusFromCode(code)
+		if code == codes.Unauthenticated {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="meridian"`)
+		}
+		w.WriteHeader(status)
+		b, _ := json.Marshal(map[string]any{"code": int(code), "message": reason})
+		_, _ = w.Write(append(b, '\n'))
+	})
+}
+
+// httpCredentials collects what a plain HTTP request proves about its
+// caller, as credentials does for a gRPC call.
+func (g *Guard) httpCredentials(r *http.Request) (auth.Credentials, error) {
+	var cr auth.Credentials
+	if v := r.Header.Values("Authorization"); len(v) == 1 {
+		cr.Authorization = v[0]
+	} else if len(v) > 1 {
+		cr.MultipleAuthorization = true
+	}
+	if ta, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
+		cr.RemoteAddr = ta
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && g.cfg.VerifyClient != nil {
+		chains, err := g.cfg.VerifyClient(r.TLS.PeerCertificates)
+		if err != nil && cr.Authorization == "" {
+			return cr, err
+		}
+		cr.VerifiedChains = chains
+	}
+	return cr, nil
 }

@@ -4,7 +4,8 @@
 // elector, the scheduling loop from hub/dispatch, finished-workload
 // retention from hub/retention (on the leader), the gRPC API from
 // hub/api and its grpc-gateway REST front, and the operational HTTP
-// endpoints /healthz, /readyz and /metrics.
+// endpoints /healthz, /readyz (open to every caller) and /metrics (any
+// authenticated caller).
 //
 // # Caller's duties
 //

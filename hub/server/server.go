@@ -445,7 +445,9 @@ func (s *Server) buildAPI() error {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	// Metrics carry no tenant data, but only /healthz and /readyz are open
+	// to callers without credentials (a scraper presents an API token).
+	mux.Handle("GET /metrics", s.sec.guard.Authenticated("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})))
 	// The web ops dashboard (hub/ui): static assets; it calls the API above with the user's token.
 	if err := ui.Mount(mux, ui.Options{Issuers: ui.FromAuth(s.cfg.Security.OIDC), Logger: s.log.With("component", "ui")}); err != nil {
 		return fmt.Errorf("server: %w", err)

@@ -176,6 +176,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 		}
 	}
 	mon := newMonitor(f.c, f.addrs.HTTP, o, stdout, stderr, start)
+	mon.token = f.token
 	var subErr error
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -220,22 +221,43 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (*Summary, er
 	return sum, nil
 }
 
-// printNextSteps prints the commands to try after the summary, copyable as
-// printed once MERIDIAN_CONFIG points at the demo's meridianctl
-// configuration: the workloads left waiting first, then the general ones.
+// printNextSteps prints the commands to try after the summary. With
+// --forever they are copyable as printed once MERIDIAN_CONFIG points at
+// the demo's meridianctl configuration: the workloads left waiting first,
+// then the general ones. Without it the hub stops when the demo returns
+// (and its state directory, token included, is deleted unless --data-dir
+// kept it), so the demo shows what explain says about each waiting
+// workload itself and prints the commands with placeholders, for the hub
+// `make demo-forever` keeps up: a path or an id of this run would only
+// fail when pasted.
 func printNextSteps(w io.Writer, o Options, f *federation, left []exhibitResult) {
 	const ctl = "go run ./cmd/meridianctl"
+	cfg := f.cliConfig
+	token := filepath.Join(filepath.Dir(f.cliConfig), "admin.token")
 	if o.Forever {
 		fmt.Fprintf(w, "\nThe hub and clusters keep running. In a second terminal:\n")
 	} else {
-		fmt.Fprintf(w, "\nRun `make demo-forever` to keep the hub up after the summary; it prints these for its own hub:\n")
+		if len(left) > 0 {
+			fmt.Fprintf(w, "\nLeft waiting when the demo ended, each for a different reason (what `meridianctl explain` says):\n")
+			for _, e := range left {
+				fmt.Fprintf(w, "  %-13s %-14s %s\n", e.name, e.code, e.reason)
+			}
+		}
+		fmt.Fprintf(w, "\nThis hub stops now. Run `make demo-forever` to keep one up: it prints these commands\n")
+		fmt.Fprintf(w, "with its own paths and workload ids, ready to paste in a second terminal:\n")
+		cfg = "<its state directory>/meridianctl.yaml"
+		token = "<its state directory>/admin.token"
 	}
-	fmt.Fprintf(w, "  first    export MERIDIAN_CONFIG=%s   # the demo hub and its admin token\n", f.cliConfig)
+	fmt.Fprintf(w, "  first    export MERIDIAN_CONFIG=%s   # the demo hub and its admin token\n", cfg)
 	fmt.Fprintf(w, "           %s whoami\n", ctl)
 	if len(left) > 0 {
-		fmt.Fprintf(w, "  Left waiting, each for a different reason:\n")
-		for _, e := range left {
-			fmt.Fprintf(w, "           %s explain %s   # %s\n", ctl, e.id, e.why)
+		if o.Forever {
+			fmt.Fprintf(w, "  Left waiting, each for a different reason:\n")
+			for _, e := range left {
+				fmt.Fprintf(w, "           %s explain %s   # %s\n", ctl, e.id, e.why)
+			}
+		} else {
+			fmt.Fprintf(w, "           %s explain <id>   # for each workload it leaves waiting\n", ctl)
 		}
 		fmt.Fprintf(w, "           %s list --phase QUEUED\n", ctl)
 	}
@@ -244,7 +266,7 @@ func printNextSteps(w io.Writer, o Options, f *federation, left []exhibitResult)
 	fmt.Fprintf(w, "           %s submit -f examples/workloads/gang.yaml   # then: get <id>, explain <id>\n", ctl)
 	fmt.Fprintf(w, "           %s queue apply --dry-run -f examples/queues/acme.yaml\n", ctl)
 	fmt.Fprintf(w, "           %s audit --limit 10\n", ctl)
-	auth := fmt.Sprintf("-H \"Authorization: Bearer $(cat %s)\"", filepath.Join(filepath.Dir(f.cliConfig), "admin.token"))
+	auth := fmt.Sprintf("-H \"Authorization: Bearer $(cat %s)\"", token)
 	fmt.Fprintf(w, "  REST     curl -s %s 'http://%s/v1/workloads?page_size=5'\n", auth, f.addrs.HTTP)
 	fmt.Fprintf(w, "           curl -s %s 'http://%s/v1/clusters'\n", auth, f.addrs.HTTP)
 	fmt.Fprintf(w, "  metrics  curl -s 'http://%s/metrics' | grep '^meridian_'\n", f.addrs.HTTP)

@@ -21,6 +21,7 @@ import (
 type monitor struct {
 	c         client
 	httpAddr  string
+	token     string // the admin API token, for /metrics
 	o         Options
 	out, err  io.Writer
 	start     time.Time
@@ -264,6 +265,9 @@ func secs(d time.Duration) string {
 // preemptions reads the hub's own counter from /metrics.
 func (m *monitor) preemptions(ctx context.Context) int {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.httpAddr+"/metrics", nil)
+	if m.token != "" {
+		req.Header.Set("Authorization", "Bearer "+m.token) // /metrics needs authentication
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return -1

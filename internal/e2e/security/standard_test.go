@@ -175,3 +175,54 @@ func TestForwardedIdentityCannotBeForged(t *testing.T) {
 		}
 	})
 }
+
+// TestOnlyHealthRoutesAreOpen: /healthz and /readyz answer without
+// credentials; /metrics needs an authenticated caller (any: it carries no
+// tenant data), by bearer token or client certificate, and a refusal is
+// 401 with an audit event.
+func TestOnlyHealthRoutesAreOpen(t *testing.T) {
+	f := startHub(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := f.rest(t, nil, cred{}, http.MethodGet, path, nil, ""); r.status != http.StatusOK {
+			t.Errorf("GET %s without credentials: %d %s", path, r.status, r.body)
+		}
+	}
+	refused := func(t *testing.T, client *http.Client, c cred) {
+		t.Helper()
+		rid := f.nextRequestID("metrics")
+		r := f.rest(t, client, c, http.MethodGet, "/metrics", nil, rid)
+		if r.status != http.StatusUnauthorized || strings.Contains(string(r.body), "meridian_") {
+			t.Fatalf("GET /metrics: %d %s; want 401 and no metrics", r.status, truncate(string(r.body), 300))
+		}
+		if e := decodeRESTError(r.body); e.Code != int(codes.Unauthenticated) || e.Message == "" {
+			t.Fatalf("GET /metrics refusal body %s; want the API's error with code 16", r.body)
+		}
+		ev := f.waitAudit(t, rid, "metrics.read", "", meridianv1.AuditResult_AUDIT_RESULT_UNAUTHENTICATED)
+		if ev.GetRpc() != "GET /metrics" || ev.GetReason() == "" {
+			t.Errorf("audit event %v", ev)
+		}
+		noSecret(t, ev.String(), c.header)
+	}
+	allowed := func(t *testing.T, client *http.Client, c cred) {
+		t.Helper()
+		r := f.rest(t, client, c, http.MethodGet, "/metrics", nil, "")
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), "meridian_api_requests_total") {
+			t.Fatalf("GET /metrics: %d %s", r.status, truncate(string(r.body), 300))
+		}
+	}
+	t.Run("no credentials", func(t *testing.T) { refused(t, nil, cred{}) })
+	t.Run("forged token", func(t *testing.T) {
+		refused(t, nil, cred{header: bearer(tamper(t, f.oidcToken(t, "mallory"), func(c map[string]any) { c["sub"] = "admin" }))})
+	})
+	t.Run("malformed header", func(t *testing.T) { refused(t, nil, cred{header: "Basic YWRtaW46YWRtaW4="}) })
+	t.Run("certificate from another CA", func(t *testing.T) {
+		_, hc := f.mtlsClients(t, newTestCA(t, "someone-elses-ca").clientCert(t, 8, "mallory"))
+		refused(t, hc, cred{})
+	})
+	t.Run("authenticated without any permission", func(t *testing.T) { allowed(t, nil, f.oidcCred(t, "scraper")) })
+	t.Run("API token", func(t *testing.T) { allowed(t, nil, f.adminCred()) })
+	t.Run("client certificate", func(t *testing.T) {
+		_, hc := f.mtlsClients(t, f.ca.clientCert(t, 61, "prometheus", "monitoring"))
+		allowed(t, hc, cred{})
+	})
+}

@@ -256,7 +256,9 @@ func (f *fixture) failfTB(tb testing.TB, format string, args ...any) {
 // hubMetrics reads the hub's unlabelled meridian_* samples from /metrics.
 func (f *fixture) hubMetrics(tb testing.TB) map[string]float64 {
 	tb.Helper()
-	resp, err := http.Get(f.rest + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, f.rest+"/metrics", nil)
+	f.h.Authorize(req) // /metrics needs authentication
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatalf("GET /metrics: %v", err)
 	}
