@@ -578,7 +578,7 @@ func TestHubErrorsMapToExitCodes(t *testing.T) {
 		"no leader":  {status.Error(codes.Unavailable, "no leader elected yet"), ExitUnavailable, "error: the hub at HUB is unavailable: no leader elected yet; try again shortly\n"},
 		"internal":   {status.Error(codes.Internal, "etcd: boom"), ExitError, "error: hub error (internal) on workload list: etcd: boom\n"},
 		"denied":     {status.Error(codes.PermissionDenied, "team beta may not read acme"), ExitDenied, "error: you may not list workloads: team beta may not read acme\n"},
-		"no token":   {status.Error(codes.Unauthenticated, "missing bearer token"), ExitDenied, "error: the hub did not accept your credentials: missing bearer token; none were sent: set --token, --token-file or MERIDIAN_TOKEN, or choose a context that has credentials (--context, 'meridianctl config get-contexts')\n"},
+		"no token":   {status.Error(codes.Unauthenticated, "missing bearer token"), ExitDenied, "error: the hub did not accept your credentials: missing bearer token; none were sent: set --token, --token-file or MERIDIAN_TOKEN, choose a context that has credentials (--context, 'meridianctl config get-contexts'), or point MERIDIAN_CONFIG at a configuration file that has one (the demo prints its export line)\n"},
 		"bad token":  {status.Error(codes.InvalidArgument, "page_token does not match the request"), ExitInvalid, "error: the hub rejected the workload list: page_token does not match the request\n"},
 		"overloaded": {status.Error(codes.ResourceExhausted, "too many requests"), ExitError, "error: hub error (resource exhausted) on workload list: too many requests\n"},
 	} {

@@ -321,7 +321,7 @@ func (a *app) unauthenticatedText(msg string) string {
 		msg = "no reason given"
 	}
 	if a.settings != nil && !a.settings.hasCredentials() {
-		return fmt.Sprintf("the hub did not accept your credentials: %s; none were sent: set --token, --token-file or %s, or choose a context that has credentials (--context, 'meridianctl config get-contexts')", msg, TokenEnv)
+		return fmt.Sprintf("the hub did not accept your credentials: %s; none were sent: set --token, --token-file or %s, choose a context that has credentials (--context, 'meridianctl config get-contexts'), or point %s at a configuration file that has one (the demo prints its export line)", msg, TokenEnv, ConfigEnv)
 	}
 	src := ""
 	if a.settings != nil {
