@@ -1,6 +1,7 @@
 // Package examples embeds the example files that users read and copy, so
 // that the demo builds its queue tree from queues/acme.yaml and the tests
-// (internal/demo's TestExamplesRun) run every example exactly as shipped.
+// (internal/demo's TestExamplesRun) run every example exactly as shipped,
+// the component configurations under config/ included.
 //
 // Each workload example says, in a comment line that starts with
 // "# expect:", what it does on a `make demo` hub: the phase it reaches and,

@@ -2,7 +2,7 @@ package examples
 
 import "embed"
 
-// FS holds queues/*.yaml, workloads/*.yaml and sim/*.yaml.
+// FS holds queues/*.yaml, workloads/*.yaml, sim/*.yaml and config/*.yaml.
 //
-//go:embed queues/*.yaml workloads/*.yaml sim/*.yaml
+//go:embed queues/*.yaml workloads/*.yaml sim/*.yaml config/*.yaml
 var FS embed.FS

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"io/fs"
 	"maps"
+	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +17,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	examplefiles "github.com/meridian-gpu/meridian/examples"
+	"github.com/meridian-gpu/meridian/hub/authz"
+	hubconfig "github.com/meridian-gpu/meridian/hub/config"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/sim"
 	"github.com/meridian-gpu/meridian/internal/cli"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	agentconfig "github.com/meridian-gpu/meridian/spoke-agent/config"
 )
 
 // TestExamplesRun applies every file under examples/ to a demo hub as a
@@ -39,8 +45,22 @@ func TestExamplesRun(t *testing.T) {
 	defer f.close()
 
 	files, err := fs.Glob(examplefiles.FS, "*/*.yaml")
-	if err != nil || len(files) < 6 {
+	if err != nil || len(files) < 8 {
 		t.Fatalf("examples: %v, %v", files, err)
+	}
+	// Every file a user finds in examples/ is one the test runs: a new
+	// file, or a new folder the embed line does not list, fails here.
+	err = fs.WalkDir(os.DirFS(path.Join("..", "..", "examples")), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".go") {
+			return err
+		}
+		if !slices.Contains(files, p) {
+			t.Errorf("examples/%s is not run by TestExamplesRun: add it to examples/embed.go and give it a check", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, name := range files {
 		t.Run(name, func(t *testing.T) {
@@ -56,6 +76,8 @@ func TestExamplesRun(t *testing.T) {
 				checkWorkloadExample(ctx, t, f, onDisk, string(data))
 			case "sim":
 				checkSimExample(t, data)
+			case "config":
+				checkConfigExample(t, name, data)
 			default:
 				t.Fatalf("no check for examples/%s: add one", name)
 			}
@@ -167,6 +189,27 @@ func checkSimExample(t *testing.T, data []byte) {
 	}
 }
 
+// checkConfigExample loads a component configuration file as
+// `meridian-hub config validate --config FILE` (or meridian-agent's)
+// does: strict decoding, every field validated.
+func checkConfigExample(t *testing.T, name string, data []byte) {
+	var err error
+	switch path.Base(name) {
+	case "hub.yaml":
+		_, err = hubconfig.NewSchema(hubconfig.Options{ValidatePermission: func(p string) error {
+			_, err := authz.ParsePermission(p)
+			return err
+		}}).Parse(name, data)
+	case "agent.yaml":
+		_, err = agentconfig.NewSchema().Parse(name, data)
+	default:
+		t.Fatalf("no check for examples/%s: add one", name)
+	}
+	if err != nil {
+		t.Fatalf("config validate: %v", err)
+	}
+}
+
 // meridianctl runs one command line against the federation's hub, as a
 // user would, and returns its combined output and exit code.
 func meridianctl(ctx context.Context, f *federation, args ...string) (string, int) {
@@ -267,11 +310,46 @@ func TestDemoLeavesExhibitsWaiting(t *testing.T) {
 	if len(codes) != len(left) {
 		t.Errorf("the waiting exhibits share reasons %v; each should show a different one", codes)
 	}
+	// With --forever the hub stays up: the commands name its config and
+	// the waiting workloads' ids, to paste as printed.
 	var out bytes.Buffer
-	printNextSteps(&out, o, f, left)
+	forever := o
+	forever.Forever = true
+	printNextSteps(&out, forever, f, left)
+	for _, want := range []string{"export MERIDIAN_CONFIG=" + f.cliConfig, "$(cat " + filepath.Join(filepath.Dir(f.cliConfig), "admin.token") + ")"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the --forever next steps lack %q:\n%s", want, out.String())
+		}
+	}
+	// Every HTTP route but /healthz and /readyz needs the token, /metrics too.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "curl ") && !strings.Contains(line, "Authorization: Bearer") {
+			t.Errorf("a printed curl line has no token; the hub answers 401: %s", line)
+		}
+	}
 	for _, r := range left {
 		if !strings.Contains(out.String(), "explain "+r.id) {
 			t.Errorf("the next steps do not show how to explain %s:\n%s", r.name, out.String())
+		}
+	}
+	// Without it the hub stops and its state directory goes: the demo
+	// shows each waiting workload's reason itself, and prints no path or
+	// id of this run, which would fail when pasted.
+	out.Reset()
+	printNextSteps(&out, o, f, left)
+	text := out.String()
+	if strings.Contains(text, filepath.Dir(f.cliConfig)) {
+		t.Errorf("the next steps of a demo that stops name its state directory, deleted on exit:\n%s", text)
+	}
+	if !strings.Contains(text, "make demo-forever") {
+		t.Errorf("the next steps of a demo that stops do not point at make demo-forever:\n%s", text)
+	}
+	for _, r := range left {
+		if strings.Contains(text, r.id) {
+			t.Errorf("the next steps of a demo that stops name workload %s of a hub that is gone:\n%s", r.id, text)
+		}
+		if r.reason == "" || !strings.Contains(text, r.reason) || !strings.Contains(text, r.code) {
+			t.Errorf("the demo does not show why %s waits (%s %q):\n%s", r.name, r.code, r.reason, text)
 		}
 	}
 }
