@@ -45,20 +45,30 @@ image: ## Build the meridian-agent and meridian-hub images (docker, podman or bu
 	done
 
 .PHONY: demo
-demo: ## Run Meridian end to end: hub on embedded etcd+NATS, 3 simulated clusters, 300 workloads (< 2 min)
-	$(GO) run ./cmd/meridian-demo
+# The demo targets build the binary and run it, not `go run`: go run exits
+# 1 when it sees Ctrl-C even though the demo stopped cleanly, and make then
+# reports the stop as an error.
+DEMO_BIN := $(BIN)/meridian-demo
+
+.PHONY: demo-bin
+demo-bin:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(DEMO_BIN) ./cmd/meridian-demo
+
+demo: demo-bin ## Run Meridian end to end: hub on embedded etcd+NATS, 3 simulated clusters, 300 workloads (< 2 min)
+	$(DEMO_BIN)
 
 .PHONY: demo-forever
-demo-forever: ## The demo, kept running afterwards so you can explore it with meridianctl and curl
-	$(GO) run ./cmd/meridian-demo --forever
+demo-forever: demo-bin ## The demo, kept running afterwards so you can explore it with meridianctl and curl
+	$(DEMO_BIN) --forever
 
 .PHONY: demo-slurm
-demo-slurm: ## The demo with a real Slurm cluster in place of one simulated cluster (needs root)
-	$(GO) run ./cmd/meridian-demo --slurm
+demo-slurm: demo-bin ## The demo with a real Slurm cluster in place of one simulated cluster (needs root)
+	$(DEMO_BIN) --slurm
 
 .PHONY: demo-k8s
-demo-k8s: ## The demo with a real local Kubernetes control plane (KWOK GPU nodes) beside the simulated clusters (root; else skipped)
-	$(GO) run ./cmd/meridian-demo --k8s
+demo-k8s: demo-bin ## The demo with a real local Kubernetes control plane (KWOK GPU nodes) beside the simulated clusters (root; else skipped)
+	$(DEMO_BIN) --k8s
 
 .PHONY: test
 test: ## Run all tests: embedded etcd+NATS; real Slurm and kube-apiserver when root (else skipped loudly); trace slices
