@@ -269,7 +269,7 @@ func printNextSteps(w io.Writer, o Options, f *federation, left []exhibitResult)
 	auth := fmt.Sprintf("-H \"Authorization: Bearer $(cat %s)\"", token)
 	fmt.Fprintf(w, "  REST     curl -s %s 'http://%s/v1/workloads?page_size=5'\n", auth, f.addrs.HTTP)
 	fmt.Fprintf(w, "           curl -s %s 'http://%s/v1/clusters'\n", auth, f.addrs.HTTP)
-	fmt.Fprintf(w, "  metrics  curl -s 'http://%s/metrics' | grep '^meridian_'\n", f.addrs.HTTP)
+	fmt.Fprintf(w, "  metrics  curl -s %s 'http://%s/metrics' | grep '^meridian_'\n", auth, f.addrs.HTTP)
 	if o.Real != nil && o.Real.Hints != nil {
 		for _, h := range o.Real.Hints(f.addrs.GRPC) {
 			fmt.Fprintf(w, "  %s\n", h)

@@ -28,6 +28,9 @@ type exhibitResult struct {
 	id, name, why string
 	phase         meridianv1.WorkloadPhase
 	code          string
+	// reason is the pending reason the hub gave when the demo looked
+	// last, which `meridianctl explain` shows too.
+	reason string
 }
 
 // exhibits are sized for the simulated federation: us-west's two GB200
@@ -79,6 +82,11 @@ func leaveExhibits(ctx context.Context, c client, limit time.Duration) ([]exhibi
 			r.why = fmt.Sprintf("%s (expected %s %s, is %s %s)", r.why, phaseName(e.want), e.code, phaseName(r.phase), r.code)
 		}
 		if e.want == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+			got, err := c.wl.GetWorkload(ctx, &meridianv1.GetWorkloadRequest{Id: r.id})
+			if err != nil {
+				return nil, fmt.Errorf("get exhibit %s: %w", r.name, err)
+			}
+			r.reason = got.GetStatus().GetPendingReason()
 			out = append(out, r)
 		}
 	}
