@@ -62,3 +62,27 @@ func TestDocumentedGRPCurlImportPathsResolve(t *testing.T) {
 		t.Errorf("the command loads %v; want the API and the error details", protos)
 	}
 }
+
+// Issue 9's documentation slips: docs/api.md showed "replayed": false,
+// which the API never sends (unset fields are left out), and the README's
+// curl URL was unquoted, so zsh read its '?' as a glob.
+func TestDocsShowWhatTheAPISends(t *testing.T) {
+	const root = "../.."
+	api, err := os.ReadFile(filepath.Join(root, "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if regexp.MustCompile(`"replayed":\s*false`).Match(api) {
+		t.Error(`docs/api.md shows "replayed": false; the API leaves unset fields out`)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := regexp.MustCompile(`[^'"]https?://`)
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.Contains(l, "curl ") && bare.MatchString(l) {
+			t.Errorf("README: quote the URL (zsh globs '?'): %s", l)
+		}
+	}
+}
