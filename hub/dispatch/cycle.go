@@ -213,7 +213,7 @@ func (l *Loop) cycle(t *term) (err error) {
 	}
 	markNominated(t, b, now)
 
-	plan, perr := safeDecide(b.snap, l.cfg.Scheduler)
+	plan, perr := safeDecide(b.snap, l.schedulerConfig())
 	if perr != nil {
 		l.m.panics.Inc()
 		l.log.Error("scheduler panic recovered; cycle skipped", "err", perr, "pending", pendingIDs(b.snap))
@@ -362,6 +362,18 @@ func pendingIDs(s *scheduler.Snapshot) []string {
 		ids = append(ids[:50], fmt.Sprintf("... and %d more", len(ids)-50))
 	}
 	return ids
+}
+
+// schedulerConfig is the core's configuration for this cycle: the loop's,
+// with the history of submitted shapes as the meridian policy's target
+// unless the configuration fixes one. The mirror must be locked.
+func (l *Loop) schedulerConfig() scheduler.Config {
+	cfg := l.cfg.Scheduler
+	if cfg.Target == nil && cfg.Scorer == nil && cfg.Policy == scheduler.PolicyMeridian && l.mirror.shapes != nil {
+		t := l.mirror.shapes.Target()
+		cfg.Target = &t
+	}
+	return cfg
 }
 
 // safeDecide runs the core and turns a panic into an error.

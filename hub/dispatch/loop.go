@@ -43,6 +43,10 @@ type Config struct {
 	// preemption (5s, 2m): without it, borrowed work that is reclaimed
 	// comes straight back and is reclaimed again.
 	PreemptBackoff, PreemptBackoffMax time.Duration
+	// ShapeHalfLife is the half-life of the history of submitted shapes
+	// that the meridian policy scores fragmentation against
+	// (scheduler.DefaultShapeHalfLife).
+	ShapeHalfLife time.Duration
 	// LedgerHalfLife is the fairshare decay half-life for a new ledger (7 days).
 	LedgerHalfLife time.Duration
 	// ClassWeights weights the ledger's accrual by accelerator class (a
@@ -82,6 +86,7 @@ func (c *Config) defaults() {
 	def(&c.PreemptBackoff, 5*time.Second)
 	def(&c.PreemptBackoffMax, 2*time.Minute)
 	def(&c.LedgerHalfLife, 7*24*time.Hour)
+	def(&c.ShapeHalfLife, scheduler.DefaultShapeHalfLife)
 	def(&c.LedgerPersistEvery, 10*time.Second)
 	def(&c.AccrueEvery, time.Second)
 	if c.EventBatch <= 0 {
@@ -164,6 +169,7 @@ func New(d Deps) (*Loop, error) {
 	}
 	d.Config.defaults()
 	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config}
+	l.mirror.shapeHalfLife = l.cfg.ShapeHalfLife
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}

@@ -147,6 +147,13 @@ type mirror struct {
 	stopped map[string]stopped
 	leaving map[string]curRef
 	log     *slog.Logger
+	// shapes is the decayed history of the shapes submitted since the
+	// last full read, each workload counted once, when its key first
+	// appears: the target the core's fragmentation scoring measures
+	// against (scheduler.Config.Target). A full read starts it afresh
+	// from the unfinished workloads, at their submit times.
+	shapes        *scheduler.ShapeHistory
+	shapeHalfLife time.Duration
 }
 
 func (m *mirror) reset() {
@@ -163,6 +170,7 @@ func (m *mirror) reset() {
 		m.stopped = map[string]stopped{}
 	}
 	m.leaving = map[string]curRef{}
+	m.shapes = scheduler.NewShapeHistory(m.shapeHalfLife, 0)
 }
 
 // classify files dispatch d as current or orphan, or forgets it when it
@@ -295,6 +303,7 @@ func (m *mirror) remove(k string) {
 // put decodes one changed item. An undecodable value is logged and left
 // out, as if the key were absent.
 func (m *mirror) put(l *Loop, k string, it store.Item) {
+	_, had := m.workloads[k]
 	m.remove(k)
 	var err error
 	switch {
@@ -314,6 +323,9 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			e := &wl{key: k, modRev: it.ModRev, w: w, sw: sw, swErr: swErr}
 			m.workloads[k], m.byID[w.GetId()] = e, e
 			m.workloadChanged(w.GetId())
+			if !had && swErr == nil && m.shapes != nil {
+				m.shapes.Observe(sw.CreatedAt, sw)
+			}
 		}
 	case strings.HasPrefix(k, prefDispatches):
 		var r *Record

@@ -3,8 +3,10 @@ package scheduler
 import (
 	"fmt"
 	"math/rand"
+	"os"
 	"runtime"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -108,6 +110,9 @@ func BenchmarkPlan(b *testing.B) {
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
 			cfg := DefaultConfig()
+			if k, err := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_NODE_CANDIDATES")); err == nil && k > 0 {
+				cfg.NodeCandidates = k
+			}
 			b.ResetTimer()
 			// Several cycles per iteration give the p50/p99 of cycle time.
 			var p *Plan

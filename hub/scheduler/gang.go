@@ -47,10 +47,14 @@ type fitResult struct {
 
 // placer holds the per-Plan scratch buffers for node choice.
 type placer struct {
-	cfg   *Config
-	cands []int32
-	buf   []int
-	best  []int
+	cfg *Config
+	// states remembers scores by node state (stateKey), across the
+	// clusters of one Plan call.
+	states  map[stateKey]memoScore
+	classes []*classIndex
+	cands   []int32
+	buf     []int
+	best    []int
 }
 
 // placeGang tries to place every pod set of w on cs inside t. On failure it
@@ -134,62 +138,146 @@ func (p *placer) pickNode(cs *clusterState, ps *PodSet, allowed []int32) (int32,
 				p.cands = append(p.cands, i)
 			}
 		}
-	} else {
-		fb := firstBucket(r)
-		for _, ci := range classesFor(cs, ps) {
-			if r.GPUs > 0 && ci.freeMilli < r.TotalMilli() {
-				continue
-			}
-			if r.Shared() {
-				// Partly used GPUs first: a fraction there keeps whole GPUs whole.
-				for _, i := range ci.partial {
-					if len(p.cands) >= k {
-						break
-					}
-					if !cs.isReserved(i) && gpufit.Fits(&cs.nodes[i], r) {
-						p.cands = append(p.cands, i)
-					}
-				}
-				if len(p.cands) > 0 {
-					continue
-				}
-			}
-			for b := fb; b < len(ci.buckets) && len(p.cands) < k; b++ {
-				for _, i := range ci.buckets[b] {
-					if cs.isReserved(i) {
-						continue
-					}
-					if b == fb && !r.Shared() && r.GPUs > 0 && cs.meta[i].ppos < 0 && gpufit.Fits(&cs.nodes[i], r) {
-						// An exact fit: the node's whole free GPUs are all
-						// taken and nothing is left to fragment. No scorer
-						// can do better; take it.
-						_, g := exactFit.Score(&cs.nodes[i], r, p.best[:0])
-						p.best = g
-						return i, true
-					}
-					if gpufit.Fits(&cs.nodes[i], r) {
-						p.cands = append(p.cands, i)
-						if len(p.cands) >= k {
-							break
-						}
-					}
-				}
-			}
-		}
+	} else if i, ok := p.collect(cs, ps, k); ok {
+		return i, true
 	}
 	if len(p.cands) == 0 {
 		return -1, false
 	}
+	memo := cs.scoreMemo(r)
 	bestNode, bestScore := int32(-1), 0.0
 	for _, i := range p.cands {
-		s, g := p.cfg.Scorer.Score(&cs.nodes[i], r, p.buf[:0])
-		p.buf = g
+		s, g := p.score(cs, memo, i, r)
 		if bestNode < 0 || s > bestScore || (s == bestScore && i < bestNode) {
 			bestNode, bestScore = i, s
 			p.best = append(p.best[:0], g...)
 		}
 	}
 	return bestNode, true
+}
+
+// collect gathers up to k candidate nodes for one replica into p.cands,
+// best fit first across every class the pod set may use: for a fraction,
+// the nodes with a partly used GPU (a fraction there keeps whole GPUs
+// whole); then bucket by bucket from the tightest that can serve the
+// request, each bucket over all classes before the next, so a roomier node
+// of one class never comes before a tighter node of another. An exact fit
+// (a node whose whole free GPUs the request takes, nothing left to
+// fragment) ends the search: no scorer can do better; it is returned with
+// its GPUs in p.best.
+func (p *placer) collect(cs *clusterState, ps *PodSet, k int) (int32, bool) {
+	r := &ps.Req
+	p.classes = p.classes[:0]
+	for _, ci := range classesFor(cs, ps) {
+		if r.GPUs > 0 && ci.freeMilli < r.TotalMilli() {
+			continue
+		}
+		p.classes = append(p.classes, ci)
+	}
+	if r.Shared() && p.cfg.PartialFirst {
+		for _, ci := range p.classes {
+			for _, i := range ci.partial {
+				if len(p.cands) >= k {
+					return -1, false
+				}
+				if !cs.isReserved(i) && gpufit.Fits(&cs.nodes[i], r) {
+					p.cands = append(p.cands, i)
+				}
+			}
+		}
+		if len(p.cands) > 0 {
+			return -1, false
+		}
+	}
+	fb := firstBucket(r)
+	for b := fb; len(p.cands) < k; b++ {
+		more := false
+		for _, ci := range p.classes {
+			if b >= len(ci.buckets) {
+				continue
+			}
+			more = true
+			for _, i := range ci.buckets[b] {
+				if cs.isReserved(i) || !gpufit.Fits(&cs.nodes[i], r) {
+					continue
+				}
+				if b == fb && !r.Shared() && r.GPUs > 0 && !cs.meta[i].partial && p.cfg.ExactFit {
+					_, g := exactFit.Score(&cs.nodes[i], r, p.best[:0])
+					p.best = g
+					return i, true
+				}
+				p.cands = append(p.cands, i)
+				if len(p.cands) >= k {
+					return -1, false
+				}
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	return -1, false
+}
+
+// score is the scorer's verdict on node i for r, from the memo while the
+// node is unchanged: scorers are pure functions of the node state, so
+// this only saves work (a cycle places many replicas of few shapes, and
+// each placement changes one node). The GPUs are in p.buf.
+func (p *placer) score(cs *clusterState, memo []memoScore, i int32, r *gpufit.Request) (float64, []int) {
+	if memo == nil || len(cs.nodes[i].GPUs) > len(memoScore{}.gpus) {
+		s, g := p.cfg.Scorer.Score(&cs.nodes[i], r, p.buf[:0])
+		p.buf = g
+		return s, g
+	}
+	e := &memo[i]
+	if e.ver != cs.ver[i] {
+		n := &cs.nodes[i]
+		key, keyed := stateKeyOf(n, r)
+		if v, ok := p.states[key]; keyed && ok {
+			*e = v
+		} else {
+			s, g := p.cfg.Scorer.Score(n, r, p.buf[:0])
+			e.score, e.ngpu = s, uint8(len(g))
+			for j, x := range g {
+				e.gpus[j] = uint8(x)
+			}
+			if keyed {
+				if p.states == nil {
+					p.states = map[stateKey]memoScore{}
+				}
+				p.states[key] = *e
+			}
+		}
+		e.ver = cs.ver[i]
+	}
+	g := p.buf[:0]
+	for j := 0; j < int(e.ngpu); j++ {
+		g = append(g, int(e.gpus[j]))
+	}
+	p.buf = g
+	return e.score, g
+}
+
+// stateKey is everything a scorer reads of a node and a request. Nodes in
+// the same state score the same, wherever they are: most nodes of a fleet
+// are in a few states (empty, full), so one score serves them all.
+type stateKey struct {
+	req      gpufit.Request
+	class    string
+	cpu, mem int64
+	n        uint8
+	gpus     [8]gpufit.GPU
+}
+
+// stateKeyOf is n's key for r; false for a node the key cannot describe
+// (MIG layouts, more than 8 GPUs).
+func stateKeyOf(n *gpufit.Node, r *gpufit.Request) (stateKey, bool) {
+	if len(n.MIG) > 0 || len(n.GPUs) > 8 {
+		return stateKey{}, false
+	}
+	k := stateKey{req: *r, class: n.Class, cpu: n.CPUMilliFree, mem: n.MemMiBFree, n: uint8(len(n.GPUs))}
+	copy(k.gpus[:], n.GPUs)
+	return k, true
 }
 
 // exactFit picks GPUs when the node choice is already made.

@@ -49,7 +49,7 @@ type planner struct {
 // pure and deterministic; see the package documentation for the contract.
 func Decide(s *Snapshot, cfg Config) *Plan {
 	if cfg.Scorer == nil {
-		cfg.Scorer = scorerFor(cfg.Policy, s)
+		cfg.Scorer = scorerFor(cfg.Policy, cfg.Target, s)
 	}
 	if cfg.NodeCandidates <= 0 {
 		cfg.NodeCandidates = 1
@@ -143,11 +143,16 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 }
 
 // scorerFor builds the node scorer of a policy. Meridian's fragmentation
-// gradient is measured against the shapes pending in this snapshot: the
-// work that will arrive at the free capacity next (FGD's target workload).
-func scorerFor(policy string, s *Snapshot) gpufit.Scorer {
+// gradient is measured against target, the decayed history of submitted
+// shapes, when the caller keeps one; otherwise against the shapes pending
+// in this snapshot (FGD's target workload: what arrives at the free
+// capacity next).
+func scorerFor(policy string, target *gpufit.TargetWorkload, s *Snapshot) gpufit.Scorer {
 	if policy == PolicyBestFit {
 		return gpufit.BestFit()
+	}
+	if target != nil && !target.Empty() {
+		return gpufit.Meridian(*target)
 	}
 	var shapes []gpufit.Shape
 	for _, w := range s.Pending {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
@@ -37,16 +38,47 @@ type clusterState struct {
 	// mig lists the MIG profiles the cluster's GPUs advertise, smallest
 	// first (see mig.go); nil when it has no MIG GPU.
 	mig []gpufit.MIGProfile
+	// ver counts each node's changes (from 1), and memo keeps, per
+	// request shape, each node's score at the version it was made
+	// (placer.score).
+	ver  []uint32
+	memo map[gpufit.Request][]memoScore
+}
+
+// memoScore is one node's remembered score for one request shape, valid
+// while ver matches the node's version.
+type memoScore struct {
+	ver   uint32
+	ngpu  uint8
+	gpus  [8]uint8
+	score float64
+}
+
+// scoreMemo returns the memo of r's shape, made on first use.
+func (cs *clusterState) scoreMemo(r *gpufit.Request) []memoScore {
+	if cs.memo == nil {
+		cs.memo = map[gpufit.Request][]memoScore{}
+	}
+	m, ok := cs.memo[*r]
+	if !ok {
+		m = make([]memoScore, len(cs.nodes))
+		cs.memo[*r] = m
+	}
+	return m
 }
 
 type nodeMeta struct {
-	class  *classIndex
-	bucket int32
-	pos    int32 // index in class.buckets[bucket]
-	ppos   int32 // index in class.partial, or -1
+	class   *classIndex
+	bucket  int32
+	partial bool // listed in class.partial
 }
 
 // classIndex indexes the nodes of one accelerator class in one cluster.
+// Every list is kept sorted by node index (the snapshot's node order), so
+// candidates are found in a stable order and ties go to the first node:
+// load consolidates on the same nodes instead of spreading over whichever
+// a swap-remove left first, which keeps the other nodes whole (on the
+// OpenB trace, unordered buckets cost BestFit six points of allocation).
 type classIndex struct {
 	class   string
 	buckets [][]int32
@@ -59,7 +91,7 @@ type classIndex struct {
 }
 
 func newClusterState(c *Cluster) *clusterState {
-	cs := &clusterState{src: c, nodes: make([]gpufit.Node, len(c.Nodes)), meta: make([]nodeMeta, len(c.Nodes))}
+	cs := &clusterState{src: c, nodes: make([]gpufit.Node, len(c.Nodes)), meta: make([]nodeMeta, len(c.Nodes)), ver: make([]uint32, len(c.Nodes))}
 	total := 0
 	for i := range c.Nodes {
 		total += len(c.Nodes[i].Res.GPUs)
@@ -86,7 +118,6 @@ func newClusterState(c *Cluster) *clusterState {
 			ci.maxGPUs = g
 		}
 		cs.meta[i].class = ci
-		cs.meta[i].ppos = -1
 	}
 	sort.Slice(cs.classes, func(a, b int) bool { return cs.classes[a].class < cs.classes[b].class })
 	sort.Slice(cs.mig, func(a, b int) bool { return cs.mig[a].Less(cs.mig[b]) })
@@ -94,6 +125,7 @@ func newClusterState(c *Cluster) *clusterState {
 		ci.buckets = make([][]int32, bucketWhole+int(ci.maxGPUs)+1)
 	}
 	for i := range cs.nodes {
+		cs.ver[i] = 1
 		cs.reindex(int32(i), true)
 		cs.meta[i].class.freeMilli += freeMilli(&cs.nodes[i])
 	}
@@ -122,16 +154,10 @@ func (cs *clusterState) reindex(i int32, fresh bool) {
 		if b == m.bucket {
 			return
 		}
-		// swap-remove from the old bucket
-		old := ci.buckets[m.bucket]
-		last := old[len(old)-1]
-		old[m.pos] = last
-		cs.meta[last].pos = m.pos
-		ci.buckets[m.bucket] = old[:len(old)-1]
+		ci.buckets[m.bucket] = sortedRemove(ci.buckets[m.bucket], i)
 	}
 	m.bucket = b
-	m.pos = int32(len(ci.buckets[b]))
-	ci.buckets[b] = append(ci.buckets[b], i)
+	ci.buckets[b] = sortedInsert(ci.buckets[b], i)
 }
 
 // reindexPartial keeps node i in class.partial exactly while it has a GPU
@@ -147,16 +173,32 @@ func (cs *clusterState) reindexPartial(i int32) {
 		}
 	}
 	switch {
-	case has && m.ppos < 0:
-		m.ppos = int32(len(ci.partial))
-		ci.partial = append(ci.partial, i)
-	case !has && m.ppos >= 0:
-		last := ci.partial[len(ci.partial)-1]
-		ci.partial[m.ppos] = last
-		cs.meta[last].ppos = m.ppos
-		ci.partial = ci.partial[:len(ci.partial)-1]
-		m.ppos = -1
+	case has && !m.partial:
+		m.partial = true
+		ci.partial = sortedInsert(ci.partial, i)
+	case !has && m.partial:
+		m.partial = false
+		ci.partial = sortedRemove(ci.partial, i)
 	}
+}
+
+// sortedInsert adds v to the ascending list s (v is not in it). Appending
+// in index order, as newClusterState does, costs no move.
+func sortedInsert(s []int32, v int32) []int32 {
+	if n := len(s); n == 0 || s[n-1] < v {
+		return append(s, v)
+	}
+	k, _ := slices.BinarySearch(s, v)
+	return slices.Insert(s, k, v)
+}
+
+// sortedRemove deletes v from the ascending list s (v is in it).
+func sortedRemove(s []int32, v int32) []int32 {
+	k, ok := slices.BinarySearch(s, v)
+	if !ok {
+		return s
+	}
+	return slices.Delete(s, k, k+1)
 }
 
 // wholeBucket is the bucket for a node: bucketNoGPU, bucketPartial, or
@@ -192,6 +234,7 @@ func freeMilli(n *gpufit.Node) int64 {
 func (cs *clusterState) apply(i int32, r *gpufit.Request, gpus []int) {
 	n := &cs.nodes[i]
 	before := freeMilli(n)
+	cs.ver[i]++
 	n.Apply(r, gpus)
 	cs.meta[i].class.freeMilli += freeMilli(n) - before
 	cs.reindex(i, false)
@@ -201,6 +244,7 @@ func (cs *clusterState) apply(i int32, r *gpufit.Request, gpus []int) {
 func (cs *clusterState) undo(i int32, r *gpufit.Request, gpus []int) {
 	n := &cs.nodes[i]
 	before := freeMilli(n)
+	cs.ver[i]++
 	n.Undo(r, gpus)
 	cs.meta[i].class.freeMilli += freeMilli(n) - before
 	cs.reindex(i, false)

@@ -334,3 +334,7 @@ func freeMilli(n *Node, buf []int32) []int32 {
 	}
 	return buf
 }
+
+// Empty reports whether the workload has no shape (no fragmentation
+// anywhere).
+func (tw *TargetWorkload) Empty() bool { return tw.totalW == 0 }
