@@ -27,11 +27,11 @@ func init() {
 }
 
 type openbJob struct {
-	podList, policy string
-	pods            []openb.Pod
-	seed            int64
-	res             *openb.Result
-	err             error
+	podList, pipeline, policy string
+	pods                      []openb.Pod
+	seed                      int64
+	res                       *openb.Result
+	err                       error
 }
 
 func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -44,6 +44,9 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clusters := fs.Int("clusters", 1, "number of federated clusters (nodes dealt round-robin by model, name)")
 	tune := fs.Float64("tune", openb.DefaultTune, "total GPU request as a multiple of capacity")
 	maxPods := fs.Int("max-pods", 0, "stop each run after this many arrivals (0 = all)")
+	pipelineFlag := fs.String("pipeline", openb.PipelineKernel, "comma list: how each pod's node is chosen: kernel (score every feasible node with the gpufit kernel) and/or decide (the hub's scheduler.Decide, one cycle per pod)")
+	target := fs.String("target", openb.TargetHistory, "decide pipeline, meridian policy: the shape mix scored against: history (decayed past arrivals, as the hub), whole (the whole pod list, look-ahead) or pending (the pod itself)")
+	halfLife := fs.Int("history-half-life", openb.DefaultHistoryHalfLife, "decide pipeline, target history: half-life in arrivals")
 	jsonOut := fs.Bool("json", false, "print one JSON object as the last line of stdout")
 	outPath := fs.String("out", "", "also write results to this file (.csv or .json)")
 	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "runs in parallel (bounded by GOMAXPROCS)")
@@ -58,6 +61,21 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *maxPods < 0 {
 		return fmt.Errorf("--max-pods: must be >= 0, got %d", *maxPods)
+	}
+	pipelines := splitList(*pipelineFlag)
+	if len(pipelines) == 0 {
+		return fmt.Errorf("--pipeline: empty")
+	}
+	for _, p := range pipelines {
+		if p != openb.PipelineKernel && p != openb.PipelineDecide {
+			return fmt.Errorf("--pipeline: want %s or %s, got %q", openb.PipelineKernel, openb.PipelineDecide, p)
+		}
+	}
+	if *target != openb.TargetHistory && *target != openb.TargetWhole && *target != openb.TargetPending {
+		return fmt.Errorf("--target: want %s, %s or %s, got %q", openb.TargetHistory, openb.TargetWhole, openb.TargetPending, *target)
+	}
+	if *halfLife < 1 {
+		return fmt.Errorf("--history-half-life: must be >= 1 arrival, got %d", *halfLife)
 	}
 	seeds, err := parseSeeds(*seedsFlag)
 	if err != nil {
@@ -116,9 +134,11 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	var jobs []*openbJob
 	for _, pl := range podLists {
-		for _, pol := range policies {
-			for _, s := range seeds {
-				jobs = append(jobs, &openbJob{podList: pl, policy: pol, pods: podsByList[pl], seed: s})
+		for _, pipe := range pipelines {
+			for _, pol := range policies {
+				for _, s := range seeds {
+					jobs = append(jobs, &openbJob{podList: pl, pipeline: pipe, policy: pol, pods: podsByList[pl], seed: s})
+				}
 			}
 		}
 	}
@@ -135,13 +155,14 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		go func() {
 			defer wg.Done()
 			for j := range next {
-				cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Clusters: *clusters, MaxPods: *maxPods}
+				cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Clusters: *clusters, MaxPods: *maxPods,
+					Pipeline: j.pipeline, Target: *target, HistoryHalfLife: *halfLife}
 				j.res, j.err = openb.Replay(ctx, nodes, j.pods, cfg)
 				mu.Lock()
 				done++
 				if j.err == nil {
-					fmt.Fprintf(stderr, "[%d/%d] %s %s seed %d: placed %d/%d pods, alloc@100 %.2f%%, elapsed %s\n",
-						done, len(jobs), j.podList, j.policy, j.seed, j.res.Placed, j.res.Pods, j.res.AllocAt(100), time.Since(start).Round(time.Millisecond))
+					fmt.Fprintf(stderr, "[%d/%d] %s %s/%s seed %d: placed %d/%d pods, alloc@100 %.2f%%, elapsed %s\n",
+						done, len(jobs), j.podList, j.pipeline, j.policy, j.seed, j.res.Placed, j.res.Pods, j.res.AllocAt(100), time.Since(start).Round(time.Millisecond))
 				}
 				mu.Unlock()
 			}
@@ -161,27 +182,31 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var sums []openb.Summary
 	k := 0
 	for _, pl := range podLists {
-		for _, pol := range policies {
-			var rs []*openb.Result
-			for range seeds {
-				rs = append(rs, jobs[k].res)
-				k++
-			}
-			s := openb.Summarize(pl, *tune, rs)
-			if published != nil {
-				if label := openb.PublishedLabel(pol); label != "" {
-					m100, ok1 := published.Mean(pl, label, 100)
-					m130, ok2 := published.Mean(pl, label, 130)
-					if ok1 && ok2 {
-						s.Published = map[string]openb.Pct{"100": openb.Pct(m100), "130": openb.Pct(m130)}
+		for range pipelines {
+			for _, pol := range policies {
+				var rs []*openb.Result
+				for range seeds {
+					rs = append(rs, jobs[k].res)
+					k++
+				}
+				s := openb.Summarize(pl, *tune, rs)
+				if published != nil {
+					if label := openb.PublishedLabel(pol); label != "" {
+						m100, ok1 := published.Mean(pl, label, 100)
+						m130, ok2 := published.Mean(pl, label, 130)
+						if ok1 && ok2 {
+							s.Published = map[string]openb.Pct{"100": openb.Pct(m100), "130": openb.Pct(m130)}
+						}
 					}
 				}
+				sums = append(sums, s)
 			}
-			sums = append(sums, s)
 		}
 	}
 	elapsed := time.Since(start)
 	printTable(stdout, sums, published)
+	comps := comparisons(sums)
+	printComparisons(stdout, comps)
 
 	if *outPath != "" {
 		if err := writeOut(*outPath, sums, elapsed); err != nil {
@@ -200,7 +225,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func printTable(w io.Writer, sums []openb.Summary, published *openb.Published) {
 	for _, s := range sums {
-		fmt.Fprintf(w, "pod list %s, policy %s, clusters %d, tune %.2f\n", s.PodList, s.Policy, s.Clusters, s.Tune)
+		fmt.Fprintf(w, "pod list %s, pipeline %s, policy %s, clusters %d, tune %.2f\n", s.PodList, s.Pipeline, s.Policy, s.Clusters, s.Tune)
 		fmt.Fprintf(w, "%-6s %10s %10s %8s %8s", "seed", "alloc@100", "alloc@130", "placed", "failed")
 		label := openb.PublishedLabel(s.Policy)
 		if published != nil && label != "" {
@@ -225,6 +250,73 @@ func printTable(w io.Writer, sums []openb.Summary, published *openb.Published) {
 	}
 }
 
+// comparisons pairs the runs of each pod list seed by seed: within a
+// pipeline, the first policy against every other one; within a policy,
+// the decide pipeline against the kernel. Both at 100% and 130% arrived
+// load.
+func comparisons(sums []openb.Summary) []openb.Comparison {
+	label := func(s openb.Summary) string { return s.Pipeline + "/" + s.Policy }
+	var out []openb.Comparison
+	add := func(a, b openb.Summary) {
+		for _, at := range []int{100, 130} {
+			out = append(out, openb.Compare(label(a), a, label(b), b, at))
+		}
+	}
+	for i, a := range sums {
+		for _, b := range sums[i+1:] {
+			if a.PodList != b.PodList {
+				continue
+			}
+			switch {
+			case a.Pipeline == b.Pipeline && a.Policy != b.Policy && isFirstPolicy(sums, a):
+				add(a, b)
+			case a.Policy == b.Policy && a.Pipeline != b.Pipeline:
+				if a.Pipeline == openb.PipelineDecide {
+					add(a, b)
+				} else {
+					add(b, a)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// isFirstPolicy: s has the first policy asked for in its pod list and
+// pipeline.
+func isFirstPolicy(sums []openb.Summary, s openb.Summary) bool {
+	for _, o := range sums {
+		if o.PodList == s.PodList && o.Pipeline == s.Pipeline {
+			return o.Policy == s.Policy
+		}
+	}
+	return false
+}
+
+func printComparisons(w io.Writer, comps []openb.Comparison) {
+	if len(comps) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "paired comparisons (same seeds; \"beats\" only where the 95% CI of the mean difference excludes zero):")
+	for _, c := range comps {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
+	fmt.Fprintln(w)
+}
+
+type jsonComparison struct {
+	A        string    `json:"a"`
+	B        string    `json:"b"`
+	At       int       `json:"arrived_pct"`
+	Wins     int       `json:"wins"`
+	Ties     int       `json:"ties"`
+	Losses   int       `json:"losses"`
+	MeanDiff openb.Pct `json:"mean_diff"`
+	CILow    openb.Pct `json:"ci95_low"`
+	CIHigh   openb.Pct `json:"ci95_high"`
+	Verdict  string    `json:"verdict"`
+}
+
 type jsonRun struct {
 	openb.Summary
 	AllocAtArrival map[string]openb.Pct `json:"alloc_pct_at_arrival"`
@@ -238,6 +330,10 @@ func toJSONRun(s openb.Summary) jsonRun {
 // the top level (policy, seeds, clusters, alloc_pct_at_arrival, ...) and every
 // run under "runs" when several pod lists or policies were asked for.
 func jsonSummary(sums []openb.Summary, elapsed time.Duration) map[string]any {
+	var comps []jsonComparison
+	for _, c := range comparisons(sums) {
+		comps = append(comps, jsonComparison{c.A, c.B, c.At, c.Wins, c.Ties, c.Losses, openb.Pct(c.MeanDiff), openb.Pct(c.CILow), openb.Pct(c.CIHigh), c.Verdict()})
+	}
 	out := map[string]any{}
 	first := toJSONRun(sums[0])
 	b, _ := json.Marshal(first)
@@ -247,6 +343,9 @@ func jsonSummary(sums []openb.Summary, elapsed time.Duration) map[string]any {
 		runs[i] = toJSONRun(s)
 	}
 	out["runs"] = runs
+	if len(comps) > 0 {
+		out["comparisons"] = comps
+	}
 	out["runtime_s"] = math.Round(elapsed.Seconds()*100) / 100
 	return out
 }
@@ -262,10 +361,10 @@ func writeOut(path string, sums []openb.Summary, elapsed time.Duration) error {
 		b.Write(enc)
 		b.WriteByte('\n')
 	case ".csv":
-		b.WriteString("pod_list,policy,clusters,tune,seed,alloc_pct_at_100,alloc_pct_at_130,placed,failed\n")
+		b.WriteString("pod_list,pipeline,policy,clusters,tune,seed,alloc_pct_at_100,alloc_pct_at_130,placed,failed\n")
 		for _, s := range sums {
 			for i, seed := range s.Seeds {
-				fmt.Fprintf(&b, "%s,%s,%d,%g,%d,%.2f,%.2f,%d,%d\n", s.PodList, s.Policy, s.Clusters, s.Tune, seed, s.At100[i], s.At130[i], s.Placed[i], s.Failed[i])
+				fmt.Fprintf(&b, "%s,%s,%s,%d,%g,%d,%.2f,%.2f,%d,%d\n", s.PodList, s.Pipeline, s.Policy, s.Clusters, s.Tune, seed, s.At100[i], s.At130[i], s.Placed[i], s.Failed[i])
 			}
 		}
 	default:

@@ -58,6 +58,9 @@ func TestOpenBFlagErrors(t *testing.T) {
 		"missing nodes":  {[]string{"openb", "--nodes", filepath.Join(t.TempDir(), "none.csv"), "--pods", "x.csv"}, "--nodes"},
 		"stray argument": {[]string{"openb", "extra"}, "unexpected argument"},
 		"unknown subcmd": {[]string{"nosuch"}, "unknown subcommand"},
+		"bad pipeline":   {[]string{"openb", "--pipeline", "kernel,fast"}, "--pipeline"},
+		"bad target":     {[]string{"openb", "--target", "future"}, "--target"},
+		"bad half-life":  {[]string{"openb", "--history-half-life", "0"}, "--history-half-life"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -83,7 +86,7 @@ func TestOpenBSmoke(t *testing.T) {
 	}
 	outFile := filepath.Join(t.TempDir(), "r.csv")
 	var out, errb bytes.Buffer
-	args := []string{"openb", "--seeds", "42,43", "--policy", "bestfit,fgd", "--max-pods", "400", "--clusters", "2", "--json", "--out", outFile}
+	args := []string{"openb", "--seeds", "42,43", "--policy", "bestfit,fgd", "--max-pods", "400", "--clusters", "2", "--pipeline", "kernel,decide", "--json", "--out", outFile}
 	if code := run(context.Background(), args, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -97,20 +100,27 @@ func TestOpenBSmoke(t *testing.T) {
 			t.Fatalf("JSON lacks %q: %v", k, obj)
 		}
 	}
-	if obj["policy"] != "bestfit" || obj["clusters"].(float64) != 2 || len(obj["runs"].([]any)) != 2 {
+	if obj["policy"] != "bestfit" || obj["clusters"].(float64) != 2 || len(obj["runs"].([]any)) != 4 {
 		t.Fatalf("JSON summary wrong: %v", obj)
 	}
-	if !strings.Contains(out.String(), "pod list default, policy fgd, clusters 2") {
-		t.Fatalf("table lacks the fgd run:\n%s", out.String())
+	for _, want := range []string{"pod list default, pipeline kernel, policy fgd, clusters 2", "pod list default, pipeline decide, policy fgd, clusters 2",
+		"kernel/bestfit vs kernel/fgd at 100%", "decide/fgd vs kernel/fgd at 130%"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// bestfit vs fgd and decide vs kernel for each policy, at 100 and 130.
+	if comps, _ := obj["comparisons"].([]any); len(comps) != 2*2+2*2 {
+		t.Fatalf("JSON has %d comparisons, want 8: %v", len(comps), obj["comparisons"])
 	}
 	csv, err := os.ReadFile(outFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(csv), "\n"); n != 5 { // header + 2 policies x 2 seeds
-		t.Fatalf("--out CSV has %d lines, want 5:\n%s", n, csv)
+	if n := strings.Count(string(csv), "\n"); n != 9 { // header + 2 pipelines x 2 policies x 2 seeds
+		t.Fatalf("--out CSV has %d lines, want 9:\n%s", n, csv)
 	}
-	if !strings.Contains(errb.String(), "[4/4]") {
+	if !strings.Contains(errb.String(), "[8/8]") {
 		t.Fatalf("no progress on stderr: %q", errb.String())
 	}
 }

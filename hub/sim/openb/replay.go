@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 )
 
@@ -60,13 +61,41 @@ type Config struct {
 	// MeridianTypical gives Meridian FGD's typical shapes instead of the
 	// full mix (for ablations).
 	MeridianTypical bool
+	// Pipeline is how a pod's node is chosen: PipelineKernel (the
+	// default) scores every feasible node with the gpufit kernel;
+	// PipelineDecide sends each pod through the hub's scheduler.Decide
+	// (decide.go).
+	Pipeline string
+	// Target is the shape mix the meridian policy scores against in the
+	// decide pipeline: TargetHistory (the default: a decayed histogram of
+	// past arrivals, as the live hub keeps), TargetWhole (the whole pod
+	// list, look-ahead included, as the kernel replay uses) or
+	// TargetPending (the hub's fallback: only the pods pending now).
+	Target string
+	// HistoryHalfLife is the history's half-life in arrivals (the decide
+	// replay's clock advances one second per pod); 0 = DefaultHistoryHalfLife.
+	HistoryHalfLife int
+	// Decide, when set, adjusts the hub's scheduler.DefaultConfig for the
+	// decide pipeline (for ablations of candidate selection).
+	Decide func(*scheduler.Config)
 	// Progress, when set, is called every 1,000 pods and at the end.
 	Progress func(done, total int)
 }
 
+// Pipelines and targets accepted by Config.
+const (
+	PipelineKernel = "kernel"
+	PipelineDecide = "decide"
+
+	TargetHistory = "history"
+	TargetWhole   = "whole"
+	TargetPending = "pending"
+)
+
 // Result is the outcome of one replay.
 type Result struct {
 	Policy   string
+	Pipeline string // PipelineKernel or PipelineDecide
 	Seed     int64
 	Clusters int
 
@@ -272,8 +301,6 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 		}
 		scorer = gpufit.MeridianWith(target, opts)
 	}
-	norm, _ := scorer.(gpufit.Normalizer)
-
 	sorted := slices.Clone(nodes)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	arrivals, rng := Arrivals(sorted, pods, cfg.Seed, cfg.Tune)
@@ -301,20 +328,26 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 	}
 	clusterOf := ClusterOf(sorted, cfg.Clusters)
 
-	res := &Result{Policy: cfg.Policy, Seed: cfg.Seed, Clusters: cfg.Clusters, Pods: len(arrivals), CapacityMilli: capMilli,
+	pipeline := cfg.Pipeline
+	if pipeline == "" {
+		pipeline = PipelineKernel
+	}
+	res := &Result{Policy: cfg.Policy, Pipeline: pipeline, Seed: cfg.Seed, Clusters: cfg.Clusters, Pods: len(arrivals), CapacityMilli: capMilli,
 		Arrivals: arrivals, Placement: make([]int, len(arrivals))}
 	samples := make([]sample, 0, len(arrivals)+1)
 	samples = append(samples, sample{})
 
-	caches := map[shapeKey][]cacheEntry{}
-	var (
-		cand    []int
-		scores  []float64
-		gpusBuf = make([]int, 0, maxCachedGPUs)
-		best    = make([]float64, cfg.Clusters)
-		bestSet = make([]bool, cfg.Clusters)
-		tied    []int
-	)
+	var choose chooser
+	switch cfg.Pipeline {
+	case "", PipelineKernel:
+		choose = newKernelChooser(cfg, scorer, state, ver, rank, clusterOf, rng)
+	case PipelineDecide:
+		if choose, err = newDecideChooser(cfg, pods, sorted, state, rank, clusterOf); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("openb: pipeline: unknown %q (want %s or %s)", cfg.Pipeline, PipelineKernel, PipelineDecide)
+	}
 	for k := range arrivals {
 		if k%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -327,6 +360,51 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 		p := &arrivals[k]
 		r := &p.Req
 		res.ArrivedMilli += r.TotalMilli()
+		i, g := choose(k, p)
+		if i < 0 {
+			res.Placement[k] = -1
+			res.Failed++
+			samples = append(samples, sample{res.ArrivedMilli, res.UsedMilli})
+			continue
+		}
+		state[i].Apply(r, g)
+		ver[i]++
+		res.Placement[k] = i
+		res.Placed++
+		res.UsedMilli += r.TotalMilli()
+		samples = append(samples, sample{res.ArrivedMilli, res.UsedMilli})
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(len(arrivals), len(arrivals))
+	}
+	res.Curve = curve(samples, capMilli)
+	res.Nodes = state
+	res.NodeNames = names
+	return res, nil
+}
+
+// chooser picks the node (an index into the replay's node state) and GPUs
+// for arrival k, or -1 when the pod fits nowhere. The replay applies the
+// choice; a chooser never changes the state itself.
+type chooser func(k int, p *Pod) (int, []int)
+
+// newKernelChooser scores every feasible node with the policy's gpufit
+// scorer, as the reference simulator does: highest score, ties to the
+// lowest seeded rank; with several clusters, first the cluster whose best
+// node scores highest.
+func newKernelChooser(cfg Config, scorer gpufit.Scorer, state []gpufit.Node, ver []uint32, rank []int, clusterOf []int, rng *rand.Rand) chooser {
+	norm, _ := scorer.(gpufit.Normalizer)
+	caches := map[shapeKey][]cacheEntry{}
+	var (
+		cand    []int
+		scores  []float64
+		gpusBuf = make([]int, 0, maxCachedGPUs)
+		best    = make([]float64, cfg.Clusters)
+		bestSet = make([]bool, cfg.Clusters)
+		tied    []int
+	)
+	return func(k int, p *Pod) (int, []int) {
+		r := &p.Req
 		key := shapeKey{*r, strings.Join(p.Classes, "|")}
 		cache, ok := caches[key]
 		if !ok {
@@ -355,10 +433,7 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 			}
 		}
 		if len(cand) == 0 {
-			res.Placement[k] = -1
-			res.Failed++
-			samples = append(samples, sample{res.ArrivedMilli, res.UsedMilli})
-			continue
+			return -1, nil
 		}
 		if cfg.Clusters > 1 {
 			// Cluster choice: the cluster whose best node scores highest
@@ -420,20 +495,8 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 		if cfg.Policy == PolicyRandom && r.Shared() {
 			g = randomGPU(&state[i], r, rng, g)
 		}
-		state[i].Apply(r, g)
-		ver[i]++
-		res.Placement[k] = i
-		res.Placed++
-		res.UsedMilli += r.TotalMilli()
-		samples = append(samples, sample{res.ArrivedMilli, res.UsedMilli})
+		return i, g
 	}
-	if cfg.Progress != nil {
-		cfg.Progress(len(arrivals), len(arrivals))
-	}
-	res.Curve = curve(samples, capMilli)
-	res.Nodes = state
-	res.NodeNames = names
-	return res, nil
 }
 
 func classAllowed(classes []string, class string, r *gpufit.Request) bool {

@@ -26,6 +26,7 @@ func (p Pct) MarshalJSON() ([]byte, error) {
 type Summary struct {
 	PodList  string  `json:"pod_list"`
 	Policy   string  `json:"policy"`
+	Pipeline string  `json:"pipeline"`
 	Clusters int     `json:"clusters"`
 	Tune     float64 `json:"tune"`
 	Seeds    []int64 `json:"seeds"`
@@ -46,7 +47,7 @@ type Summary struct {
 func Summarize(podList string, tune float64, results []*Result) Summary {
 	s := Summary{PodList: podList, Tune: tune}
 	for _, r := range results {
-		s.Policy, s.Clusters = r.Policy, r.Clusters
+		s.Policy, s.Pipeline, s.Clusters = r.Policy, r.Pipeline, r.Clusters
 		s.Seeds = append(s.Seeds, r.Seed)
 		s.At100 = append(s.At100, Pct(r.AllocAt(100)))
 		s.At130 = append(s.At130, Pct(r.AllocAt(130)))
