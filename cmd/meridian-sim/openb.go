@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 	"github.com/meridian-gpu/meridian/hub/sim/openb"
 )
 
@@ -38,7 +39,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("openb", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodesFlag := fs.String("nodes", "", "node list CSV (default: the shared data dir's "+openb.NodesFile+")")
-	podsFlag := fs.String("pods", "default", "comma list of pod-list CSV paths or variant names (default, cpu050, gpushare40, ...)")
+	podsFlag := fs.String("pods", "default", "comma list of pod-list CSV paths or variant names (default, cpu050, gpushare40, ...); LIST+cpuNNN, +shareNN or +specNN[@SEED] derives a stress variant (default+cpu200)")
 	seedsFlag := fs.String("seeds", "42-51", "seeds: a range A-B and/or a comma list")
 	policyFlag := fs.String("policy", openb.PolicyMeridian, "comma list of policies: "+strings.Join(openb.Policies(), ", "))
 	clusters := fs.Int("clusters", 1, "number of federated clusters (nodes dealt round-robin by model, name)")
@@ -47,6 +48,8 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	pipelineFlag := fs.String("pipeline", openb.PipelineKernel, "comma list: how each pod's node is chosen: kernel (score every feasible node with the gpufit kernel) and/or decide (the hub's scheduler.Decide, one cycle per pod)")
 	target := fs.String("target", openb.TargetHistory, "decide pipeline, meridian policy: the shape mix scored against: history (decayed past arrivals, as the hub), whole (the whole pod list, look-ahead) or pending (the pod itself)")
 	halfLife := fs.Int("history-half-life", openb.DefaultHistoryHalfLife, "decide pipeline, target history: half-life in arrivals")
+	ablate := fs.String("ablate", "", "meridian policy, kernel pipeline: comma list of refinements to turn off, for ablations: memory (memory-aware hostability), pressure (class pressure), steer (CPU-only tie-break)")
+	fullMix := fs.Bool("full-mix", false, "meridian policy, kernel pipeline: score against every shape of the pod list instead of FGD's typical shapes (an ablation: the old default)")
 	jsonOut := fs.Bool("json", false, "print one JSON object as the last line of stdout")
 	outPath := fs.String("out", "", "also write results to this file (.csv or .json)")
 	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "runs in parallel (bounded by GOMAXPROCS)")
@@ -76,6 +79,10 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *halfLife < 1 {
 		return fmt.Errorf("--history-half-life: must be >= 1 arrival, got %d", *halfLife)
+	}
+	opts, err := parseAblate(*ablate)
+	if err != nil {
+		return fmt.Errorf("--ablate: %w", err)
 	}
 	seeds, err := parseSeeds(*seedsFlag)
 	if err != nil {
@@ -111,9 +118,13 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var podLists []string
 	podsByList := map[string][]openb.Pod{}
 	for _, v := range splitList(*podsFlag) {
-		path := v
-		if !strings.ContainsAny(v, `/\\`) && !strings.HasSuffix(v, ".csv") {
-			if path, err = inData("--pods", fmt.Sprintf(openb.PodsFilePattern, v)); err != nil {
+		base, kind, level, stressSeed, stressed, err := openb.ParseStress(v)
+		if err != nil {
+			return fmt.Errorf("--pods: %w", err)
+		}
+		path := base
+		if !strings.ContainsAny(base, `/\\`) && !strings.HasSuffix(base, ".csv") {
+			if path, err = inData("--pods", fmt.Sprintf(openb.PodsFilePattern, base)); err != nil {
 				return err
 			}
 		}
@@ -122,6 +133,12 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("--pods: %w", err)
 		}
 		name := openb.PodListName(path)
+		if stressed {
+			if pods, err = openb.Stress(pods, nodes, kind, level, stressSeed); err != nil {
+				return fmt.Errorf("--pods: %w", err)
+			}
+			name = v
+		}
 		podLists = append(podLists, name)
 		podsByList[name] = pods
 	}
@@ -156,7 +173,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			defer wg.Done()
 			for j := range next {
 				cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Clusters: *clusters, MaxPods: *maxPods,
-					Pipeline: j.pipeline, Target: *target, HistoryHalfLife: *halfLife}
+					Pipeline: j.pipeline, Target: *target, HistoryHalfLife: *halfLife, MeridianOptions: opts, MeridianFullMix: *fullMix}
 				j.res, j.err = openb.Replay(ctx, nodes, j.pods, cfg)
 				mu.Lock()
 				done++
@@ -371,6 +388,29 @@ func writeOut(path string, sums []openb.Summary, elapsed time.Duration) error {
 		return fmt.Errorf("%s: want a .csv or .json file", path)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// parseAblate turns --ablate's list into Meridian options, nil when
+// nothing is turned off.
+func parseAblate(s string) (*gpufit.MeridianOptions, error) {
+	names := splitList(s)
+	if len(names) == 0 {
+		return nil, nil
+	}
+	o := gpufit.DefaultMeridianOptions()
+	for _, n := range names {
+		switch n {
+		case "memory":
+			o.MemoryAware = false
+		case "pressure":
+			o.ClassPressure = 0
+		case "steer":
+			o.SteerCPUOnly = false
+		default:
+			return nil, fmt.Errorf("unknown refinement %q (want memory, pressure or steer)", n)
+		}
+	}
+	return &o, nil
 }
 
 func splitList(s string) []string {

@@ -54,6 +54,7 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 	if cfg.NodeCandidates <= 0 {
 		cfg.NodeCandidates = 1
 	}
+	cfg.NodeCandidates = candidatesPerReplica(cfg, s.Pending)
 	if cfg.ClusterCandidates <= 0 {
 		cfg.ClusterCandidates = 1
 	}
@@ -140,6 +141,24 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 	}
 	p.preemptPass()
 	return p.plan
+}
+
+// candidatesPerReplica is the node candidates each replica of this cycle
+// may compare: NodeCandidates, raised towards MaxNodeCandidates when the
+// cycle's CandidateBudget spread over its pending replicas allows more.
+func candidatesPerReplica(cfg Config, pending []*Workload) int {
+	k := cfg.NodeCandidates
+	if cfg.CandidateBudget <= 0 || cfg.MaxNodeCandidates <= k {
+		return k
+	}
+	var replicas int
+	for _, w := range pending {
+		for i := range w.PodSets {
+			replicas += int(max(w.PodSets[i].Replicas, 1))
+		}
+	}
+	per := cfg.CandidateBudget / max(replicas, 1)
+	return max(k, min(per, cfg.MaxNodeCandidates))
 }
 
 // scorerFor builds the node scorer of a policy. Meridian's fragmentation

@@ -39,6 +39,10 @@ type histEntry struct {
 	memSum float64 // scaled weight x MemMiB, for the weighted mean memory
 }
 
+// TypicalPopularity is the share of the history that Target keeps, as the
+// reference FGD simulator's typical pods.
+const TypicalPopularity = 0.95
+
 // DefaultShapeHalfLife is the hub's default: long enough to hold a day's
 // mix, short enough to follow a change of workload within hours.
 const DefaultShapeHalfLife = 2 * time.Hour
@@ -184,12 +188,26 @@ func (h *ShapeHistory) evictLightest() {
 	}
 }
 
-// Target is the history as a target workload (weights normalised), the
-// same value until the next observation. Empty before any observation.
+// Target is the history as FGD defines a target workload: its most
+// popular shapes that together cover 95% of the decayed weight (the rare
+// rest is noise that pulls placements away from FGD's: with every shape,
+// Meridian fell half a point below FGD on a share-heavy mix), weights
+// normalised. The same value until the next observation; empty before any.
 func (h *ShapeHistory) Target() gpufit.TargetWorkload {
-	if !h.dirty {
-		return h.cached
+	if h.dirty {
+		shapes := h.shapes()
+		h.cached, h.dirty = gpufit.NewTargetWorkload(gpufit.TypicalShapes(shapes, TypicalPopularity)), false
 	}
+	return h.cached
+}
+
+// Mix is every shape of the history with its decayed weight, normalised.
+func (h *ShapeHistory) Mix() gpufit.TargetWorkload {
+	return gpufit.NewTargetWorkload(h.shapes())
+}
+
+// shapes lists the history's shapes in key order.
+func (h *ShapeHistory) shapes() []gpufit.Shape {
 	keys := make([]histKey, 0, len(h.entries))
 	for k := range h.entries {
 		keys = append(keys, k)
@@ -204,6 +222,5 @@ func (h *ShapeHistory) Target() gpufit.TargetWorkload {
 		}
 		shapes = append(shapes, s)
 	}
-	h.cached, h.dirty = gpufit.NewTargetWorkload(shapes), false
-	return h.cached
+	return shapes
 }

@@ -26,7 +26,7 @@ func TestShapeHistoryDecaysByHalfLife(t *testing.T) {
 	h.ObserveShape(t0, a, 1)
 	h.ObserveShape(t0.Add(time.Hour), b, 1)
 	// One half-life later, a counts half as much as b: 1/3 and 2/3.
-	tw := h.Target()
+	tw := h.Mix()
 	if wa, wb := weightOf(t, tw, 1000, 1000), weightOf(t, tw, 2000, 500); math.Abs(wa-1.0/3) > 1e-9 || math.Abs(wb-2.0/3) > 1e-9 {
 		t.Fatalf("weights a=%v b=%v, want 1/3 and 2/3", wa, wb)
 	}
@@ -35,13 +35,18 @@ func TestShapeHistoryDecaysByHalfLife(t *testing.T) {
 	// dominates.
 	c := gpufit.Shape{CPUMilli: 3000, GPUs: 2, Milli: 1000}
 	h.ObserveShape(t0.Add(400*time.Hour), c, 1)
-	tw = h.Target()
+	tw = h.Mix()
 	wa, wb := weightOf(t, tw, 1000, 1000), weightOf(t, tw, 2000, 500)
 	if wb == 0 || math.Abs(wa/wb-0.5) > 1e-9 {
 		t.Fatalf("after a rebase a/b = %v/%v, want ratio 1/2", wa, wb)
 	}
 	if wc := weightOf(t, tw, 3000, 1000); wc < 1-1e-9 {
 		t.Fatalf("the new shape weighs %v, want ~1", wc)
+	}
+	// FGD's target keeps only the popular shapes: here c alone.
+	typ := h.Target()
+	if s := typ.Shapes(); len(s) != 1 || s[0].CPUMilli != 3000 {
+		t.Fatalf("typical target %+v, want the new shape alone", s)
 	}
 }
 
@@ -138,5 +143,30 @@ func TestDecideScoresAgainstTheGivenTarget(t *testing.T) {
 	empty := gpufit.TargetWorkload{}
 	if s := scorerFor(cfg.Policy, &empty, &Snapshot{}); s.Name() != "bestfit" {
 		t.Fatalf("an empty target with nothing pending should fall back to bestfit, got %s", s.Name())
+	}
+}
+
+// A cycle with few pending replicas compares more nodes for each; a big
+// cycle keeps the floor.
+func TestCandidatesPerReplica(t *testing.T) {
+	cfg := DefaultConfig()
+	one := []*Workload{makeWorkload("a", "t/a").PodSet("m", 1, 1, 1000, h100).Obj()}
+	if k := candidatesPerReplica(cfg, one); k != cfg.MaxNodeCandidates {
+		t.Fatalf("one replica: %d candidates, want the cap %d", k, cfg.MaxNodeCandidates)
+	}
+	many := make([]*Workload, 100000)
+	for i := range many {
+		many[i] = one[0]
+	}
+	if k := candidatesPerReplica(cfg, many); k != cfg.NodeCandidates {
+		t.Fatalf("100,000 replicas: %d candidates, want the floor %d", k, cfg.NodeCandidates)
+	}
+	mid := many[:8192]
+	if k, want := candidatesPerReplica(cfg, mid), cfg.CandidateBudget/8192; k != want {
+		t.Fatalf("8,192 replicas: %d candidates, want %d", k, want)
+	}
+	cfg.CandidateBudget = 0
+	if k := candidatesPerReplica(cfg, one); k != cfg.NodeCandidates {
+		t.Fatalf("no budget: %d, want %d", k, cfg.NodeCandidates)
 	}
 }

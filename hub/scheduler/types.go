@@ -329,10 +329,17 @@ type Config struct {
 	// pending in the snapshot.
 	Target *gpufit.TargetWorkload
 	// NodeCandidates is how many fitting nodes, tightest first, the scorer
-	// compares per replica (128: on the OpenB trace the hub then places as
-	// the kernel that scores every node does, docs/benchmarks.md; scores
-	// are remembered by node state, so the cost grows little with it).
+	// compares per replica at least. Scores are remembered by node state,
+	// so the cost is mostly the scan.
 	NodeCandidates int
+	// CandidateBudget spreads more candidates over a cycle with few
+	// pending replicas: each replica may compare CandidateBudget / pending
+	// replicas nodes, between NodeCandidates and MaxNodeCandidates. A
+	// live hub's cycles hold tens or hundreds of workloads and get the
+	// full view; a cycle of 100,000 keeps its cost bounded. 0 disables it.
+	CandidateBudget int
+	// MaxNodeCandidates caps the per-replica count CandidateBudget gives.
+	MaxNodeCandidates int
 	// PartialFirst makes a fractional replica consider only nodes with a
 	// partly used GPU while any of them fits. Off: it cost 0.1-0.4 points
 	// of allocation on the OpenB trace, since the scorer already weighs
@@ -371,6 +378,8 @@ func DefaultConfig() Config {
 		StaleAfter:            30 * time.Second,
 		Policy:                PolicyMeridian,
 		NodeCandidates:        128,
+		CandidateBudget:       4 << 20,
+		MaxNodeCandidates:     1024,
 		ClusterCandidates:     4,
 		MaxPreemptionAttempts: 64,
 	}

@@ -75,7 +75,7 @@ func newDecideChooser(cfg Config, pods []Pod, sorted []NodeSpec, state []gpufit.
 		d.cfg.Policy = scheduler.PolicyMeridian
 		switch target {
 		case TargetWhole:
-			d.whole = FullTarget(pods)
+			d.whole = Target(pods, cfg.Popularity)
 			d.cfg.Target = &d.whole
 		case TargetHistory:
 			hl := cfg.HistoryHalfLife

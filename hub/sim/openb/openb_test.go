@@ -302,7 +302,7 @@ func TestMeridianAblationReducesToFGD(t *testing.T) {
 	fgd := base
 	fgd.Policy = PolicyFGD
 	mer := base
-	mer.Policy, mer.MeridianOptions, mer.MeridianTypical = PolicyMeridian, &gpufit.MeridianOptions{}, true
+	mer.Policy, mer.MeridianOptions = PolicyMeridian, &gpufit.MeridianOptions{}
 	a, err := Replay(context.Background(), nodes, pods, fgd)
 	if err != nil {
 		t.Fatal(err)

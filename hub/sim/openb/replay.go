@@ -58,9 +58,10 @@ type Config struct {
 	// MeridianOptions overrides gpufit.DefaultMeridianOptions for the
 	// meridian policy (for ablations); nil keeps the defaults.
 	MeridianOptions *gpufit.MeridianOptions
-	// MeridianTypical gives Meridian FGD's typical shapes instead of the
-	// full mix (for ablations).
-	MeridianTypical bool
+	// MeridianFullMix gives Meridian the full arrival mix (every shape)
+	// instead of FGD's typical shapes (for ablations: the full mix was
+	// Meridian's target until it fell below FGD on a share-heavy mix).
+	MeridianFullMix bool
 	// Pipeline is how a pod's node is chosen: PipelineKernel (the
 	// default) scores every feasible node with the gpufit kernel;
 	// PipelineDecide sends each pod through the hub's scheduler.Decide
@@ -70,7 +71,8 @@ type Config struct {
 	// decide pipeline: TargetHistory (the default: a decayed histogram of
 	// past arrivals, as the live hub keeps), TargetWhole (the whole pod
 	// list, look-ahead included, as the kernel replay uses) or
-	// TargetPending (the hub's fallback: only the pods pending now).
+	// TargetPending (the hub's fallback: only the pods pending now). Each
+	// is reduced to FGD's typical shapes.
 	Target string
 	// HistoryHalfLife is the history's half-life in arrivals (the decide
 	// replay's clock advances one second per pod); 0 = DefaultHistoryHalfLife.
@@ -130,9 +132,9 @@ func (r *Result) AllocAt(pct int) float64 {
 }
 
 // NewScorer returns the scorer for a policy, built against the pod list's
-// shape mix: FGD gets the reference's typical shapes (the most popular shapes
-// covering popularity of the pods, 0 = DefaultPopularity); Meridian gets the
-// full mix, host memory included.
+// shape mix: FGD and Meridian get the reference's typical shapes (the most
+// popular shapes covering popularity of the pods, 0 = DefaultPopularity),
+// host memory included (FGD ignores it).
 func NewScorer(policy string, pods []Pod, popularity float64) (gpufit.Scorer, error) {
 	switch policy {
 	case PolicyBestFit:
@@ -140,7 +142,7 @@ func NewScorer(policy string, pods []Pod, popularity float64) (gpufit.Scorer, er
 	case PolicyFGD:
 		return gpufit.FGD(Target(pods, popularity)), nil
 	case PolicyMeridian:
-		return gpufit.Meridian(FullTarget(pods)), nil
+		return gpufit.Meridian(Target(pods, popularity)), nil
 	case PolicyRandom:
 		return randomScorer{}, nil
 	}
@@ -290,14 +292,14 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Policy == PolicyMeridian && (cfg.MeridianOptions != nil || cfg.MeridianTypical) {
+	if cfg.Policy == PolicyMeridian && (cfg.MeridianOptions != nil || cfg.MeridianFullMix) {
 		opts := gpufit.DefaultMeridianOptions()
 		if cfg.MeridianOptions != nil {
 			opts = *cfg.MeridianOptions
 		}
-		target := FullTarget(pods)
-		if cfg.MeridianTypical {
-			target = Target(pods, cfg.Popularity)
+		target := Target(pods, cfg.Popularity)
+		if cfg.MeridianFullMix {
+			target = FullTarget(pods)
 		}
 		scorer = gpufit.MeridianWith(target, opts)
 	}
