@@ -48,6 +48,7 @@ func newOptions(c *hubconfig.HubConfiguration) (*options, error) {
 		Version:           version,
 	}
 	o.cfg.Dispatch.ClassWeights = c.Scheduling.ClassWeights
+	o.cfg.Dispatch.ShapeHalfLife = c.Scheduling.ShapeHalfLife.D()
 	o.cfg.Security = security(c)
 	if len(o.cfg.EtcdEndpoints) == 0 {
 		o.cfg.EtcdEndpoints = nil

@@ -19,6 +19,7 @@ const (
 	DefaultSchedulePeriod    = time.Second
 	DefaultClusterTimeout    = 15 * time.Second
 	DefaultLeaderTTL         = 5 * time.Second
+	DefaultShapeHalfLife     = 2 * time.Hour
 	DefaultRetentionTTL      = 7 * 24 * time.Hour
 	DefaultMaxPerQueue       = 10_000
 	DefaultIdempotencyWindow = 24 * time.Hour
@@ -47,6 +48,7 @@ func Default() *HubConfiguration {
 			Period:         cc.Duration(DefaultSchedulePeriod),
 			ClusterTimeout: cc.Duration(DefaultClusterTimeout),
 			LeaderTTL:      cc.Duration(DefaultLeaderTTL),
+			ShapeHalfLife:  cc.Duration(DefaultShapeHalfLife),
 			ClassWeights:   map[string]float64{},
 		},
 		Retention: Retention{

@@ -65,6 +65,8 @@ var Fields = []cc.Field{
 		Usage: "silence after which a cluster is LOST"},
 	{Path: "scheduling.leaderTTL", Flag: "leader-ttl", Env: []string{"MERIDIAN_LEADER_TTL"},
 		Usage: "leader election lease; a dead leader is replaced after about this long"},
+	{Path: "scheduling.shapeHalfLife", Flag: "shape-half-life", Env: []string{"MERIDIAN_SHAPE_HALF_LIFE"},
+		Usage: "half-life of the history of submitted workload shapes that fragmentation-aware placement measures against"},
 	{Path: "scheduling.classWeights", Flag: "class-weight",
 		Usage: "fairshare weight of a GPU-second per accelerator class (default 1), e.g. nvidia-h100-80gb: 4 (repeat the flag as class=weight)"},
 

@@ -105,6 +105,10 @@ type Scheduling struct {
 	Period         cc.Duration `yaml:"period"`
 	ClusterTimeout cc.Duration `yaml:"clusterTimeout"`
 	LeaderTTL      cc.Duration `yaml:"leaderTTL"`
+	// ShapeHalfLife is the half-life of the history of submitted shapes
+	// that fragmentation-aware node scoring measures against. See
+	// docs/design/scheduling-core.md.
+	ShapeHalfLife cc.Duration `yaml:"shapeHalfLife"`
 	// ClassWeights weights the fairshare ledger by accelerator class: a
 	// GPU-second of a class counts its weight (default 1), so an H100
 	// second can weigh more than a T4 second. See

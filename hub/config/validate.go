@@ -123,7 +123,7 @@ func validateScheduling(errs *cc.ErrorList, s *Scheduling) {
 	for _, d := range []struct {
 		path string
 		v    cc.Duration
-	}{{"scheduling.period", s.Period}, {"scheduling.clusterTimeout", s.ClusterTimeout}, {"scheduling.leaderTTL", s.LeaderTTL}} {
+	}{{"scheduling.period", s.Period}, {"scheduling.clusterTimeout", s.ClusterTimeout}, {"scheduling.leaderTTL", s.LeaderTTL}, {"scheduling.shapeHalfLife", s.ShapeHalfLife}} {
 		if d.v <= 0 {
 			errs.Addf(d.path, "must be positive (got %s)", d.v)
 		}
