@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler"
@@ -82,7 +83,35 @@ type Config struct {
 	Decide func(*scheduler.Config)
 	// Progress, when set, is called every 1,000 pods and at the end.
 	Progress func(done, total int)
+	// ReferenceRNG makes a run seed-exact against the paper artifact's
+	// per-seed curves. It replays the reference simulator's random stream
+	// draw for draw: between the workload tuning and the node-rank
+	// permutation it makes the draws the reference's informers make
+	// (ReferenceInformerDraws). And it reads the curve off as the
+	// reference's analysis scripts do (referenceCurve): no sample before
+	// the first pod, Python's rounding, numpy's summation. Off, the
+	// permutation follows the tuning directly and the curve is curve's (the
+	// replay's historical results).
+	ReferenceRNG bool
 }
+
+// ReferenceInformerDraws is how many values of the global math/rand stream
+// the reference simulator consumes between tuning the workload and drawing
+// its node-rank permutation. Simulator.RunCluster starts the scheduler
+// (runScheduler: informerFactory.Start) before syncClusterResourceList calls
+// rand.Perm, and each informer's reflector calls rand.Float64 once when it
+// opens its watch (client-go v0.20.5 tools/cache/reflector.go,
+// ListAndWatch: the watch timeout). The kube-scheduler v1.20.5 profile the
+// reference runs starts eleven informers: Pods, Nodes, CSINodes,
+// PersistentVolumes, PersistentVolumeClaims, Services and StorageClasses
+// (eventhandlers.go), ReplicationControllers, ReplicaSets and StatefulSets
+// (PodTopologySpread) and PodDisruptionBudgets (DefaultPreemption). The
+// StorageClasses informer was started, and drew, in simulator.New, before
+// core.Simulate seeds the stream, so ten draws fall in between.
+// runScheduler's WaitForCacheSync polls every 100 ms, so all ten land
+// before the permutation. No other code on that path uses the global rand
+// (the pod-name suffixes use apimachinery's own util/rand source).
+const ReferenceInformerDraws = 10
 
 // Pipelines and targets accepted by Config.
 const (
@@ -306,6 +335,11 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 	sorted := slices.Clone(nodes)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	arrivals, rng := Arrivals(sorted, pods, cfg.Seed, cfg.Tune)
+	if cfg.ReferenceRNG {
+		for range ReferenceInformerDraws {
+			_ = rng.Float64()
+		}
+	}
 	// The reference renames node i (sorted by name) to "%04d-<name>" with
 	// rank[i] from one permutation, and its scheduler breaks score ties by the
 	// smallest name: the tied node with the lowest rank wins.
@@ -379,7 +413,11 @@ func Replay(ctx context.Context, nodes []NodeSpec, pods []Pod, cfg Config) (*Res
 	if cfg.Progress != nil {
 		cfg.Progress(len(arrivals), len(arrivals))
 	}
-	res.Curve = curve(samples, capMilli)
+	if cfg.ReferenceRNG {
+		res.Curve = referenceCurve(samples[1:], capMilli)
+	} else {
+		res.Curve = curve(samples, capMilli)
+	}
 	res.Nodes = state
 	res.NodeNames = names
 	return res, nil
@@ -561,4 +599,81 @@ func curve(samples []sample, capMilli int64) [MaxArrivalPct + 1]float64 {
 		}
 	}
 	return out
+}
+
+// referenceCurve is curve computed the way the reference's analysis
+// (scripts/analysis.py, then experiments/analysis/merge_alloc_discrete*.py)
+// does, for seed-exact comparisons: one sample per scheduled pod and none
+// before the first (its log has no row at zero arrivals); arrived and
+// allocated ratios as arrived/total_gpus/10 and used/total_gpus/10 in float64;
+// Python's round (of the binary float's exact value, ties to even) to a whole
+// percent and to two decimals; the mean summed as numpy sums.
+func referenceCurve(samples []sample, capMilli int64) [MaxArrivalPct + 1]float64 {
+	var out [MaxArrivalPct + 1]float64
+	var vals [MaxArrivalPct + 2][]float64
+	gpus := float64(capMilli) / gpufit.MilliPerGPU
+	for _, s := range samples {
+		a := math.RoundToEven(float64(s.arrived) / gpus / 10)
+		if a < 0 || a > MaxArrivalPct+1 {
+			continue
+		}
+		vals[int(a)] = append(vals[int(a)], pyRound2(float64(s.used)/gpus/10))
+	}
+	for p := 0; p <= MaxArrivalPct; p++ {
+		v := vals[p]
+		if len(v) == 0 {
+			for q := max(p-1, 0); q <= p+1; q++ {
+				v = append(v[:len(v):len(v)], vals[q]...)
+			}
+		}
+		if len(v) == 0 {
+			out[p] = math.NaN()
+			continue
+		}
+		out[p] = pyRound2(numpySum(v) / float64(len(v)))
+	}
+	return out
+}
+
+// numpySum adds like numpy's sum of a contiguous float64 array (what pandas'
+// mean uses): pairwise, in 8-way unrolled blocks of up to 128 values.
+func numpySum(v []float64) float64 {
+	return pairwiseSum(v)
+}
+
+func pairwiseSum(a []float64) float64 {
+	n := len(a)
+	switch {
+	case n < 8:
+		var res float64
+		for _, x := range a {
+			res += x
+		}
+		return res
+	case n <= 128:
+		var r [8]float64
+		copy(r[:], a[:8])
+		i := 8
+		for ; i < n-n%8; i += 8 {
+			for j := range r {
+				r[j] += a[i+j]
+			}
+		}
+		res := ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+		for ; i < n; i++ {
+			res += a[i]
+		}
+		return res
+	default:
+		n2 := n / 2
+		n2 -= n2 % 8
+		return pairwiseSum(a[:n2]) + pairwiseSum(a[n2:])
+	}
+}
+
+// pyRound2 is Python's round(x, 2): the correctly rounded two-decimal value
+// of x's exact binary value.
+func pyRound2(x float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 2, 64), 64)
+	return v
 }
