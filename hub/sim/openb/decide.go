@@ -154,8 +154,15 @@ func (d *decideChooser) choose(k int, p *Pod) (int, []int) {
 	}
 	if d.hist != nil {
 		// Past arrivals and this one (it is submitted, so the hub has
-		// seen it): never a pod that has not arrived yet.
-		d.hist.Observe(now, w)
+		// seen it): never a pod that has not arrived yet. The shape
+		// carries every model the pod allows, as the narrowed snapshot
+		// does, so the target knows the constraint the workload cannot
+		// state.
+		sh := gpufit.Shape{CPUMilli: p.Req.CPUMilli, GPUs: p.Req.GPUs, MemMiB: p.Req.MemMiB}
+		if p.Req.GPUs > 0 {
+			sh.Milli, sh.Classes = p.Req.Milli, p.Classes
+		}
+		d.hist.ObserveShape(now, sh, 1)
 		t := d.hist.Target()
 		d.cfg.Target = &t
 	}
