@@ -50,6 +50,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	halfLife := fs.Int("history-half-life", openb.DefaultHistoryHalfLife, "decide pipeline, target history: half-life in arrivals")
 	ablate := fs.String("ablate", "", "meridian policy, kernel pipeline: comma list of refinements to turn off, for ablations: memory (memory-aware hostability), pressure (class pressure), steer (CPU-only tie-break)")
 	referenceRNG := fs.Bool("reference-rng", false, "replay the reference simulator's random stream draw for draw (its informers' draws before the node-rank permutation) and read curves off as its analysis scripts do: seed-exact against the published per-seed curves")
+	fgdLearned := fs.Bool("fgd-learned", false, "decide pipeline, fgd policy: score against the target learned from past arrivals, as the hub's meridian policy does, instead of the whole pod list's typical shapes (look-ahead)")
 	fullMix := fs.Bool("full-mix", false, "meridian policy, kernel pipeline: score against every shape of the pod list instead of FGD's typical shapes (an ablation: the old default)")
 	jsonOut := fs.Bool("json", false, "print one JSON object as the last line of stdout")
 	outPath := fs.String("out", "", "also write results to this file (.csv or .json)")
@@ -174,7 +175,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			defer wg.Done()
 			for j := range next {
 				cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Clusters: *clusters, MaxPods: *maxPods,
-					Pipeline: j.pipeline, Target: *target, HistoryHalfLife: *halfLife, MeridianOptions: opts, MeridianFullMix: *fullMix,
+					Pipeline: j.pipeline, Target: *target, HistoryHalfLife: *halfLife, MeridianOptions: opts, MeridianFullMix: *fullMix, FGDLearned: *fgdLearned,
 					ReferenceRNG: *referenceRNG}
 				j.res, j.err = openb.Replay(ctx, nodes, j.pods, cfg)
 				mu.Lock()

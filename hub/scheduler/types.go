@@ -377,7 +377,7 @@ func DefaultConfig() Config {
 	return Config{
 		StaleAfter:            30 * time.Second,
 		Policy:                PolicyMeridian,
-		NodeCandidates:        128,
+		NodeCandidates:        64,
 		CandidateBudget:       4 << 20,
 		MaxNodeCandidates:     1024,
 		ClusterCandidates:     4,

@@ -37,18 +37,19 @@ const DefaultHistoryHalfLife = 2000
 var replayOrigin = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type decideChooser struct {
-	cfg     scheduler.Config
-	policy  string
-	target  string
-	hist    *scheduler.ShapeHistory
-	whole   gpufit.TargetWorkload
-	state   []gpufit.Node
-	tree    *quota.Tree
-	groups  [][]int // per cluster, node indexes in rank order
-	names   []string
-	byName  map[string]int
-	snap    scheduler.Snapshot
-	classes map[string][]int // cached narrowed index lists by gpu_spec
+	cfg        scheduler.Config
+	fgdLearned bool
+	policy     string
+	target     string
+	hist       *scheduler.ShapeHistory
+	whole      gpufit.TargetWorkload
+	state      []gpufit.Node
+	tree       *quota.Tree
+	groups     [][]int // per cluster, node indexes in rank order
+	names      []string
+	byName     map[string]int
+	snap       scheduler.Snapshot
+	classes    map[string][]int // cached narrowed index lists by gpu_spec
 }
 
 func newDecideChooser(cfg Config, pods []Pod, sorted []NodeSpec, state []gpufit.Node, rank []int, clusterOf []int) (chooser, error) {
@@ -69,8 +70,14 @@ func newDecideChooser(cfg Config, pods []Pod, sorted []NodeSpec, state []gpufit.
 		d.cfg.Policy = scheduler.PolicyBestFit
 	case PolicyFGD:
 		// FGD as the reference defines it: the typical shapes of the
-		// whole pod list.
+		// whole pod list (look-ahead included), unless FGDLearned asks
+		// for the target a live hub could have (the same history as the
+		// meridian policy's).
 		d.cfg.Scorer = gpufit.FGD(Target(pods, cfg.Popularity))
+		if cfg.FGDLearned {
+			d.fgdLearned = true
+			d.hist = scheduler.NewShapeHistory(time.Duration(halfLife(cfg))*time.Second, 0)
+		}
 	case PolicyMeridian:
 		d.cfg.Policy = scheduler.PolicyMeridian
 		switch target {
@@ -78,11 +85,7 @@ func newDecideChooser(cfg Config, pods []Pod, sorted []NodeSpec, state []gpufit.
 			d.whole = Target(pods, cfg.Popularity)
 			d.cfg.Target = &d.whole
 		case TargetHistory:
-			hl := cfg.HistoryHalfLife
-			if hl <= 0 {
-				hl = DefaultHistoryHalfLife
-			}
-			d.hist = scheduler.NewShapeHistory(time.Duration(hl)*time.Second, 0)
+			d.hist = scheduler.NewShapeHistory(time.Duration(halfLife(cfg))*time.Second, 0)
 		}
 	default:
 		return nil, fmt.Errorf("openb: pipeline decide: policy %q is not available (want %s, %s or %s)", cfg.Policy, PolicyBestFit, PolicyFGD, PolicyMeridian)
@@ -164,7 +167,11 @@ func (d *decideChooser) choose(k int, p *Pod) (int, []int) {
 		}
 		d.hist.ObserveShape(now, sh, 1)
 		t := d.hist.Target()
-		d.cfg.Target = &t
+		if d.fgdLearned {
+			d.cfg.Scorer = gpufit.FGD(t)
+		} else {
+			d.cfg.Target = &t
+		}
 	}
 	d.snap.Now = now
 	for c := range d.snap.Clusters {
@@ -200,3 +207,11 @@ func (d *decideChooser) choose(k int, p *Pod) (int, []int) {
 }
 
 var debugDecide func(k int, p *Pod, n scheduler.Node, plan *scheduler.Plan)
+
+// halfLife is the history's half-life in arrivals.
+func halfLife(cfg Config) int {
+	if cfg.HistoryHalfLife > 0 {
+		return cfg.HistoryHalfLife
+	}
+	return DefaultHistoryHalfLife
+}

@@ -78,6 +78,10 @@ type Config struct {
 	// HistoryHalfLife is the history's half-life in arrivals (the decide
 	// replay's clock advances one second per pod); 0 = DefaultHistoryHalfLife.
 	HistoryHalfLife int
+	// FGDLearned gives the fgd policy in the decide pipeline the target a
+	// live hub could learn (the decayed history of past arrivals) instead
+	// of the whole pod list's typical shapes, which look ahead.
+	FGDLearned bool
 	// Decide, when set, adjusts the hub's scheduler.DefaultConfig for the
 	// decide pipeline (for ablations of candidate selection).
 	Decide func(*scheduler.Config)
