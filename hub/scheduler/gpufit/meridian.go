@@ -31,8 +31,10 @@ type meridian struct {
 }
 
 // Meridian is our fragmentation-aware policy: FGD's fragmentation gradient
-// with DefaultMeridianOptions. Build dist from the full arrival mix (every
-// shape, with its host memory), not only the most popular shapes.
+// with DefaultMeridianOptions. Build dist as FGD's target, the most popular
+// shapes covering 95% of the mix (TypicalShapes), with their host memory:
+// weighing every rare shape as well put Meridian below FGD on mixes it was
+// not tuned on (docs/design/fragmentation-scoring.md).
 func Meridian(dist TargetWorkload) Scorer { return MeridianWith(dist, DefaultMeridianOptions()) }
 
 // MeridianWith is Meridian with explicit options.
