@@ -6,10 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/sim/openb"
@@ -46,7 +43,7 @@ func runOpenBBound(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("openb-bound", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodesFlag := fs.String("nodes", "", "node list CSV (default: the shared data dir's "+openb.NodesFile+")")
-	podsFlag := fs.String("pods", "default", "comma list of pod-list CSV paths or variant names (default, cpu050, gpushare40, ...)")
+	podsFlag := fs.String("pods", "default", "comma list of pod-list CSV paths, variant names (default, cpu050, gpushare40, ...) or stress variants (default+cpu200)")
 	seedsFlag := fs.String("seeds", "42-51", "seeds: a range A-B and/or a comma list")
 	tune := fs.Float64("tune", openb.DefaultTune, "total GPU request as a multiple of capacity (as the replay)")
 	pct := fs.Int("at", 100, "arrived load in percent at which to bound the allocation")
@@ -65,81 +62,27 @@ func runOpenBBound(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fmt.Errorf("--seeds: %w", err)
 	}
-	dataDir, dataErr := openb.DataDir()
-	inData := func(flagName, file string) (string, error) {
-		if dataErr != nil {
-			return "", fmt.Errorf("%s: %w", flagName, dataErr)
-		}
-		return filepath.Join(dataDir, openb.TraceSubdir, file), nil
-	}
-	nodesPath := *nodesFlag
-	if nodesPath == "" {
-		if nodesPath, err = inData("--nodes", openb.NodesFile); err != nil {
-			return err
-		}
-	}
-	nodes, err := openb.LoadNodesFile(nodesPath)
+	in, err := loadTrace(*nodesFlag, *podsFlag)
 	if err != nil {
-		return fmt.Errorf("--nodes: %w", err)
+		return err
 	}
+	nodes, lists, published := in.nodes, in.lists, in.published
 	var jobs []*boundJob
-	var lists []string
-	for _, v := range splitList(*podsFlag) {
-		path := v
-		if !strings.ContainsAny(v, `/\\`) && !strings.HasSuffix(v, ".csv") {
-			if path, err = inData("--pods", fmt.Sprintf(openb.PodsFilePattern, v)); err != nil {
-				return err
-			}
-		}
-		pods, err := openb.LoadPodsFile(path)
-		if err != nil {
-			return fmt.Errorf("--pods: %w", err)
-		}
-		name := openb.PodListName(path)
-		lists = append(lists, name)
+	for _, name := range lists {
 		for _, s := range seeds {
-			jobs = append(jobs, &boundJob{podList: name, pods: pods, seed: s})
+			jobs = append(jobs, &boundJob{podList: name, pods: in.pods[name], seed: s})
 		}
 	}
 	if len(jobs) == 0 {
 		return fmt.Errorf("--pods: empty")
 	}
-	var published *openb.Published
-	if dataErr == nil {
-		if p, err := openb.LoadPublishedFile(filepath.Join(dataDir, openb.TraceSubdir, openb.PublishedFile)); err == nil {
-			published = p
-		}
-	}
-
 	start := time.Now()
-	workers := max(1, min(*parallel, runtime.GOMAXPROCS(0), len(jobs)))
-	var (
-		mu   sync.Mutex
-		done int
-		wg   sync.WaitGroup
-		next = make(chan *boundJob)
-	)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				j.lim, j.err = openb.ComputeLimit(ctx, nodes, j.pods, openb.LimitConfig{Seed: j.seed, Tune: *tune, Pct: *pct})
-				mu.Lock()
-				done++
-				if j.err == nil {
-					fmt.Fprintf(stderr, "[%d/%d] %s seed %d: arrived %.2f%%, bound %.2f%%, packed %.2f%% (%s), elapsed %s\n",
-						done, len(jobs), j.podList, j.seed, j.lim.ArrivedPct(), j.lim.BoundPct(), j.lim.PackedPct(), j.lim.PackedBy, time.Since(start).Round(time.Millisecond))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
+	runParallel(jobs, *parallel, stderr, func(j *boundJob) string {
+		if j.lim, j.err = openb.ComputeLimit(ctx, nodes, j.pods, openb.LimitConfig{Seed: j.seed, Tune: *tune, Pct: *pct}); j.err != nil {
+			return ""
+		}
+		return fmt.Sprintf("%s seed %d: arrived %.2f%%, bound %.2f%%, packed %.2f%% (%s)", j.podList, j.seed, j.lim.ArrivedPct(), j.lim.BoundPct(), j.lim.PackedPct(), j.lim.PackedBy)
+	})
 	for _, j := range jobs {
 		if j.err != nil {
 			return fmt.Errorf("%s seed %d: %w", j.podList, j.seed, j.err)

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
@@ -100,56 +99,11 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--policy: empty")
 	}
 
-	dataDir, dataErr := openb.DataDir()
-	inData := func(flagName, file string) (string, error) {
-		if dataErr != nil {
-			return "", fmt.Errorf("%s: %w", flagName, dataErr)
-		}
-		return filepath.Join(dataDir, openb.TraceSubdir, file), nil
-	}
-	nodesPath := *nodesFlag
-	if nodesPath == "" {
-		if nodesPath, err = inData("--nodes", openb.NodesFile); err != nil {
-			return err
-		}
-	}
-	nodes, err := openb.LoadNodesFile(nodesPath)
+	in, err := loadTrace(*nodesFlag, *podsFlag)
 	if err != nil {
-		return fmt.Errorf("--nodes: %w", err)
+		return err
 	}
-	var podLists []string
-	podsByList := map[string][]openb.Pod{}
-	for _, v := range splitList(*podsFlag) {
-		base, kind, level, stressSeed, stressed, err := openb.ParseStress(v)
-		if err != nil {
-			return fmt.Errorf("--pods: %w", err)
-		}
-		path := base
-		if !strings.ContainsAny(base, `/\\`) && !strings.HasSuffix(base, ".csv") {
-			if path, err = inData("--pods", fmt.Sprintf(openb.PodsFilePattern, base)); err != nil {
-				return err
-			}
-		}
-		pods, err := openb.LoadPodsFile(path)
-		if err != nil {
-			return fmt.Errorf("--pods: %w", err)
-		}
-		name := openb.PodListName(path)
-		if stressed {
-			if pods, err = openb.Stress(pods, nodes, kind, level, stressSeed); err != nil {
-				return fmt.Errorf("--pods: %w", err)
-			}
-			name = v
-		}
-		podLists = append(podLists, name)
-		podsByList[name] = pods
-	}
-	var published *openb.Published
-	if dataErr == nil {
-		if p, err := openb.LoadPublishedFile(filepath.Join(dataDir, openb.TraceSubdir, openb.PublishedFile)); err == nil {
-			published = p
-		}
-	}
+	nodes, podLists, podsByList, published := in.nodes, in.lists, in.pods, in.published
 
 	var jobs []*openbJob
 	for _, pl := range podLists {
@@ -161,38 +115,16 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}
-	workers := max(1, min(*parallel, runtime.GOMAXPROCS(0), len(jobs)))
 	start := time.Now()
-	var (
-		mu   sync.Mutex
-		done int
-		wg   sync.WaitGroup
-		next = make(chan *openbJob)
-	)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Clusters: *clusters, MaxPods: *maxPods,
-					Pipeline: j.pipeline, Target: *target, HistoryHalfLife: *halfLife, MeridianOptions: opts, MeridianFullMix: *fullMix, FGDLearned: *fgdLearned,
-					ReferenceRNG: *referenceRNG}
-				j.res, j.err = openb.Replay(ctx, nodes, j.pods, cfg)
-				mu.Lock()
-				done++
-				if j.err == nil {
-					fmt.Fprintf(stderr, "[%d/%d] %s %s/%s seed %d: placed %d/%d pods, alloc@100 %.2f%%, elapsed %s\n",
-						done, len(jobs), j.podList, j.pipeline, j.policy, j.seed, j.res.Placed, j.res.Pods, j.res.AllocAt(100), time.Since(start).Round(time.Millisecond))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
+	runParallel(jobs, *parallel, stderr, func(j *openbJob) string {
+		cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Clusters: *clusters, MaxPods: *maxPods,
+			Pipeline: j.pipeline, Target: *target, HistoryHalfLife: *halfLife, MeridianOptions: opts, MeridianFullMix: *fullMix, FGDLearned: *fgdLearned,
+			ReferenceRNG: *referenceRNG}
+		if j.res, j.err = openb.Replay(ctx, nodes, j.pods, cfg); j.err != nil {
+			return ""
+		}
+		return fmt.Sprintf("%s %s/%s seed %d: placed %d/%d pods, alloc@100 %.2f%%", j.podList, j.pipeline, j.policy, j.seed, j.res.Placed, j.res.Pods, j.res.AllocAt(100))
+	})
 	for _, j := range jobs {
 		if j.err != nil {
 			return fmt.Errorf("%s %s seed %d: %w", j.podList, j.policy, j.seed, j.err)

@@ -29,9 +29,8 @@ func TestLoopLearnsTheShapesSubmitted(t *testing.T) {
 	})
 	l := h.loop
 	cfg := func() scheduler.Config {
-		s := l.lockState()
+		l.lockState()
 		defer l.unlockState()
-		_ = s
 		return l.schedulerConfig()
 	}()
 	if cfg.Target == nil {

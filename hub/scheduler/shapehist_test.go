@@ -128,9 +128,8 @@ func TestShapeHistoryIgnoresBadWeights(t *testing.T) {
 	}
 }
 
-// The history is the meridian policy's target when the caller gives it:
-// against a history of 0.5-GPU pods, a 0.5 replica goes next to another
-// half (where nothing else could use the rest) rather than onto a fresh GPU.
+// The history is the meridian policy's target when the caller gives it,
+// and an empty one (with nothing pending) leaves the fallback in place.
 func TestDecideScoresAgainstTheGivenTarget(t *testing.T) {
 	h := NewShapeHistory(time.Hour, 0)
 	h.ObserveShape(t0, gpufit.Shape{CPUMilli: 1000, GPUs: 1, Milli: 500}, 10)

@@ -132,17 +132,9 @@ func TestGRPCReflectionAndHealth(t *testing.T) {
 }
 
 func TestGRPCReflectionCanBeTurnedOff(t *testing.T) {
-	s, err := New(Config{DataDir: t.TempDir(), HubID: "hub-noreflect", UnsafeNoFsync: true, NoScheduler: true, DisableReflection: true, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	s, _ := runHub(t, Config{DataDir: t.TempDir(), HubID: "hub-noreflect", UnsafeNoFsync: true, NoScheduler: true, DisableReflection: true, Logger: testLogger()})
 	conn := dialHub(t, s)
-	_, err = reflect(t, conn, &reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+	_, err := reflect(t, conn, &reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("reflection with DisableReflection: %v, want Unimplemented", err)
 	}
@@ -160,16 +152,8 @@ func TestGRPCReflectionCanBeTurnedOff(t *testing.T) {
 func TestGRPCReflectionFollowsAuthentication(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "admin.token")
-	s, err := New(Config{DataDir: filepath.Join(dir, "data"), HubID: "hub-authrefl", UnsafeNoFsync: true, NoScheduler: true, Logger: testLogger(),
+	s, _ := runHub(t, Config{DataDir: filepath.Join(dir, "data"), HubID: "hub-authrefl", UnsafeNoFsync: true, NoScheduler: true, Logger: testLogger(),
 		Security: Security{Mode: AuthOn, AdminTokenFile: tokenFile}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 	conn := dialHub(t, s)
 
 	list := &reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}

@@ -33,19 +33,8 @@ func TestRESTOverTLSReachesTheGRPCServer(t *testing.T) {
 	}
 	writePEM(t, keyFile, "PRIVATE KEY", key)
 	tokenFile := filepath.Join(dir, "admin-token")
-	s, err := New(Config{DataDir: filepath.Join(dir, "data"), HubID: "hub-tls", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(),
+	s, _ := runHub(t, Config{DataDir: filepath.Join(dir, "data"), HubID: "hub-tls", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(),
 		Security: Security{Mode: AuthOn, TLS: tlsreload.Files{CertFile: certFile, KeyFile: keyFile, ClientCAFile: pki.CAFile}, AdminTokenFile: tokenFile}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = s.Close()
-	})
 	tok, err := os.ReadFile(tokenFile)
 	if err != nil {
 		t.Fatal(err)

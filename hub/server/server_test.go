@@ -22,7 +22,18 @@ import (
 // returns Run's result.
 func startHub(t *testing.T, dir string) (*Server, func() error) {
 	t.Helper()
-	s, err := New(Config{DataDir: dir, HubID: "hub-a", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger()})
+	s, stop := runHub(t, Config{DataDir: dir, HubID: "hub-a", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger()})
+	waitReady(t, s)
+	return s, stop
+}
+
+// runHub builds a hub from cfg and runs it until the returned stop is
+// called or the test ends: stop cancels Run, waits up to 15 s for it,
+// closes the hub and returns Run's result. It does not wait for the hub
+// to be ready (the caller knows whether it speaks TLS).
+func runHub(t *testing.T, cfg Config) (*Server, func() error) {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +59,6 @@ func startHub(t *testing.T, dir string) (*Server, func() error) {
 		return runErr
 	}
 	t.Cleanup(func() { _ = stop() })
-	waitReady(t, s)
 	return s, stop
 }
 

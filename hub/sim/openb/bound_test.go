@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"path/filepath"
 	"testing"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
@@ -99,14 +98,7 @@ func TestBoundBracketsOptimum(t *testing.T) {
 	for it := 0; it < 300; it++ {
 		nodes, pods := smallInstance(rng)
 		opt := bruteForce(nodes, pods)
-		ub, err := UpperBound(nodes, pods)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pk, err := OfflinePack(nodes, pods)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ub, pk := boundAndPack(t, nodes, pods)
 		if ub < opt {
 			t.Fatalf("instance %d: bound %d < optimum %d\nnodes %+v\npods %+v", it, ub, opt, nodes, pods)
 		}
@@ -149,14 +141,7 @@ func TestPackingFeasibleAndBounded(t *testing.T) {
 				pods = append(pods, x)
 			}
 		}
-		ub, err := UpperBound(nodes, pods)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pk, err := OfflinePack(nodes, pods)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ub, pk := boundAndPack(t, nodes, pods)
 		if pk.Milli > ub {
 			t.Fatalf("instance %d: packing %d > bound %d", it, pk.Milli, ub)
 		}
@@ -223,19 +208,25 @@ func TestArrivedPrefix(t *testing.T) {
 	}
 }
 
+// boundAndPack computes both sides of the limit for one instance.
+func boundAndPack(t *testing.T, nodes []NodeSpec, pods []Pod) (int64, *Packing) {
+	t.Helper()
+	ub, err := UpperBound(nodes, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := OfflinePack(nodes, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ub, pk
+}
+
 // TestLimitTrace: on the real trace, seed 42 of the default list at 100%
 // arrived load, the bound and the offline packing bracket Meridian's
 // replay, and the packing is feasible.
 func TestLimitTrace(t *testing.T) {
-	dir := traceDir(t)
-	nodes, err := LoadNodesFile(filepath.Join(dir, NodesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := LoadPodsFile(filepath.Join(dir, "openb_pod_list_default.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, pods := loadTrace(t, "default")
 	lim, err := ComputeLimit(context.Background(), nodes, pods, LimitConfig{Seed: 42, Tune: DefaultTune})
 	if err != nil {
 		t.Fatal(err)

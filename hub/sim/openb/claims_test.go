@@ -16,20 +16,6 @@ import (
 // the real trace. They need ../shared/data (MERIDIAN_REQUIRE_DATA=1 makes
 // its absence a failure).
 
-func loadTrace(t *testing.T, list string) ([]NodeSpec, []Pod) {
-	t.Helper()
-	dir := traceDir(t)
-	nodes, err := LoadNodesFile(filepath.Join(dir, NodesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := LoadPodsFile(filepath.Join(dir, "openb_pod_list_"+list+".csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nodes, pods
-}
-
 // replaySeeds runs cfg for every seed, in parallel, and summarises.
 func replaySeeds(t *testing.T, nodes []NodeSpec, pods []Pod, cfg Config, seeds []int64) Summary {
 	t.Helper()

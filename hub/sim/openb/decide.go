@@ -39,12 +39,9 @@ var replayOrigin = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
 type decideChooser struct {
 	cfg        scheduler.Config
 	fgdLearned bool
-	policy     string
-	target     string
 	hist       *scheduler.ShapeHistory
 	whole      gpufit.TargetWorkload
 	state      []gpufit.Node
-	tree       *quota.Tree
 	groups     [][]int // per cluster, node indexes in rank order
 	names      []string
 	byName     map[string]int
@@ -60,7 +57,7 @@ func newDecideChooser(cfg Config, pods []Pod, sorted []NodeSpec, state []gpufit.
 	if target != TargetHistory && target != TargetWhole && target != TargetPending {
 		return nil, fmt.Errorf("openb: target: unknown %q (want %s, %s or %s)", cfg.Target, TargetHistory, TargetWhole, TargetPending)
 	}
-	d := &decideChooser{policy: cfg.Policy, target: target, state: state, byName: map[string]int{}, classes: map[string][]int{}}
+	d := &decideChooser{state: state, byName: map[string]int{}, classes: map[string][]int{}}
 	d.cfg = scheduler.DefaultConfig()
 	if cfg.Decide != nil {
 		cfg.Decide(&d.cfg)
@@ -106,7 +103,6 @@ func newDecideChooser(cfg Config, pods []Pod, sorted []NodeSpec, state []gpufit.
 	if err != nil {
 		return nil, err
 	}
-	d.tree = tree
 
 	nc := 0
 	for _, c := range clusterOf {

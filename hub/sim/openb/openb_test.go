@@ -246,21 +246,29 @@ func traceDir(t *testing.T) string {
 	return filepath.Join(dir, TraceSubdir)
 }
 
+// loadTrace reads the trace's node list and one pod list, skipping like
+// traceDir.
+func loadTrace(t *testing.T, list string) ([]NodeSpec, []Pod) {
+	t.Helper()
+	dir := traceDir(t)
+	nodes, err := LoadNodesFile(filepath.Join(dir, NodesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := LoadPodsFile(filepath.Join(dir, "openb_pod_list_"+list+".csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes, pods
+}
+
 // TestReplayTraceSlice replays the first 4,500 arrivals of seed 42 on the real
 // trace (about 55% arrived load). Up to half load the cluster is nowhere near
 // full, so a sound packer places (almost) everything: allocation at 50%
 // arrived load must be >= 49%. Allocation never exceeds capacity, and the
 // replay is deterministic for a seed.
 func TestReplayTraceSlice(t *testing.T) {
-	dir := traceDir(t)
-	nodes, err := LoadNodesFile(filepath.Join(dir, NodesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := LoadPodsFile(filepath.Join(dir, "openb_pod_list_default.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, pods := loadTrace(t, "default")
 	if len(nodes) != 1213 || len(pods) != 8152 {
 		t.Fatalf("trace has %d nodes and %d pods, want 1213 and 8152", len(nodes), len(pods))
 	}
@@ -289,15 +297,7 @@ func TestReplayTraceSlice(t *testing.T) {
 // With every refinement off and FGD's typical target, Meridian must place
 // exactly like FGD: the refinements are the only differences.
 func TestMeridianAblationReducesToFGD(t *testing.T) {
-	dir := traceDir(t)
-	nodes, err := LoadNodesFile(filepath.Join(dir, NodesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := LoadPodsFile(filepath.Join(dir, "openb_pod_list_gpuspec10.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, pods := loadTrace(t, "gpuspec10")
 	base := Config{Seed: 43, Tune: DefaultTune, MaxPods: 2000}
 	fgd := base
 	fgd.Policy = PolicyFGD

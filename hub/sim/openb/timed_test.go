@@ -1,7 +1,6 @@
 package openb
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -14,18 +13,7 @@ func TestTimedReplayBackfill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPED in -short: the replay takes about a minute")
 	}
-	dir, err := DataDir()
-	if err != nil {
-		t.Skipf("SKIPPED: %v", err)
-	}
-	nodes, err := LoadNodesFile(filepath.Join(dir, TraceSubdir, NodesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := LoadPodsFile(filepath.Join(dir, TraceSubdir, "openb_pod_list_default.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, pods := loadTrace(t, "default")
 	run := func(e Estimate) *TimedResult {
 		r, err := ReplayTimed(nodes, pods, TimedConfig{Nodes: 4, Model: "G2", Gangs: 6, GangReplicas: 2, GangDuration: 4 * time.Hour, Estimate: e, Seed: 1})
 		if err != nil {
