@@ -249,6 +249,9 @@ func TestPriorityPreemptionPicksMinimalVictims(t *testing.T) {
 	if p.Preemptions[0].For != "high" {
 		t.Fatalf("preemption of low1 is for %q, want high", p.Preemptions[0].For)
 	}
+	if r := p.Preemptions[0].Rule; r != PreemptPriority || r.String() != "priority" {
+		t.Fatalf("preemption rule = %v, want priority", r)
+	}
 	// Both reasons reach their owners, who may be other tenants: neither
 	// names the other side.
 	if pe := pendingOf(p, "high"); pe == nil || pe.Code != ReasonPreempting || strings.Contains(pe.Reason, "low1") {
@@ -315,6 +318,9 @@ func TestQuotaReclaimPreemptsBorrower(t *testing.T) {
 	}
 	if !strings.Contains(p.Preemptions[0].Reason, "reclaimed") {
 		t.Fatalf("reason %q should say reclaimed", p.Preemptions[0].Reason)
+	}
+	if r := p.Preemptions[0].Rule; r != PreemptReclaim || r.String() != "reclaim" {
+		t.Fatalf("preemption rule = %v, want reclaim", r)
 	}
 }
 

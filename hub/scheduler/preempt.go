@@ -43,11 +43,11 @@ func (p *planner) preemptPass() {
 		// plan's Preemption.For links them for logs and operators).
 		for _, v := range sel.victims {
 			p.victims[v.Workload.ID] = true
-			why := fmt.Sprintf("preempted for a workload of higher priority (%d > %d)", w.Priority, v.Workload.Priority)
+			why, rule := fmt.Sprintf("preempted for a workload of higher priority (%d > %d)", w.Priority, v.Workload.Priority), PreemptPriority
 			if sel.reclaim[v.Workload.ID] {
-				why = fmt.Sprintf("reclaimed: another queue wants back the quota that %s borrows", v.Workload.Queue)
+				why, rule = fmt.Sprintf("reclaimed: another queue wants back the quota that %s borrows", v.Workload.Queue), PreemptReclaim
 			}
-			p.plan.Preemptions = append(p.plan.Preemptions, Preemption{WorkloadID: v.Workload.ID, Cluster: v.Cluster, For: w.ID, Reason: why})
+			p.plan.Preemptions = append(p.plan.Preemptions, Preemption{WorkloadID: v.Workload.ID, Cluster: v.Cluster, For: w.ID, Reason: why, Rule: rule})
 		}
 		p.plan.Stats.Preemptions += len(sel.victims)
 		pe.Code = ReasonPreempting

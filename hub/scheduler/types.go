@@ -249,6 +249,28 @@ type Preemption struct {
 	// For is the pending workload that needs the room.
 	For    string
 	Reason string
+	// Rule says why the victim was chosen, for metrics and logs.
+	Rule PreemptRule
+}
+
+// PreemptRule is why a victim was chosen.
+type PreemptRule uint8
+
+const (
+	// PreemptPriority: the victim has a lower priority than the workload
+	// that needs its room.
+	PreemptPriority PreemptRule = iota
+	// PreemptReclaim: the victim borrows quota that the pending workload's
+	// queue lent and now wants back.
+	PreemptReclaim
+)
+
+// String is the rule's metric label: "priority" or "reclaim".
+func (r PreemptRule) String() string {
+	if r == PreemptReclaim {
+		return "reclaim"
+	}
+	return "priority"
 }
 
 // Pending explains why a workload was not dispatched.
