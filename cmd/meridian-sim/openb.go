@@ -43,6 +43,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policyFlag := fs.String("policy", openb.PolicyMeridian, "comma list of policies: "+strings.Join(openb.Policies(), ", "))
 	clusters := fs.Int("clusters", 1, "number of federated clusters (nodes dealt round-robin by model, name)")
 	tune := fs.Float64("tune", openb.DefaultTune, "total GPU request as a multiple of capacity")
+	popularity := fs.Float64("popularity", openb.DefaultPopularity, "share of the pod list's pods covered by the typical shapes that FGD and Meridian score against when the target is the whole list (kernel pipeline; decide with fgd or --target whole), in (0, 1]")
 	maxPods := fs.Int("max-pods", 0, "stop each run after this many arrivals (0 = all)")
 	pipelineFlag := fs.String("pipeline", openb.PipelineKernel, "comma list: how each pod's node is chosen: kernel (score every feasible node with the gpufit kernel) and/or decide (the hub's scheduler.Decide, one cycle per pod)")
 	target := fs.String("target", openb.TargetHistory, "decide pipeline, meridian policy: the shape mix scored against: history (decayed past arrivals, as the hub), whole (the whole pod list, look-ahead) or pending (the pod itself)")
@@ -77,6 +78,9 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *target != openb.TargetHistory && *target != openb.TargetWhole && *target != openb.TargetPending {
 		return fmt.Errorf("--target: want %s, %s or %s, got %q", openb.TargetHistory, openb.TargetWhole, openb.TargetPending, *target)
+	}
+	if !(*popularity > 0 && *popularity <= 1) {
+		return fmt.Errorf("--popularity: must be in (0, 1], got %g", *popularity)
 	}
 	if *halfLife < 1 {
 		return fmt.Errorf("--history-half-life: must be >= 1 arrival, got %d", *halfLife)
@@ -117,7 +121,7 @@ func runOpenB(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	start := time.Now()
 	runParallel(jobs, *parallel, stderr, func(j *openbJob) string {
-		cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Clusters: *clusters, MaxPods: *maxPods,
+		cfg := openb.Config{Policy: j.policy, Seed: j.seed, Tune: *tune, Popularity: *popularity, Clusters: *clusters, MaxPods: *maxPods,
 			Pipeline: j.pipeline, Target: *target, HistoryHalfLife: *halfLife, MeridianOptions: opts, MeridianFullMix: *fullMix, FGDLearned: *fgdLearned,
 			ReferenceRNG: *referenceRNG}
 		if j.res, j.err = openb.Replay(ctx, nodes, j.pods, cfg); j.err != nil {

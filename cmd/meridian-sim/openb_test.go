@@ -52,15 +52,17 @@ func TestOpenBFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		"unknown policy": {[]string{"openb", "--policy", "nope"}, "--policy"},
-		"zero clusters":  {[]string{"openb", "--clusters", "0"}, "--clusters"},
-		"bad seeds":      {[]string{"openb", "--seeds", "9-1"}, "--seeds"},
-		"missing nodes":  {[]string{"openb", "--nodes", filepath.Join(t.TempDir(), "none.csv"), "--pods", "x.csv"}, "--nodes"},
-		"stray argument": {[]string{"openb", "extra"}, "unexpected argument"},
-		"unknown subcmd": {[]string{"nosuch"}, "unknown subcommand"},
-		"bad pipeline":   {[]string{"openb", "--pipeline", "kernel,fast"}, "--pipeline"},
-		"bad target":     {[]string{"openb", "--target", "future"}, "--target"},
-		"bad half-life":  {[]string{"openb", "--history-half-life", "0"}, "--history-half-life"},
+		"unknown policy":  {[]string{"openb", "--policy", "nope"}, "--policy"},
+		"zero clusters":   {[]string{"openb", "--clusters", "0"}, "--clusters"},
+		"bad seeds":       {[]string{"openb", "--seeds", "9-1"}, "--seeds"},
+		"missing nodes":   {[]string{"openb", "--nodes", filepath.Join(t.TempDir(), "none.csv"), "--pods", "x.csv"}, "--nodes"},
+		"stray argument":  {[]string{"openb", "extra"}, "unexpected argument"},
+		"unknown subcmd":  {[]string{"nosuch"}, "unknown subcommand"},
+		"bad pipeline":    {[]string{"openb", "--pipeline", "kernel,fast"}, "--pipeline"},
+		"bad target":      {[]string{"openb", "--target", "future"}, "--target"},
+		"bad half-life":   {[]string{"openb", "--history-half-life", "0"}, "--history-half-life"},
+		"bad popularity":  {[]string{"openb", "--popularity", "1.5"}, "--popularity"},
+		"zero popularity": {[]string{"openb", "--popularity", "0"}, "--popularity"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
