@@ -11,6 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 )
 
 // Defaults for Options.
@@ -54,6 +57,8 @@ type options struct {
 	// natsOpts are extra connection options (credentials, TLS), set by
 	// the options in auth.go.
 	natsOpts []nats.Option
+	// tp traces publishes and deliveries (trace.go); nil: off.
+	tp trace.TracerProvider
 }
 
 // Option configures Connect.
@@ -307,7 +312,8 @@ func validateMsgID(msgID string) error {
 // Nats-Msg-Id = msgID and waits for the stream's acknowledgement. duplicate
 // is true when the stream already held msgID within its dedupe window (the
 // earlier copy stands). An error means the publish may or may not have
-// been stored: retry with the same msgID.
+// been stored: retry with the same msgID. A sampled span in ctx is
+// continued over the message's headers (WithTracerProvider).
 func (b *Bus) PublishDispatch(ctx context.Context, cluster, msgID string, payload []byte) (bool, error) {
 	subj, err := DispatchSubject(cluster)
 	if err != nil {
@@ -330,9 +336,13 @@ func (b *Bus) publish(ctx context.Context, subj, msgID string, payload []byte) (
 	if err := validateMsgID(msgID); err != nil {
 		return false, err
 	}
-	ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: payload}, jetstream.WithMsgID(msgID))
+	span, hdr := b.startSend(ctx, trace.SpanContextFromContext(ctx), subj, msgID)
+	defer span.End()
+	ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: payload, Header: hdr}, jetstream.WithMsgID(msgID))
 	if err != nil {
-		return false, fmt.Errorf("natsbus: publish %s id %s: %w", subj, msgID, err)
+		err = fmt.Errorf("natsbus: publish %s id %s: %w", subj, msgID, err)
+		telemetry.Fail(span, err)
+		return false, err
 	}
 	return ack.Duplicate, nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 )
 
 // Delivery is one message handed to a Handler.
@@ -28,7 +30,9 @@ type Delivery struct {
 	Published time.Time
 }
 
-// Handler processes one delivery. nil acks it; an error naks it for
+// Handler processes one delivery. With tracing on (WithTracerProvider),
+// ctx carries the delivery's consumer span, a child of the span the
+// publisher sent in the message headers. nil acks it; an error naks it for
 // redelivery after a backoff; an error wrapping ErrPermanent terminates it.
 // Handlers of one consumer are called one at a time unless the consumer
 // was started WithHandlers(n), n > 1. A handler must be idempotent: any
@@ -238,9 +242,12 @@ func (b *Bus) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, h
 	if md, err := msg.Metadata(); err == nil {
 		d.NumDelivered, d.StreamSeq, d.Published = md.NumDelivered, md.Sequence.Stream, md.Timestamp
 	}
+	hctx, span := b.startProcess(ctx, msg.Headers(), d.Subject, d.MsgID, d.NumDelivered)
+	defer span.End()
 	stop := keepInProgress(msg, b.opts.ackWait/3)
-	err := safeCall(ctx, h, d)
+	err := safeCall(hctx, h, d)
 	stop()
+	telemetry.Fail(span, err)
 	switch {
 	case err == nil:
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)

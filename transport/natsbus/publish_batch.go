@@ -7,6 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 )
 
 // MaxPublishBatch bounds one PublishEvents call, well under the client's
@@ -17,6 +20,9 @@ const MaxPublishBatch = 512
 type Event struct {
 	MsgID   string
 	Payload []byte
+	// Trace is the span context the event continues (the dispatch's, on
+	// the agent); the zero value carries none.
+	Trace trace.SpanContext
 }
 
 // PublishEvents stores events of cluster on the EVENTS stream with one
@@ -32,7 +38,7 @@ func (b *Bus) PublishEvents(ctx context.Context, cluster string, events []Event)
 	subj, err := EventsSubject(cluster)
 	msgs := make([]outMsg, len(events))
 	for i, ev := range events {
-		msgs[i] = outMsg{subj: subj, err: err, id: ev.MsgID, data: ev.Payload}
+		msgs[i] = outMsg{subj: subj, err: err, id: ev.MsgID, data: ev.Payload, trace: ev.Trace}
 	}
 	errs, _ := b.publishBatch(ctx, msgs)
 	return errs
@@ -43,6 +49,9 @@ type Dispatch struct {
 	Cluster string
 	MsgID   string
 	Payload []byte
+	// Trace is the span context the dispatch continues (the one stored
+	// with its record); the zero value carries none.
+	Trace trace.SpanContext
 }
 
 // PublishDispatches stores dispatches (for any clusters) on the DISPATCH
@@ -53,16 +62,17 @@ func (b *Bus) PublishDispatches(ctx context.Context, ds []Dispatch) (errs []erro
 	msgs := make([]outMsg, len(ds))
 	for i, d := range ds {
 		subj, err := DispatchSubject(d.Cluster)
-		msgs[i] = outMsg{subj: subj, err: err, id: d.MsgID, data: d.Payload}
+		msgs[i] = outMsg{subj: subj, err: err, id: d.MsgID, data: d.Payload, trace: d.Trace}
 	}
 	return b.publishBatch(ctx, msgs)
 }
 
 type outMsg struct {
-	subj string
-	err  error // the subject could not be made
-	id   string
-	data []byte
+	subj  string
+	err   error // the subject could not be made
+	id    string
+	data  []byte
+	trace trace.SpanContext
 }
 
 // publishBatch sends every message with an async publish, then waits for
@@ -77,6 +87,7 @@ func (b *Bus) publishBatch(ctx context.Context, msgs []outMsg) (errs []error, du
 		return errs, dup
 	}
 	futures := make([]jetstream.PubAckFuture, len(msgs))
+	var spans []trace.Span // made only when a message carries a trace
 	for i, m := range msgs {
 		if m.err != nil {
 			errs[i] = m.err
@@ -86,12 +97,29 @@ func (b *Bus) publishBatch(ctx context.Context, msgs []outMsg) (errs []error, du
 			errs[i] = err
 			continue
 		}
-		f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: m.subj, Data: m.data}, jetstream.WithMsgID(m.id))
+		var hdr nats.Header
+		if m.trace.IsValid() {
+			if spans == nil {
+				spans = make([]trace.Span, len(msgs))
+			}
+			spans[i], hdr = b.startSend(ctx, m.trace, m.subj, m.id)
+		}
+		f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: m.subj, Data: m.data, Header: hdr}, jetstream.WithMsgID(m.id))
 		if err != nil {
 			errs[i] = fmt.Errorf("natsbus: publish %s id %s: %w", m.subj, m.id, err)
 			continue
 		}
 		futures[i] = f
+	}
+	if spans != nil {
+		defer func() {
+			for i, s := range spans {
+				if s != nil {
+					telemetry.Fail(s, errs[i])
+					s.End()
+				}
+			}
+		}()
 	}
 	for i, f := range futures {
 		if f == nil {
