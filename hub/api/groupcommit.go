@@ -6,7 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 )
 
 // groupCommitTimeout bounds one shared transaction. It is not any one
@@ -45,6 +49,9 @@ type groupCommitter struct {
 type pendingCommit struct {
 	ops  []store.Op
 	done chan error // buffered: the committer never blocks on it
+	// span is the caller's commit span; it does not record when the
+	// caller is not traced.
+	span trace.Span
 }
 
 func newGroupCommitter(st *store.Store) *groupCommitter {
@@ -62,9 +69,16 @@ func newGroupCommitter(st *store.Store) *groupCommitter {
 const groupCommitLinger = time.Millisecond
 
 // Commit stores ops atomically, possibly in one transaction with other
-// callers' ops, and returns this caller's own outcome.
-func (g *groupCommitter) Commit(ctx context.Context, ops []store.Op) error {
-	p := &pendingCommit{ops: ops, done: make(chan error, 1)}
+// callers' ops, and returns this caller's own outcome. A traced caller gets
+// a span for its wait and commit, and the shared transaction a span that
+// links to every traced caller's.
+func (g *groupCommitter) Commit(ctx context.Context, ops []store.Op) (err error) {
+	ctx, span := telemetry.Start(ctx, "meridian.store.commit")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("meridian.store.ops", len(ops)))
+		defer func() { telemetry.Fail(span, err); span.End() }()
+	}
+	p := &pendingCommit{ops: ops, done: make(chan error, 1), span: span}
 	g.mu.Lock()
 	g.queue = append(g.queue, p)
 	if g.arrived == nil {
@@ -173,6 +187,10 @@ func (g *groupCommitter) run(members []*pendingCommit, ops []store.Op) {
 	if g.observe != nil {
 		g.observe(float64(len(members)))
 	}
+	span := startBatchSpan(members, len(ops))
+	if span != nil {
+		defer span.End()
+	}
 	if len(members) == 1 {
 		members[0].done <- g.commit(ctx, members[0].ops...)
 		return
@@ -187,4 +205,31 @@ func (g *groupCommitter) run(members []*pendingCommit, ops []store.Op) {
 	for _, p := range members {
 		p.done <- g.commit(ctx, p.ops...)
 	}
+}
+
+// startBatchSpan starts the span of one shared etcd transaction, linked to
+// each traced member's commit span, with the first traced member's
+// provider; nil when no member is traced. The span is a root of its own
+// trace: it belongs to every member's equally.
+func startBatchSpan(members []*pendingCommit, ops int) trace.Span {
+	var (
+		tp    trace.TracerProvider
+		links []trace.Link
+	)
+	for _, p := range members {
+		if p.span != nil && p.span.IsRecording() {
+			if tp == nil {
+				tp = p.span.TracerProvider()
+			}
+			links = append(links, trace.Link{SpanContext: p.span.SpanContext()})
+		}
+	}
+	if tp == nil {
+		return nil
+	}
+	_, span := tp.Tracer(telemetry.Scope).Start(context.Background(), "meridian.store.group_commit",
+		trace.WithNewRoot(), trace.WithLinks(links...), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("db.system.name", "etcd"), attribute.String("db.operation.name", "txn"),
+			attribute.Int("meridian.store.callers", len(members)), attribute.Int("meridian.store.ops", ops)))
+	return span
 }

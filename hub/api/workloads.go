@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -20,6 +22,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/api/validation"
 	"github.com/meridian-gpu/meridian/hub/auth"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -106,6 +109,12 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 			stored.SubmittedBy = c.Principal.User
 		}
 		stored.CreateTime = timestamppb.New(now)
+		// The submit's span, when sampled, is where the scheduling cycle
+		// and the agent continue the workload's trace.
+		stored.TraceParent = ""
+		if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+			stored.TraceParent = telemetry.TraceParent(sc)
+		}
 		stored.Status = &meridianv1.WorkloadStatus{
 			Phase:             meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
 			PendingReason:     PendingWaitingForScheduler,
@@ -126,6 +135,9 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		}
 		err = s.submits.Commit(ctx, ops)
 		if err == nil {
+			if span := trace.SpanFromContext(ctx); span.IsRecording() {
+				span.SetAttributes(attribute.String("meridian.workload.id", id), attribute.String("meridian.queue", stored.GetQueue()))
+			}
 			s.log.Debug("workload submitted", "workload", id, "queue", stored.GetQueue())
 			return &meridianv1.SubmitWorkloadResponse{Workload: stored}, nil
 		}

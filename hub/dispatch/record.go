@@ -53,6 +53,10 @@ type Record struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// LeaderTerm is the election revision of the leader that committed it.
 	LeaderTerm int64 `json:"leaderTerm"`
+	// TraceParent is the W3C traceparent of the dispatch's span when the
+	// workload is traced (see tracing.go); publishes continue it. Records
+	// written before it existed have none.
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // DispatchKey is the etcd key of a dispatch record.

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -93,6 +94,9 @@ type Config struct {
 	MaxRequestBytes int
 	// NoScheduler runs an API-only replica (no election, no loop).
 	NoScheduler bool
+	// TracerProvider traces the API, the scheduling loop and the hub's
+	// NATS traffic (internal/telemetry); nil leaves tracing off.
+	TracerProvider trace.TracerProvider
 	// Dispatch tunes the loop; SchedulePeriod and ClusterTimeout override
 	// its MaxIdle and ClusterTimeout when set.
 	Dispatch dispatch.Config
@@ -283,6 +287,7 @@ func New(cfg Config) (s *Server, err error) {
 		s.loop, err = dispatch.New(dispatch.Deps{
 			Store: s.st, Cache: s.cache, Bus: s.bus, Elector: s.elector,
 			Logger: s.log, Clock: cfg.Clock, Registerer: s.reg, Config: dc,
+			TracerProvider: cfg.TracerProvider,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
@@ -354,7 +359,8 @@ func (s *Server) startNATS(ctx context.Context) error {
 		url = n.ClientURL()
 	}
 	s.natsURL = url
-	opts := append([]natsbus.Option{natsbus.WithName("meridian-hub-" + s.cfg.HubID), natsbus.WithLogger(s.log.With("component", "natsbus"))}, s.cfg.NATSOptions...)
+	opts := append([]natsbus.Option{natsbus.WithName("meridian-hub-" + s.cfg.HubID), natsbus.WithLogger(s.log.With("component", "natsbus")),
+		natsbus.WithTracerProvider(s.cfg.TracerProvider)}, s.cfg.NATSOptions...)
 	bus, err := natsbus.Connect(ctx, url, opts...)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -400,7 +406,7 @@ func (s *Server) buildAPI() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.svc = svc
-	s.grpcSrv = grpc.NewServer(append(api.ServerOptions(s.log.With("component", "api"), m, s.cfg.MaxRequestBytes), s.sec.grpcOptions()...)...)
+	s.grpcSrv = grpc.NewServer(append(append(api.ServerOptions(s.log.With("component", "api"), m, s.cfg.MaxRequestBytes), s.sec.grpcOptions()...), grpcServerTracing(s.cfg.TracerProvider)...)...)
 	svc.Register(s.grpcSrv)
 	// grpc.health.v1.Health: NOT_SERVING until Run sees the hub ready (the
 	// /readyz checks), then it follows readiness; NOT_SERVING for good on
@@ -421,10 +427,11 @@ func (s *Server) buildAPI() error {
 	// The gateway calls the gRPC server over an in-process pipe: REST
 	// requests pass the same interceptors, and the guard believes what the
 	// gateway forwards about the caller only on this connection.
-	s.gwConn, err = grpc.NewClient("passthrough:///meridian-gateway",
+	s.gwConn, err = grpc.NewClient("passthrough:///meridian-gateway", append([]grpc.DialOption{
 		grpc.WithContextDialer(s.sec.dialPipe),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+(64<<10))))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+(64<<10)))},
+		gatewayClientTracing(s.cfg.TracerProvider)...)...)
 	if err != nil {
 		return fmt.Errorf("server: gateway client: %w", err)
 	}
@@ -453,10 +460,10 @@ func (s *Server) buildAPI() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	maxBody := int64(s.cfg.MaxRequestBytes)
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", restTracing(s.cfg.TracerProvider, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		gw.ServeHTTP(w, r)
-	}))
+	})))
 	s.httpSrv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -97,6 +97,9 @@ func validateWorkload(c *collector, w *meridianv1.Workload) {
 	if w.GetSubmittedBy() != "" {
 		c.add("submitted_by", "is set by the server and must be empty on submit")
 	}
+	if w.GetTraceParent() != "" {
+		c.add("trace_parent", "is set by the server and must be empty on submit; send a W3C traceparent header to continue your own trace")
+	}
 	if n := proto.Size(w); n > MaxWorkloadBytes {
 		c.add("workload", "is %d bytes encoded; the limit is %d (%d KiB): shrink labels or the runtime template", n, MaxWorkloadBytes, MaxWorkloadBytes/1024)
 	}

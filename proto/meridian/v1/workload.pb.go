@@ -278,7 +278,12 @@ type Workload struct {
 	// Kubernetes `activeDeadlineSeconds`), and with it the hub may run the
 	// workload on nodes it holds for a larger gang when it will end before
 	// that gang can start (backfill). Unset: no limit, and no backfill.
-	MaxRuntime    *durationpb.Duration `protobuf:"bytes,15,opt,name=max_runtime,json=maxRuntime,proto3" json:"max_runtime,omitempty"`
+	MaxRuntime *durationpb.Duration `protobuf:"bytes,15,opt,name=max_runtime,json=maxRuntime,proto3" json:"max_runtime,omitempty"`
+	// Output only. The W3C traceparent of the submit's span when the hub
+	// traces (OpenTelemetry) and sampled the submit; empty otherwise. The
+	// hub continues the workload's trace from it when it schedules and
+	// dispatches the workload; look the trace id up in your trace store.
+	TraceParent   string `protobuf:"bytes,16,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,6 +421,13 @@ func (x *Workload) GetMaxRuntime() *durationpb.Duration {
 		return x.MaxRuntime
 	}
 	return nil
+}
+
+func (x *Workload) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
 }
 
 // Condition is one observation about a workload, in the Kubernetes style,
@@ -1909,7 +1921,7 @@ var File_meridian_v1_workload_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\n" +
-	"\x1ameridian/v1/workload.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bmeridian/v1/resources.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xc8\x06\n" +
+	"\x1ameridian/v1/workload.proto\x12\vmeridian.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bmeridian/v1/resources.proto\x1a.protoc-gen-openapiv2/options/annotations.proto\"\xf2\x06\n" +
 	"\bWorkload\x12\x15\n" +
 	"\x02id\x18\x01 \x01(\tB\x05\x92A\x02@\x01R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1928,7 +1940,8 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x06status\x18\r \x01(\v2\x1b.meridian.v1.WorkloadStatusB\x05\x92A\x02@\x01R\x06status\x12(\n" +
 	"\fsubmitted_by\x18\x0e \x01(\tB\x05\x92A\x02@\x01R\vsubmittedBy\x12:\n" +
 	"\vmax_runtime\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"maxRuntime\x1aB\n" +
+	"maxRuntime\x12(\n" +
+	"\ftrace_parent\x18\x10 \x01(\tB\x05\x92A\x02@\x01R\vtraceParent\x1aB\n" +
 	"\x14ClusterSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
