@@ -249,6 +249,7 @@ func printNextSteps(w io.Writer, o Options, f *federation, left []exhibitResult)
 		token = "<its state directory>/admin.token"
 	}
 	fmt.Fprintf(w, "  first    export MERIDIAN_CONFIG=%s   # the demo hub and its admin token\n", cfg)
+	fmt.Fprintf(w, "  browser  http://%s/ui/   # the ops dashboard: sign in with the token in %s\n", f.addrs.HTTP, token)
 	fmt.Fprintf(w, "           %s whoami\n", ctl)
 	if len(left) > 0 {
 		if o.Forever {

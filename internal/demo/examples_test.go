@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -316,9 +318,21 @@ func TestDemoLeavesExhibitsWaiting(t *testing.T) {
 	forever := o
 	forever.Forever = true
 	printNextSteps(&out, forever, f, left)
-	for _, want := range []string{"export MERIDIAN_CONFIG=" + f.cliConfig, "$(cat " + filepath.Join(filepath.Dir(f.cliConfig), "admin.token") + ")"} {
+	dashboard := "http://" + f.addrs.HTTP + "/ui/"
+	for _, want := range []string{"export MERIDIAN_CONFIG=" + f.cliConfig, "$(cat " + filepath.Join(filepath.Dir(f.cliConfig), "admin.token") + ")", dashboard} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the --forever next steps lack %q:\n%s", want, out.String())
+		}
+	}
+	// The printed dashboard address serves the dashboard (its page needs
+	// no token: it asks for one).
+	if resp, err := http.Get(dashboard); err != nil {
+		t.Errorf("the printed dashboard %s: %v", dashboard, err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(strings.ToLower(string(body)), "<html") {
+			t.Errorf("the printed dashboard %s answers %d, not the dashboard page:\n%.300s", dashboard, resp.StatusCode, body)
 		}
 	}
 	// Every HTTP route but /healthz and /readyz needs the token, /metrics too.
