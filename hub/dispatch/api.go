@@ -25,10 +25,14 @@ type lastView struct {
 	fair    map[string]float64
 	pending map[string]int32 // leaf -> queued workloads
 	running map[string]int32 // leaf -> running workloads
+	// demand is the milli-GPUs queued work asks for, by class and leaf
+	// (pod sets that name no class are left out), for the fairness error.
+	demand map[string]map[string]int64
 }
 
 func (l *Loop) viewOf(b *built, now time.Time) *lastView {
-	v := &lastView{at: now, tree: b.snap.Queues.Clone(), ledger: b.snap.Ledger, pending: map[string]int32{}, running: map[string]int32{}}
+	v := &lastView{at: now, tree: b.snap.Queues.Clone(), ledger: b.snap.Ledger, pending: map[string]int32{}, running: map[string]int32{},
+		demand: map[string]map[string]int64{}}
 	for _, r := range b.snap.Running[:b.live] { // not the work that stopped
 		v.running[r.Workload.Queue]++
 		for _, u := range r.Usage {
@@ -37,6 +41,16 @@ func (l *Loop) viewOf(b *built, now time.Time) *lastView {
 	}
 	for _, w := range b.snap.Pending {
 		v.pending[w.Queue]++
+		for i := range w.PodSets {
+			ps := &w.PodSets[i]
+			if ps.Class == "" {
+				continue
+			}
+			if v.demand[ps.Class] == nil {
+				v.demand[ps.Class] = map[string]int64{}
+			}
+			v.demand[ps.Class][w.Queue] += int64(ps.Replicas) * ps.Req.TotalMilli()
+		}
 	}
 	v.fair = quota.FairTree(v.tree, v.ledger, now)
 	return v

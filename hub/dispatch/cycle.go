@@ -220,7 +220,6 @@ func (l *Loop) cycle(t *term) (err error) {
 		return nil
 	}
 	rememberNominations(t, plan, now)
-	ct := l.startCycleTrace(start, plan, b, t.fence.Rev)
 
 	// Commit dispatches.
 	type committed struct {
@@ -240,6 +239,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		}
 		nw := cloneWorkload(w.w)
 		id := newDispatchID()
+		observeWait := l.submitWait(w.w, now)
 		st := nw.Status
 		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED
 		st.Cluster, st.DispatchId = d.Cluster, id
@@ -254,8 +254,7 @@ func (l *Loop) cycle(t *term) (err error) {
 			continue
 		}
 		r := &Record{DispatchID: id, WorkloadID: d.WorkloadID, Queue: nw.GetQueue(), Cluster: d.Cluster, Attempt: st.Attempts,
-			Placement: d.Placement, Usage: d.Usage, CreatedAt: now, LeaderTerm: t.fence.Rev, TraceParent: ct.traceParent(d.WorkloadID)}
-		ct.describe(r)
+			Placement: d.Placement, Usage: d.Usage, CreatedAt: now, LeaderTerm: t.fence.Rev}
 		rb, err := encodeRecord(r)
 		if err != nil {
 			l.log.Error("encode dispatch record", "workload", d.WorkloadID, "err", err)
@@ -271,6 +270,7 @@ func (l *Loop) cycle(t *term) (err error) {
 			ops:  []store.Op{store.PutIfModRev(w.key, wb, w.modRev), store.PutIfModRev(rk, rb, 0)},
 			size: len(wb) + len(rb) + len(w.key) + len(rk),
 			after: func() {
+				observeWait()
 				cmu.Lock()
 				done = append(done, committed{w: nw, r: r})
 				cmu.Unlock()
@@ -281,13 +281,6 @@ func (l *Loop) cycle(t *term) (err error) {
 	if len(done) > 0 {
 		l.m.dispatches.Add(float64(len(done)))
 		publishAll(l, t, done, func(c committed) (*meridianv1.Workload, *Record) { return c.w, c.r })
-	}
-	if ct != nil {
-		ok := make(map[string]bool, len(done))
-		for _, c := range done {
-			ok[c.r.WorkloadID] = true
-		}
-		ct.end(ok, err)
 	}
 	if err != nil {
 		return err
@@ -301,7 +294,7 @@ func (l *Loop) cycle(t *term) (err error) {
 				continue
 			}
 			if l.sendCancel(t, w.w.GetStatus().GetCluster(), w.w.GetStatus().GetDispatchId(), p.WorkloadID, "preempted: "+p.Reason, true) {
-				l.m.preemptions.Inc()
+				l.m.preemptions.WithLabelValues(p.Rule.String()).Inc()
 			}
 		}
 	}
@@ -445,6 +438,9 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		l.sendCancel(t, r.r.Cluster, id, r.r.WorkloadID, why, false)
 		handled[w.w.GetId()] = true
 		l.m.lostRequeues.Inc()
+		if r.r.Acked {
+			m.after = func() { l.m.evictions.WithLabelValues(evictClusterLost).Inc() }
+		}
 		ms = append(ms, m)
 	}
 	var cancelRequested []string
@@ -613,7 +609,6 @@ func (l *Loop) sendCancel(t *term, cluster, dispatchID, workloadID, reason strin
 func dispatchMsg(w *meridianv1.Workload, r *Record) *agentv1.Dispatch {
 	spec := cloneWorkload(w)
 	spec.Status = nil
-	spec.TraceParent = "" // the message headers carry the trace
 	return &agentv1.Dispatch{
 		DispatchId: r.DispatchID, WorkloadId: r.WorkloadID, Attempt: r.Attempt, Workload: spec,
 		Placement: convert.Placement(r.Placement), ClusterId: r.Cluster, LeaderTerm: r.LeaderTerm, CreatedAt: tsOf(r.CreatedAt),
@@ -647,7 +642,7 @@ func publishBatch[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.W
 			continue
 		}
 		recs = append(recs, r)
-		msgs = append(msgs, natsbus.Dispatch{Cluster: r.Cluster, MsgID: r.DispatchID, Payload: b, Trace: l.recordTrace(r)})
+		msgs = append(msgs, natsbus.Dispatch{Cluster: r.Cluster, MsgID: r.DispatchID, Payload: b})
 	}
 	var (
 		errs []error

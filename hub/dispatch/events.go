@@ -7,12 +7,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/store"
-	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -52,6 +50,8 @@ type evTx struct {
 	ctx       context.Context
 	fromCache bool
 	items     map[string]*txItem
+	// committed runs once the transaction's writes commit (metrics).
+	committed []func()
 }
 
 func (l *Loop) newTx(ctx context.Context, fromCache bool) *evTx {
@@ -237,6 +237,10 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 			st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
 			st.StartTime = tsOf(when)
 			wi.dirty = true
+			if dt := st.GetDispatchTime(); dt != nil {
+				wait := max(0, when.Sub(dt.AsTime())).Seconds()
+				x.committed = append(x.committed, func() { l.m.toRunning.Observe(wait) })
+			}
 		}
 		ack()
 	case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_FAILED,
@@ -275,6 +279,13 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 		}
 		if !rejected {
 			l.finalAccrual(t, w, r, when)
+			reason := evictClusterPreemption
+			t.mu.Lock()
+			if _, asked := t.cancelled[id]; asked {
+				reason = evictHubPreemption
+			}
+			t.mu.Unlock()
+			x.committed = append(x.committed, func() { l.m.evictions.WithLabelValues(reason).Inc() })
 		}
 		l.requeueStatus(w, now, why, rejected)
 		if !rejected && w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
@@ -312,8 +323,13 @@ func (l *Loop) applyBatch(t *term, evs []batchEvent, fromCache bool) error {
 		// pair them up, let the caller go one event at a time.
 		return errBatchTooLarge
 	}
-	_, err = l.commit(t, ops...)
-	return err
+	if _, err = l.commit(t, ops...); err != nil {
+		return err
+	}
+	for _, f := range x.committed {
+		f()
+	}
+	return nil
 }
 
 var errBatchTooLarge = errors.New("event batch too large for one transaction")
@@ -326,7 +342,6 @@ type batchEvent struct {
 	msg     jetstream.Msg
 	cluster string
 	ev      *agentv1.DispatchEvent
-	span    trace.Span // nil when tracing is off (tracing.go)
 }
 
 // handleOne applies a single event, retrying conflicts on fresh reads.
@@ -396,9 +411,7 @@ func (l *Loop) consumeEvents(t *term) error {
 						continue
 					}
 					l.m.events.WithLabelValues(ev.GetType().String()).Inc()
-					e := batchEvent{msg: msg, cluster: clusterOfSubject(msg.Subject()), ev: ev}
-					l.startEventSpan(msg, &e)
-					evs = append(evs, e)
+					evs = append(evs, batchEvent{msg: msg, cluster: clusterOfSubject(msg.Subject()), ev: ev})
 				}
 			}
 			take(first)
@@ -417,7 +430,6 @@ func (l *Loop) consumeEvents(t *term) error {
 }
 
 func (l *Loop) processEvents(t *term, evs []batchEvent) {
-	defer endEventSpans(evs)
 	err := l.applyBatch(t, evs, true)
 	if leader.IsNotLeader(err) {
 		t.cancel()
@@ -441,9 +453,6 @@ func (l *Loop) processEvents(t *term, evs []batchEvent) {
 			return
 		default:
 			l.log.Warn("apply event; will redeliver", "dispatch", e.ev.GetDispatchId(), "type", e.ev.GetType().String(), "err", err)
-			if e.span != nil {
-				telemetry.Fail(e.span, err)
-			}
 			_ = e.msg.NakWithDelay(200 * time.Millisecond)
 		}
 	}

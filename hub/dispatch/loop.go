@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-gpu/meridian/hub/fleet"
@@ -119,9 +118,6 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Config tunes the loop.
 	Config Config
-	// TracerProvider traces the cycles that dispatch traced workloads and
-	// the processing of their events (tracing.go); nil leaves tracing off.
-	TracerProvider trace.TracerProvider
 }
 
 // Loop is the scheduling loop. Build it with New and drive it with Run.
@@ -136,7 +132,7 @@ type Loop struct {
 	clock   func() time.Time
 	cfg     Config
 	m       *metrics
-	tp      trace.TracerProvider // nil: tracing off
+	ownReg  *prometheus.Registry // the private registry when Deps.Registerer is nil
 
 	mirror mirror        // decoded cache, updated by deltas
 	kick   chan struct{} // a send asks for the next cycle early
@@ -173,7 +169,7 @@ func New(d Deps) (*Loop, error) {
 		return nil, errors.New("dispatch: Deps.Elector is required")
 	}
 	d.Config.defaults()
-	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config, tp: d.TracerProvider}
+	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config}
 	l.mirror.shapeHalfLife = l.cfg.ShapeHalfLife
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -188,11 +184,15 @@ func New(d Deps) (*Loop, error) {
 	}
 	reg := d.Registerer
 	if reg == nil {
-		reg = prometheus.NewRegistry()
+		own := prometheus.NewRegistry()
+		reg, l.ownReg = own, own
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
+	}
+	if err := reg.Register(stateCollector{l}); err != nil {
+		return nil, fmt.Errorf("dispatch: register metrics: %w", err)
 	}
 	l.m = m
 	l.kick = make(chan struct{}, 1)
@@ -307,6 +307,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 	}()
 	l.m.leader.Set(1)
 	defer l.m.leader.Set(0)
+	defer l.m.resetPending()
 
 	// Cycles are triggered by etcd changes and fleet changes.
 	events, unsub := l.cache.Subscribe()

@@ -115,8 +115,15 @@ func TestPreemptionWaitsForTheRoomItFreedWhenTheAdvertLags(t *testing.T) {
 			t.Fatalf("%s on east got %d cancels", id, n)
 		}
 	}
-	if got := metricValue(t, h.loop.m.preemptions); got != 2 {
-		t.Fatalf("preemptions = %v, want exactly the 2 on west", got)
+	if got, re := metricValue(t, h.loop.m.preemptions.WithLabelValues("priority")), metricValue(t, h.loop.m.preemptions.WithLabelValues("reclaim")); got != 2 || re != 0 {
+		t.Fatalf("preemptions = %v by priority and %v by reclaim, want exactly the 2 on west, by priority", got, re)
+	}
+	// The victims' PREEMPTED events answer the hub's own preemptions.
+	e.waitFor("2 evictions by hub preemption", 10*time.Second, func() bool {
+		return metricValue(t, h.loop.m.evictions.WithLabelValues("hub_preemption")) == 2
+	})
+	if got := metricValue(t, h.loop.m.evictions.WithLabelValues("cluster_preemption")); got != 0 {
+		t.Fatalf("evictions by cluster preemption = %v, want 0", got)
 	}
 	if got := len(eastAg.runningIDs()); got != 8 {
 		t.Fatalf("east runs %d dispatches, want its 8", got)
