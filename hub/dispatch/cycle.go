@@ -220,6 +220,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		return nil
 	}
 	rememberNominations(t, plan, now)
+	ct := l.startCycleTrace(start, plan, b, t.fence.Rev)
 
 	// Commit dispatches.
 	type committed struct {
@@ -254,7 +255,8 @@ func (l *Loop) cycle(t *term) (err error) {
 			continue
 		}
 		r := &Record{DispatchID: id, WorkloadID: d.WorkloadID, Queue: nw.GetQueue(), Cluster: d.Cluster, Attempt: st.Attempts,
-			Placement: d.Placement, Usage: d.Usage, CreatedAt: now, LeaderTerm: t.fence.Rev}
+			Placement: d.Placement, Usage: d.Usage, CreatedAt: now, LeaderTerm: t.fence.Rev, TraceParent: ct.traceParent(d.WorkloadID)}
+		ct.describe(r)
 		rb, err := encodeRecord(r)
 		if err != nil {
 			l.log.Error("encode dispatch record", "workload", d.WorkloadID, "err", err)
@@ -281,6 +283,13 @@ func (l *Loop) cycle(t *term) (err error) {
 	if len(done) > 0 {
 		l.m.dispatches.Add(float64(len(done)))
 		publishAll(l, t, done, func(c committed) (*meridianv1.Workload, *Record) { return c.w, c.r })
+	}
+	if ct != nil {
+		ok := make(map[string]bool, len(done))
+		for _, c := range done {
+			ok[c.r.WorkloadID] = true
+		}
+		ct.end(ok, err)
 	}
 	if err != nil {
 		return err
@@ -609,6 +618,7 @@ func (l *Loop) sendCancel(t *term, cluster, dispatchID, workloadID, reason strin
 func dispatchMsg(w *meridianv1.Workload, r *Record) *agentv1.Dispatch {
 	spec := cloneWorkload(w)
 	spec.Status = nil
+	spec.TraceParent = "" // the message headers carry the trace
 	return &agentv1.Dispatch{
 		DispatchId: r.DispatchID, WorkloadId: r.WorkloadID, Attempt: r.Attempt, Workload: spec,
 		Placement: convert.Placement(r.Placement), ClusterId: r.Cluster, LeaderTerm: r.LeaderTerm, CreatedAt: tsOf(r.CreatedAt),
@@ -642,7 +652,7 @@ func publishBatch[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.W
 			continue
 		}
 		recs = append(recs, r)
-		msgs = append(msgs, natsbus.Dispatch{Cluster: r.Cluster, MsgID: r.DispatchID, Payload: b})
+		msgs = append(msgs, natsbus.Dispatch{Cluster: r.Cluster, MsgID: r.DispatchID, Payload: b, Trace: l.recordTrace(r)})
 	}
 	var (
 		errs []error

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -342,6 +344,7 @@ type batchEvent struct {
 	msg     jetstream.Msg
 	cluster string
 	ev      *agentv1.DispatchEvent
+	span    trace.Span // nil when tracing is off (tracing.go)
 }
 
 // handleOne applies a single event, retrying conflicts on fresh reads.
@@ -411,7 +414,9 @@ func (l *Loop) consumeEvents(t *term) error {
 						continue
 					}
 					l.m.events.WithLabelValues(ev.GetType().String()).Inc()
-					evs = append(evs, batchEvent{msg: msg, cluster: clusterOfSubject(msg.Subject()), ev: ev})
+					e := batchEvent{msg: msg, cluster: clusterOfSubject(msg.Subject()), ev: ev}
+					l.startEventSpan(msg, &e)
+					evs = append(evs, e)
 				}
 			}
 			take(first)
@@ -430,6 +435,7 @@ func (l *Loop) consumeEvents(t *term) error {
 }
 
 func (l *Loop) processEvents(t *term, evs []batchEvent) {
+	defer endEventSpans(evs)
 	err := l.applyBatch(t, evs, true)
 	if leader.IsNotLeader(err) {
 		t.cancel()
@@ -453,6 +459,9 @@ func (l *Loop) processEvents(t *term, evs []batchEvent) {
 			return
 		default:
 			l.log.Warn("apply event; will redeliver", "dispatch", e.ev.GetDispatchId(), "type", e.ev.GetType().String(), "err", err)
+			if e.span != nil {
+				telemetry.Fail(e.span, err)
+			}
 			_ = e.msg.NakWithDelay(200 * time.Millisecond)
 		}
 	}

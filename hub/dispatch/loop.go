@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-gpu/meridian/hub/fleet"
@@ -118,6 +119,9 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Config tunes the loop.
 	Config Config
+	// TracerProvider traces the cycles that dispatch traced workloads and
+	// the processing of their events (tracing.go); nil leaves tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // Loop is the scheduling loop. Build it with New and drive it with Run.
@@ -132,6 +136,7 @@ type Loop struct {
 	clock   func() time.Time
 	cfg     Config
 	m       *metrics
+	tp      trace.TracerProvider // nil: tracing off
 	ownReg  *prometheus.Registry // the private registry when Deps.Registerer is nil
 
 	mirror mirror        // decoded cache, updated by deltas
@@ -169,7 +174,7 @@ func New(d Deps) (*Loop, error) {
 		return nil, errors.New("dispatch: Deps.Elector is required")
 	}
 	d.Config.defaults()
-	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config}
+	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config, tp: d.TracerProvider}
 	l.mirror.shapeHalfLife = l.cfg.ShapeHalfLife
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)

@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meridian_scheduler_cycle_seconds", Help: "Duration of one scheduling cycle.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
-		dispatches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatches_total", Help: "Dispatches committed."}),
+		dispatches: prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatches_total", Help: "Dispatches committed."}),
 		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_preemptions_total",
 			Help: "Preemptions sent to agents, by the rule that chose the victim (priority, reclaim)."}, []string{"reason"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_evictions_total",
