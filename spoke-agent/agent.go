@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -153,11 +154,15 @@ type entry struct {
 	pending        []WorkEvent
 	published      agentv1.DispatchEventType // last stored non-terminal state
 	terminal       bool
+	// trace is the span context of the dispatch's delivery here: its
+	// events continue it (tracing.go). Invalid when not traced.
+	trace trace.SpanContext
 }
 
 type outItem struct {
 	ev     *agentv1.DispatchEvent
 	stored chan struct{}
+	trace  trace.SpanContext // the dispatch's, for the event's publish
 }
 
 // New checks cfg and returns an Agent.
@@ -362,11 +367,13 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 		log.Debug("redelivered dispatch already launched; not launching again")
 		return a.waitStored(ctx, item)
 	}
-	e := &entry{id: id, workloadID: d.GetWorkloadId(), launching: true}
+	e := &entry{id: id, workloadID: d.GetWorkloadId(), launching: true, trace: trace.SpanContextFromContext(ctx)}
 	a.held[id] = e
 	a.mu.Unlock()
+	ctx, endLaunch := startLaunch(ctx, d, a.conn.Kind())
 
 	err := a.withSlot(ctx, func() error { return a.conn.Launch(ctx, d) })
+	endLaunch(err)
 
 	a.mu.Lock()
 	var item *outItem
@@ -386,6 +393,7 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 		ev := a.newEvent(id, e.workloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED)
 		ev.Reason = RejectReason(err)
 		item = a.enqueueLocked(ev)
+		item.trace = e.trace
 		a.rememberLocked(ev)
 		a.m.launches.WithLabelValues("rejected").Inc()
 		log.Info("dispatch rejected", "reason", ev.Reason)
@@ -585,6 +593,9 @@ func (a *Agent) enqueueLocked(ev *agentv1.DispatchEvent) *outItem {
 	ev.Seq = a.eventSeq.Add(1)
 	ev.SessionId = a.session
 	item := &outItem{ev: ev, stored: make(chan struct{})}
+	if e := a.held[ev.DispatchId]; e != nil {
+		item.trace = e.trace
+	}
 	a.out = append(a.out, item)
 	a.m.outbox.Set(float64(len(a.out)))
 	select {
@@ -674,7 +685,7 @@ func (a *Agent) publishBatch(ctx context.Context, batch []*outItem) []error {
 		if err != nil {
 			errs[i] = err
 		}
-		msgs[i] = natsbus.Event{MsgID: item.ev.EventId, Payload: payload}
+		msgs[i] = natsbus.Event{MsgID: item.ev.EventId, Payload: payload, Trace: item.trace}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	cc "github.com/meridian-gpu/meridian/internal/componentconfig"
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	agentconfig "github.com/meridian-gpu/meridian/spoke-agent/config"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -150,8 +151,18 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	defer closeConn()
 
+	tr, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "meridian-agent", Version: version})
+	if err != nil {
+		return err
+	}
+	defer tr.Close(log) // after bus.Close: the last spans are flushed
+	if tr.Enabled() {
+		log.Info("OpenTelemetry tracing on (OTEL_TRACES_EXPORTER=otlp)")
+	}
+
 	cctx, cancel := context.WithTimeout(ctx, c.NATS.ConnectTimeout.D())
-	nopts := append([]natsbus.Option{natsbus.WithName("meridian-agent " + c.ClusterID), natsbus.WithLogger(log)}, o.natsOpts...)
+	nopts := append([]natsbus.Option{natsbus.WithName("meridian-agent " + c.ClusterID), natsbus.WithLogger(log),
+		natsbus.WithTracerProvider(tr.TracerProvider())}, o.natsOpts...)
 	bus, err := natsbus.Connect(cctx, c.NATS.URL, nopts...)
 	cancel()
 	if err != nil {

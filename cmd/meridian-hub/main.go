@@ -13,6 +13,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/hub/server"
 	cc "github.com/meridian-gpu/meridian/internal/componentconfig"
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -52,6 +53,15 @@ func serve(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 	o.cfg.Logger = slog.New(h)
 	server.TuneGC(o.conf.GCPercent, o.cfg.Logger)
+	tr, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "meridian-hub", Version: version})
+	if err != nil {
+		return err
+	}
+	defer tr.Close(o.cfg.Logger) // after s.Close: the last spans are flushed
+	if tr.Enabled() {
+		o.cfg.Logger.Info("OpenTelemetry tracing on (OTEL_TRACES_EXPORTER=otlp)")
+	}
+	o.cfg.TracerProvider = tr.TracerProvider()
 	s, err := server.New(o.cfg)
 	if err != nil {
 		return err

@@ -251,7 +251,7 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 		}
 	}
 	for _, j := range r.Jobs {
-		_, err := c.kube.BatchV1().Jobs(c.cfg.Namespace).Create(ctx, j, metav1.CreateOptions{})
+		err := c.createJob(ctx, d.GetDispatchId(), j)
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return c.createErr("job "+j.Name, err)
 		}

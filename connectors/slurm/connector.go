@@ -521,7 +521,7 @@ func (c *Connector) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 		be = c.cli
 	}
 	cctx, cancel := c.opCtx(ctx)
-	jobID, err := be.submit(cctx, p.req)
+	jobID, err := submitTraced(cctx, be, id, p.req)
 	cancel()
 	if err != nil {
 		if reason, ok := RejectReason(err); ok {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -272,3 +274,16 @@ func (s linkAware) ShouldSample(p sdktrace.SamplingParameters) sdktrace.Sampling
 }
 
 func (s linkAware) Description() string { return "LinkAware{" + s.root.Description() + "}" }
+
+// Close flushes and stops tracing within five seconds, logging a failure.
+// It is what a main defers.
+func (t *Tracing) Close(log *slog.Logger) {
+	if !t.Enabled() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil && log != nil {
+		log.Warn("flushing traces on exit", "err", err)
+	}
+}
