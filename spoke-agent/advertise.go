@@ -107,7 +107,7 @@ func (a *Agent) sendFull(ctx context.Context) {
 	a.advMu.Lock()
 	defer a.advMu.Unlock()
 	inv, err := a.conn.Inventory(ctx)
-	if err != nil {
+	if a.m.connectorError("inventory", err) != nil {
 		a.log.Warn("inventory failed; advertisement skipped", "err", err)
 		return
 	}
@@ -154,7 +154,7 @@ func (a *Agent) sendDelta(ctx context.Context) {
 	}
 	defer a.advMu.Unlock()
 	inv, err := a.conn.Inventory(ctx)
-	if err != nil {
+	if a.m.connectorError("inventory", err) != nil {
 		a.log.Warn("inventory failed; delta skipped", "err", err)
 		return
 	}

@@ -372,7 +372,7 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 	a.mu.Unlock()
 	ctx, endLaunch := startLaunch(ctx, d, a.conn.Kind())
 
-	err := a.withSlot(ctx, func() error { return a.conn.Launch(ctx, d) })
+	err := a.withSlot(ctx, func() error { return a.m.connectorError("launch", a.conn.Launch(ctx, d)) })
 	endLaunch(err)
 
 	a.mu.Lock()
@@ -448,7 +448,7 @@ func (a *Agent) handleCancel(ctx context.Context, c *agentv1.DispatchCancel) err
 	}
 	_, held := a.held[id]
 	a.mu.Unlock()
-	if err := a.withSlot(ctx, func() error { return a.conn.Cancel(ctx, id, c.GetPreempt()) }); err != nil {
+	if err := a.withSlot(ctx, func() error { return a.m.connectorError("cancel", a.conn.Cancel(ctx, id, c.GetPreempt())) }); err != nil {
 		log.Warn("cancel failed; will retry", "err", err)
 		return fmt.Errorf("cancel %s: %w", id, err)
 	}
@@ -738,7 +738,7 @@ func (a *Agent) storedLocked(ev *agentv1.DispatchEvent) {
 // finished while nobody listened is reported.
 func (a *Agent) relist(ctx context.Context) error {
 	list, err := a.conn.List(ctx)
-	if err != nil {
+	if a.m.connectorError("list", err) != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -775,7 +775,7 @@ func (a *Agent) relist(ctx context.Context) error {
 // not answer is not an error: heartbeats carry the same information.
 func (a *Agent) register(ctx context.Context) {
 	inv, err := a.conn.Inventory(ctx)
-	if err != nil {
+	if a.m.connectorError("inventory", err) != nil {
 		a.log.Warn("inventory for register failed", "err", err)
 		inv = &Inventory{}
 	}
@@ -832,7 +832,7 @@ func (a *Agent) register(ctx context.Context) {
 			continue
 		}
 		a.log.Info("hub says the dispatch is no longer current; cancelling it", "dispatch_id", id, "hub", ack.GetHubId())
-		if err := a.withSlot(ctx, func() error { return a.conn.Cancel(ctx, id, false) }); err != nil {
+		if err := a.withSlot(ctx, func() error { return a.m.connectorError("cancel", a.conn.Cancel(ctx, id, false)) }); err != nil {
 			a.log.Warn("cancel of a stale dispatch failed", "dispatch_id", id, "err", err)
 		}
 	}

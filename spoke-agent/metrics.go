@@ -1,10 +1,15 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // Metrics are the agent's Prometheus metrics.
@@ -19,6 +24,10 @@ type Metrics struct {
 	outbox        prometheus.Gauge
 	held          prometheus.Gauge
 	connected     prometheus.Gauge
+	connErrors    *prometheus.CounterVec
+
+	credsMu sync.Mutex
+	creds   *credentialCollector
 }
 
 // NewMetrics registers the agent's metrics on reg; nil means a new private
@@ -44,6 +53,11 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		outbox:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_agent_outbox_events", Help: "Events waiting to be stored."}),
 		held:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_agent_held_dispatches", Help: "Dispatches launched and not yet reported finished."}),
 		connected:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_agent_nats_connected", Help: "1 while connected to NATS."}),
+		connErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_agent_connector_errors_total",
+			Help: "Connector calls that failed with a fault (rejections and cancelled calls are not faults), by operation (inventory, launch, cancel, list)."}, []string{"operation"}),
+	}
+	for _, op := range connectorOps {
+		m.connErrors.WithLabelValues(op)
 	}
 	f(m.received)
 	f(m.launches)
@@ -54,7 +68,71 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	f(m.outbox)
 	f(m.held)
 	f(m.connected)
+	f(m.connErrors)
 	return m
+}
+
+// connectorOps are the values of meridian_agent_connector_errors_total's
+// operation label.
+var connectorOps = []string{"inventory", "launch", "cancel", "list"}
+
+// connectorError counts a connector call's fault and returns err: a
+// rejection is the cluster's answer, not a fault, and a call cut short by
+// the agent's own context is not the backend's.
+func (m *Metrics) connectorError(op string, err error) error {
+	if err != nil && !IsRejected(err) && !errors.Is(err, context.Canceled) {
+		m.connErrors.WithLabelValues(op).Inc()
+	}
+	return err
+}
+
+// WatchCredentialFiles exports when the agent's NATS credentials expire,
+// as meridian_agent_credential_expiry_timestamp_seconds: the user JWT of
+// credsFile (a .creds file) and the client certificate of certFile (PEM).
+// Either may be empty (not used). The files are read at each scrape, so a
+// rotated file is seen; one that cannot be read, or a JWT without an
+// expiry, exports no series. A second call replaces the first.
+func (m *Metrics) WatchCredentialFiles(credsFile, certFile string) {
+	m.credsMu.Lock()
+	defer m.credsMu.Unlock()
+	if m.creds == nil {
+		m.creds = &credentialCollector{}
+		m.reg.MustRegister(m.creds)
+	}
+	m.creds.set(credsFile, certFile)
+}
+
+var descCredExpiry = prometheus.NewDesc("meridian_agent_credential_expiry_timestamp_seconds",
+	"When a credential the agent presents to NATS expires, in seconds since the epoch, by credential (nats_user_jwt, nats_client_cert).",
+	[]string{"credential"}, nil)
+
+type credentialCollector struct {
+	mu              sync.Mutex
+	creds, certFile string
+}
+
+func (c *credentialCollector) set(creds, cert string) {
+	c.mu.Lock()
+	c.creds, c.certFile = creds, cert
+	c.mu.Unlock()
+}
+
+func (c *credentialCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descCredExpiry }
+
+func (c *credentialCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	creds, cert := c.creds, c.certFile
+	c.mu.Unlock()
+	if creds != "" {
+		if at, ok, err := natsbus.CredsFileExpiry(creds); err == nil && ok {
+			ch <- prometheus.MustNewConstMetric(descCredExpiry, prometheus.GaugeValue, float64(at.Unix()), "nats_user_jwt")
+		}
+	}
+	if cert != "" {
+		if at, err := natsbus.CertFileExpiry(cert); err == nil {
+			ch <- prometheus.MustNewConstMetric(descCredExpiry, prometheus.GaugeValue, float64(at.Unix()), "nats_client_cert")
+		}
+	}
 }
 
 // Registry is where the metrics are registered.

@@ -177,6 +177,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The NATS credentials the agent presents: their expiry is a metric.
+	a.Metrics().WatchCredentialFiles(c.NATS.CredsFile, c.NATS.TLS.CertFile)
 	if c.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", c.MetricsAddr)
 		if err != nil {
