@@ -19,6 +19,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/internal/demo"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // agentsEnv turns this test binary into the process that runs the
@@ -40,6 +41,10 @@ type agentsSpec struct {
 	NATSURL  string `json:"natsURL"`
 	Clusters int    `json:"clusters"`
 	Nodes    int    `json:"nodes"`
+	// TraceTo, when set, is the OTLP gRPC endpoint the agents trace to,
+	// sampling as the hub does at TraceRatio (MERIDIAN_BENCH_TRACE).
+	TraceTo    string  `json:"traceTo,omitempty"`
+	TraceRatio float64 `json:"traceRatio,omitempty"`
 }
 
 // runAgentsProcess starts the agents, says "ready" on stdout, and runs
@@ -71,6 +76,16 @@ func runAgentsProcess(raw string) int {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
+	var busOpts []natsbus.Option
+	if spec.TraceTo != "" {
+		tr, err := setupTracing("meridian-agent", traceEnvFor(spec.TraceTo, spec.TraceRatio))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer tr.Close(nil)
+		busOpts = append(busOpts, natsbus.WithTracerProvider(tr.TracerProvider()))
+	}
 	var stops []func()
 	for c := 0; c < spec.Clusters; c++ {
 		sim, err := benchCluster(fmt.Sprintf("bench-%02d", c), spec.Nodes)
@@ -78,7 +93,7 @@ func runAgentsProcess(raw string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		stop, err := demo.StartAgent(ctx, spec.NATSURL, fmt.Sprintf("bench-%02d", c), sim, slog.New(slog.DiscardHandler))
+		stop, err := demo.StartAgent(ctx, spec.NATSURL, fmt.Sprintf("bench-%02d", c), sim, slog.New(slog.DiscardHandler), busOpts...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -117,11 +132,11 @@ type agentsProcess struct {
 	cmd *exec.Cmd
 }
 
-// startAgents runs clusters agents, each on its own simulated cluster of
-// nodes nodes, in a child process connected to natsURL, and stops it when
-// the benchmark ends.
-func startAgents(b *testing.B, natsURL string, clusters, nodes int) *agentsProcess {
-	spec, _ := json.Marshal(agentsSpec{NATSURL: natsURL, Clusters: clusters, Nodes: nodes})
+// startAgents runs s.Clusters agents, each on its own simulated cluster of
+// s.Nodes nodes, in a child process connected to s.NATSURL, and stops it
+// when the benchmark ends.
+func startAgents(b *testing.B, s agentsSpec) *agentsProcess {
+	spec, _ := json.Marshal(s)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), agentsEnv+"="+string(spec))
 	cmd.Stderr = os.Stderr

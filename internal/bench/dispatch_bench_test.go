@@ -22,6 +22,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -153,10 +154,25 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	// The collector target meridian-hub runs with (GOGC, when set, wins).
 	server.TuneGC(server.DefaultGCPercent, nil)
 	authn, sec := newBenchAuth(b, mode)
+	var (
+		traceTo   string // the span sink's endpoint when tracing (MERIDIAN_BENCH_TRACE)
+		traceRate float64
+		sink      *spanSink
+		tracing   *telemetry.Tracing
+	)
+	if r, ok := benchTraceRatio(b); ok {
+		traceTo, sink = startSpanSink(b)
+		traceRate = r
+		var err error
+		if tracing, err = setupTracing("meridian-hub", traceEnvFor(traceTo, r)); err != nil {
+			b.Fatal(err)
+		}
+		defer tracing.Close(nil)
+	}
 	hub, err := server.New(server.Config{
 		DataDir: b.TempDir(), HubID: "bench-hub", Version: "bench",
 		SchedulePeriod: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
-		Security: sec,
+		Security: sec, TracerProvider: tracing.TracerProvider(),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -194,7 +210,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	})
 	var agents *agentsProcess
 	if withAgents {
-		agents = startAgents(b, hub.NATSURL(), benchClusters, nodesFor(fit))
+		agents = startAgents(b, agentsSpec{NATSURL: hub.NATSURL(), Clusters: benchClusters, Nodes: nodesFor(fit), TraceTo: traceTo, TraceRatio: traceRate})
 		waitFor(b, 60*time.Second, "clusters ready", func() bool {
 			resp, err := cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
 			return err == nil && len(resp.GetClusters()) == benchClusters
@@ -361,6 +377,12 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		b.ReportMetric(float64(inWindow)/to.Sub(from).Seconds(), "steady-accepted/s")
 	}
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "workloads/s")
+	if sink != nil {
+		// The hub's spans so far (flushed now) and the agents' already
+		// exported: how much tracing did, per workload.
+		_ = tracing.ForceFlush(ctx)
+		b.ReportMetric(float64(sink.spans.Load())/float64(n), "spans/workload")
+	}
 	b.ReportMetric(lat[len(lat)/2], "p50-ms")
 	b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
 	if len(late) > 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/meridian-gpu/meridian/internal/localrun"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // Options configure one demo run.
@@ -499,13 +500,14 @@ func startAgents(ctx context.Context, natsURL string, scale float64, log *slog.L
 
 // StartAgent runs a real spoke agent for conn over its own NATS connection,
 // with the short heartbeat and advertisement periods the demo and the
-// benchmarks use; the returned func stops it (the connector stays open).
-func StartAgent(ctx context.Context, natsURL, id string, conn agent.Connector, log *slog.Logger) (func(), error) {
+// benchmarks use; busOpts configure that connection. The returned func
+// stops it (the connector stays open).
+func StartAgent(ctx context.Context, natsURL, id string, conn agent.Connector, log *slog.Logger, busOpts ...natsbus.Option) (func(), error) {
 	return localrun.Agent(ctx, ctx, natsURL, "demo-agent-"+id, agent.Config{
 		ClusterID: id, Connector: conn, Logger: log.With("agent", id),
 		HeartbeatInterval: 500 * time.Millisecond, AdvertiseInterval: 2 * time.Second, ChangeDelay: 20 * time.Millisecond,
 		Version: "demo",
-	})
+	}, busOpts...)
 }
 
 func waitClusters(ctx context.Context, c client, n int, limit time.Duration) error {

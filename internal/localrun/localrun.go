@@ -12,11 +12,12 @@ import (
 
 // Agent connects to natsURL as name (within connectCtx), runs the agent cfg
 // describes on that connection until runCtx ends or the returned func is
-// called, and then closes the connection. cfg.Bus is set here; the
-// connector stays open.
-func Agent(connectCtx, runCtx context.Context, natsURL, name string, cfg agent.Config) (func(), error) {
+// called, and then closes the connection. cfg.Bus is set here, with
+// busOpts (tracing, credentials) on the connection; the connector stays
+// open.
+func Agent(connectCtx, runCtx context.Context, natsURL, name string, cfg agent.Config, busOpts ...natsbus.Option) (func(), error) {
 	cctx, ccancel := context.WithTimeout(connectCtx, 10*time.Second)
-	bus, err := natsbus.Connect(cctx, natsURL, natsbus.WithName(name))
+	bus, err := natsbus.Connect(cctx, natsURL, append([]natsbus.Option{natsbus.WithName(name)}, busOpts...)...)
 	ccancel()
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: connect to NATS: %w", cfg.ClusterID, err)
