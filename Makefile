@@ -124,9 +124,14 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 
 .PHONY: verify
-verify: lint ## Check formatting, vet, go.mod tidiness, and that generated code is up to date
+verify: lint ## Check formatting, vet, go.mod tidiness, and that generated code and dashboards are up to date
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	bash scripts/verify-generated.sh
+	$(GO) run ./dashboards/gen -check
+
+.PHONY: dashboards
+dashboards: ## Regenerate the Grafana dashboards (dashboards/grafana/*.json) from dashboards/boards.go
+	$(GO) run ./dashboards/gen
 
 .PHONY: generate
 generate: ## Regenerate protobuf, gRPC, gateway and OpenAPI code (installs pinned tools)

@@ -56,8 +56,19 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		connErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_agent_connector_errors_total",
 			Help: "Connector calls that failed with a fault (rejections and cancelled calls are not faults), by operation (inventory, launch, cancel, list)."}, []string{"operation"}),
 	}
+	// Every labelled series exists from the start, so rate() and the
+	// dashboards work before the first event of each kind.
 	for _, op := range connectorOps {
 		m.connErrors.WithLabelValues(op)
+	}
+	for _, r := range []string{"accepted", "rejected", "duplicate", "error"} {
+		m.launches.WithLabelValues(r)
+	}
+	for _, w := range []string{"event", "advert", "delta", "heartbeat"} {
+		m.publishErrors.WithLabelValues(w)
+	}
+	for _, k := range []string{"full", "delta"} {
+		m.adverts.WithLabelValues(k)
 	}
 	f(m.received)
 	f(m.launches)

@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -454,7 +453,7 @@ func (s *Server) buildAPI() error {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	// Metrics carry no tenant data, but only /healthz and /readyz are open
 	// to callers without credentials (a scraper presents an API token).
-	mux.Handle("GET /metrics", s.sec.guard.Authenticated("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})))
+	mux.Handle("GET /metrics", s.sec.guard.Authenticated("GET /metrics", s.metricsHandler()))
 	// The web ops dashboard (hub/ui): static assets; it calls the API above with the user's token.
 	if err := ui.Mount(mux, ui.Options{Issuers: ui.FromAuth(s.cfg.Security.OIDC), Logger: s.log.With("component", "ui")}); err != nil {
 		return fmt.Errorf("server: %w", err)
