@@ -273,17 +273,25 @@ func (m *monitor) preemptions(ctx context.Context) int {
 		return -1
 	}
 	defer resp.Body.Close()
+	// The counter has a series per rule (reason="priority", "reclaim"):
+	// the demo reports their sum.
 	sc := bufio.NewScanner(resp.Body)
+	total, found := 0.0, false
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "meridian_preemptions_total ") {
-			f, err := strconv.ParseFloat(strings.TrimPrefix(line, "meridian_preemptions_total "), 64)
-			if err == nil {
-				return int(f)
+		if !strings.HasPrefix(line, "meridian_preemptions_total ") && !strings.HasPrefix(line, "meridian_preemptions_total{") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			if f, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				total, found = total+f, true
 			}
 		}
 	}
-	return -1
+	if !found {
+		return -1
+	}
+	return int(total)
 }
 
 // Summary is what the demo reports at the end.

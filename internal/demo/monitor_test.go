@@ -16,12 +16,12 @@ func TestMonitorReadsMetricsWithTheToken(t *testing.T) {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		_, _ = w.Write([]byte("# TYPE meridian_preemptions_total counter\nmeridian_preemptions_total 3\n"))
+		_, _ = w.Write([]byte("# TYPE meridian_preemptions_total counter\nmeridian_preemptions_total{reason=\"priority\"} 1\nmeridian_preemptions_total{reason=\"reclaim\"} 2\n"))
 	}))
 	defer srv.Close()
 	m := &monitor{httpAddr: strings.TrimPrefix(srv.URL, "http://"), token: "mrd_demo"}
 	if got := m.preemptions(context.Background()); got != 3 {
-		t.Fatalf("preemptions = %d with the token, want 3", got)
+		t.Fatalf("preemptions = %d with the token, want 3 (the sum over the rules)", got)
 	}
 	m.token = ""
 	if got := m.preemptions(context.Background()); got != -1 {
