@@ -80,8 +80,8 @@ test-race: ## Run all tests with the race detector
 
 .PHONY: bench
 bench: ## Run the benchmarks: throughput, p50/p99 and memory, each beside its in-process baseline
-	$(GO) test -run '^$$' -bench 'BenchmarkPlan' -benchtime 1x ./hub/scheduler/
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./hub/scheduler/gpufit/ ./hub/quota/
+	$(GO) test -run '^$$' -bench 'BenchmarkPlan' -benchtime 100x -timeout 60m ./hub/scheduler/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./hub/scheduler/gpufit/ ./hub/quota/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./hub/store ./transport/natsbus
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/bench/
 	@if [ "$$(id -u)" = 0 ]; then $(GO) test -run '^$$' -bench DispatchVsSbatch -benchtime 200x ./internal/e2e/slurmhub/; else echo "bench: not root, skipping the Meridian-vs-sbatch benchmark (it needs the local Slurm cluster)"; fi

@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meridian-gpu/meridian/hub/store"
+)
+
+// pct is the q-quantile (0 < q <= 1) of sorted values by nearest rank: the
+// smallest value with at least q of the values at or below it. 0 when
+// empty.
+func pct(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// resourceSample is what the hub holds at one moment of a run: the
+// benchmark process's Go heap and resident memory (hub, embedded etcd and
+// NATS, and the load generator; the agents run in their own process), the
+// etcd database (file size and the part in use) and the workloads stored.
+type resourceSample struct {
+	at                time.Duration // since the run's start
+	heapMiB, rssMiB   float64
+	dbMiB, dbInUseMiB float64
+	stored            int64
+}
+
+// resourceWatcher samples the hub's resources every period while a run
+// lasts, so a reader sees whether they plateau or grow with the work done.
+type resourceWatcher struct {
+	cli     *clientv3.Client
+	start   time.Time
+	mu      sync.Mutex
+	samples []resourceSample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func watchResources(b *testing.B, endpoints []string, start time.Time, period time.Duration) *resourceWatcher {
+	b.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		b.Fatalf("resource watcher: etcd client: %v", err)
+	}
+	r := &resourceWatcher{cli: cli, start: start, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+				if s, err := r.sample(); err == nil {
+					r.mu.Lock()
+					r.samples = append(r.samples, s)
+					r.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return r
+}
+
+// sample reads the resources now. The heap is what is live after the
+// last collection (HeapAlloc right after a GC would cost the run a
+// stop-the-world pause each period; runtime's own figure is close enough
+// to show growth).
+func (r *resourceWatcher) sample() (resourceSample, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s := resourceSample{at: time.Since(r.start), heapMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB()}
+	ep := r.cli.Endpoints()[0]
+	st, err := r.cli.Status(ctx, ep)
+	if err != nil {
+		return s, err
+	}
+	s.dbMiB, s.dbInUseMiB = float64(st.DbSize)/(1<<20), float64(st.DbSizeInUse)/(1<<20)
+	resp, err := r.cli.Get(ctx, store.Prefix(store.KindWorkloads), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return s, err
+	}
+	s.stored = resp.Count
+	return s, nil
+}
+
+// finish takes a last sample, reports it as the run's end state (heap,
+// RSS, etcd size, stored workloads) and, when the run lasted long enough
+// for several samples, how much each grew over its second half: a steady
+// state grows by about nothing there.
+func (r *resourceWatcher) finish(b *testing.B) {
+	close(r.stop)
+	<-r.done
+	defer r.cli.Close()
+	last, err := r.sample()
+	if err != nil {
+		b.Logf("resources: last sample: %v", err)
+		return
+	}
+	r.mu.Lock()
+	samples := append(r.samples, last)
+	r.mu.Unlock()
+	b.ReportMetric(last.heapMiB, "heap-MiB")
+	b.ReportMetric(last.rssMiB, "rss-MiB")
+	b.ReportMetric(last.dbMiB, "etcd-db-MiB")
+	b.ReportMetric(last.dbInUseMiB, "etcd-db-in-use-MiB")
+	b.ReportMetric(float64(last.stored), "stored-workloads")
+	if len(samples) >= 4 {
+		mid := samples[len(samples)/2]
+		b.ReportMetric(growth(mid.heapMiB, last.heapMiB), "heap-growth-2nd-half-%")
+		b.ReportMetric(growth(mid.dbInUseMiB, last.dbInUseMiB), "etcd-in-use-growth-2nd-half-%")
+		b.ReportMetric(growth(float64(mid.stored), float64(last.stored)), "stored-growth-2nd-half-%")
+	}
+	var lines strings.Builder
+	for _, s := range samples {
+		fmt.Fprintf(&lines, "\n  %6.0fs  heap %7.1f MiB  rss %7.1f MiB  etcd %7.1f MiB (%7.1f in use)  stored %8d",
+			s.at.Seconds(), s.heapMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored)
+	}
+	b.Logf("resources over the run:%s", lines.String())
+}
+
+func growth(from, to float64) float64 {
+	if from <= 0 {
+		return 0
+	}
+	return (to - from) / from * 100
+}
+
+// rssMiB is this process's resident set size (VmRSS), 0 where /proc is
+// not available.
+func rssMiB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			if err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}
+
+func TestPct(t *testing.T) {
+	v := make([]float64, 1000)
+	for i := range v {
+		v[i] = float64(i + 1)
+	}
+	for _, c := range []struct {
+		q    float64
+		want float64
+	}{{0.5, 500}, {0.99, 990}, {0.999, 999}, {1, 1000}, {0.0001, 1}} {
+		if got := pct(v, c.q); got != c.want {
+			t.Errorf("pct(1..1000, %v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := pct([]float64{7}, 0.999); got != 7 {
+		t.Errorf("pct of one value = %v", got)
+	}
+	if got := pct(nil, 0.5); got != 0 {
+		t.Errorf("pct of none = %v", got)
+	}
+}
+
+func TestRSSReadable(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc here")
+	}
+	if got := rssMiB(); got <= 0 {
+		t.Fatalf("rssMiB() = %v, want > 0 on a system with /proc", got)
+	}
+}
