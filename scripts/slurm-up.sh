@@ -52,6 +52,16 @@ EOF
 	exit "$EXIT_NOT_ROOT"
 fi
 
+# One run at a time. The Slurm test packages run in parallel and each calls
+# this script: two runs rewriting the configs at once saw each other's
+# half-written files as a configuration change and restarted the daemons
+# under the other package's jobs. A second run waits here, then finds
+# everything up and changes nothing. The daemons started below get the
+# lock's descriptor closed (9>&-), so it is released when this script ends.
+mkdir -p "$STATE"
+exec 9>"$STATE/.slurm-up.lock"
+flock -w 300 9 || die "another slurm-up.sh has held $STATE/.slurm-up.lock for 5 minutes"
+
 # ---- packages ---------------------------------------------------------------
 jwt_plugin() { ls /usr/lib/*/slurm-wlm/auth_jwt.so /usr/lib/slurm-wlm/auth_jwt.so 2>/dev/null | head -n1; }
 missing=()
@@ -161,14 +171,16 @@ NodeName=gpu[1-2] NodeAddr=127.0.0.1 NodeHostname=$HOST Port=[$NODE_PORT-$((NODE
 NodeName=gpu[3-4] NodeAddr=127.0.0.1 NodeHostname=$HOST Port=[$((NODE_PORT + 2))-$last_port] CPUs=32 RealMemory=256000 Gres=gpu:h100:8,shard:32,mps:800 Features=h100,nvlink,leaf2 State=UNKNOWN
 PartitionName=gpu Nodes=gpu[1-4] Default=YES MaxTime=INFINITE State=UP
 EOF
-cat >"$STATE/etc/gres.conf.new" <<EOF
+new_gres=$(mktemp)
+cat >"$new_gres" <<EOF
 # Written by scripts/slurm-up.sh: fake GPUs (symlinks to /dev/null).
 AutoDetect=off
 Name=gpu Type=h100 File=$STATE/dev/nvidia[0-7]
 Name=shard Count=32
 Name=mps Count=800
 EOF
-cat >"$STATE/etc/topology.conf.new" <<'EOF'
+new_topo=$(mktemp)
+cat >"$new_topo" <<'EOF'
 # Written by scripts/slurm-up.sh: two leaf switches under one spine.
 SwitchName=leaf1 Nodes=gpu[1-2]
 SwitchName=leaf2 Nodes=gpu[3-4]
@@ -184,8 +196,8 @@ replace() { # replace <new> <dest>: move new over dest when different
 	fi
 }
 replace "$new_conf" "$STATE/etc/slurm.conf"
-replace "$STATE/etc/gres.conf.new" "$STATE/etc/gres.conf"
-replace "$STATE/etc/topology.conf.new" "$STATE/etc/topology.conf"
+replace "$new_gres" "$STATE/etc/gres.conf"
+replace "$new_topo" "$STATE/etc/topology.conf"
 chmod 644 "$STATE/etc/slurm.conf" "$STATE/etc/gres.conf" "$STATE/etc/topology.conf"
 export SLURM_CONF=$STATE/etc/slurm.conf
 
@@ -214,20 +226,20 @@ if ! (munge -n | unmunge) >/dev/null 2>&1; then
 		chown munge:munge /etc/munge/munge.key
 	fi
 	mkdir -p /run/munge && chown munge:munge /run/munge
-	runuser -u munge -- /usr/sbin/munged || die "munged failed to start"
+	runuser -u munge -- /usr/sbin/munged 9>&- || die "munged failed to start"
 	wait_for 10 munge sh -c 'munge -n | unmunge' || die "munge does not answer"
 fi
 
 # slurmctld
 if ! pid_alive "$STATE/run/slurmctld.pid"; then
-	slurmctld -f "$SLURM_CONF" || die "slurmctld failed; see $STATE/log/slurmctld.log"
+	slurmctld -f "$SLURM_CONF" 9>&- || die "slurmctld failed; see $STATE/log/slurmctld.log"
 fi
 wait_for 20 slurmctld scontrol ping || die "slurmctld does not answer; see $STATE/log/slurmctld.log"
 
 # slurmd, one per node
 for n in "${NODES[@]}"; do
 	if ! pid_alive "$STATE/run/slurmd-$n.pid"; then
-		slurmd -f "$SLURM_CONF" -N "$n" || die "slurmd $n failed; see $STATE/log/slurmd-$n.log"
+		slurmd -f "$SLURM_CONF" -N "$n" 9>&- || die "slurmd $n failed; see $STATE/log/slurmd-$n.log"
 	fi
 done
 
@@ -279,7 +291,7 @@ if ! pid_alive "$STATE/run/slurmrestd.pid" || ! rest_answers; then
 	[[ -s $STATE/run/slurmrestd.pid ]] && kill "$(cat "$STATE/run/slurmrestd.pid")" 2>/dev/null || true
 	SLURM_CONF=$REST_ETC/slurm.conf SLURM_JWT=daemon setsid slurmrestd -u nobody -g nogroup -a rest_auth/jwt \
 		-s openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36 "127.0.0.1:$REST_PORT" \
-		>"$STATE/log/slurmrestd.log" 2>&1 </dev/null &
+		>>"$STATE/log/slurmrestd.log" 2>&1 </dev/null 9>&- &
 	echo $! >"$STATE/run/slurmrestd.pid"
 fi
 wait_for 20 slurmrestd rest_up || die "slurmrestd does not answer; see $STATE/log/slurmrestd.log"
