@@ -360,7 +360,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	submitDone := time.Since(start)
 	if !withAgents {
 		b.StopTimer()
-		res.finish(b)
+		res.finish(b, n)
 		b.ReportMetric(float64(n)/submitDone.Seconds(), "workloads/s")
 		b.ReportMetric((processCPU()-cpu0).Seconds()*1000/float64(n), "cpu-ms/workload")
 		return
@@ -375,7 +375,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	}
 	elapsed := time.Since(start)
 	cpuPer := (processCPU() + agents.cpu() - cpu0).Seconds() * 1000 / float64(n)
-	res.finish(b)
+	res.finish(b, n)
 	reportDiskStalls(b)
 	if path := os.Getenv("MERIDIAN_BENCH_HEAPPROFILE"); path != "" {
 		writeHeapProfile(b, path) // what the hub holds at the end of the load

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meridian-gpu/meridian/hub/store"
@@ -34,7 +35,9 @@ func pct(sorted []float64, q float64) float64 {
 // NATS, and the load generator; the agents run in their own process), the
 // etcd database (file size and the part in use) and the workloads stored.
 type resourceSample struct {
-	at                time.Duration // since the run's start
+	at                time.Duration      // since the run's start
+	rev               int64              // etcd's revision: one per write transaction
+	ops               map[string]float64 // etcd's own counters of puts, deletes and reads (embedded etcd)
 	heapMiB, rssMiB   float64
 	dbMiB, dbInUseMiB float64
 	stored            int64
@@ -45,6 +48,7 @@ type resourceSample struct {
 type resourceWatcher struct {
 	cli     *clientv3.Client
 	start   time.Time
+	first   resourceSample // before the load
 	mu      sync.Mutex
 	samples []resourceSample
 	stop    chan struct{}
@@ -58,6 +62,9 @@ func watchResources(b *testing.B, endpoints []string, start time.Time, period ti
 		b.Fatalf("resource watcher: etcd client: %v", err)
 	}
 	r := &resourceWatcher{cli: cli, start: start, stop: make(chan struct{}), done: make(chan struct{})}
+	if r.first, err = r.sample(); err != nil {
+		b.Fatalf("resource watcher: first sample: %v", err)
+	}
 	go func() {
 		defer close(r.done)
 		t := time.NewTicker(period)
@@ -87,13 +94,14 @@ func (r *resourceWatcher) sample() (resourceSample, error) {
 	defer cancel()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	s := resourceSample{at: time.Since(r.start), heapMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB()}
+	s := resourceSample{at: time.Since(r.start), heapMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB(), ops: etcdOps()}
 	ep := r.cli.Endpoints()[0]
 	st, err := r.cli.Status(ctx, ep)
 	if err != nil {
 		return s, err
 	}
 	s.dbMiB, s.dbInUseMiB = float64(st.DbSize)/(1<<20), float64(st.DbSizeInUse)/(1<<20)
+	s.rev = st.Header.GetRevision()
 	resp, err := r.cli.Get(ctx, store.Prefix(store.KindWorkloads), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return s, err
@@ -103,10 +111,11 @@ func (r *resourceWatcher) sample() (resourceSample, error) {
 }
 
 // finish takes a last sample, reports it as the run's end state (heap,
-// RSS, etcd size, stored workloads) and, when the run lasted long enough
-// for several samples, how much each grew over its second half: a steady
-// state grows by about nothing there.
-func (r *resourceWatcher) finish(b *testing.B) {
+// RSS, etcd size, stored workloads), the etcd write transactions per
+// workload over the run (n workloads), and, when the run lasted long
+// enough for several samples, how much each grew over its second half: a
+// steady state grows by about nothing there.
+func (r *resourceWatcher) finish(b *testing.B, n int) {
 	close(r.stop)
 	<-r.done
 	defer r.cli.Close()
@@ -123,6 +132,14 @@ func (r *resourceWatcher) finish(b *testing.B) {
 	b.ReportMetric(last.dbMiB, "etcd-db-MiB")
 	b.ReportMetric(last.dbInUseMiB, "etcd-db-in-use-MiB")
 	b.ReportMetric(float64(last.stored), "stored-workloads")
+	if n > 0 {
+		b.ReportMetric(float64(last.rev-r.first.rev)/float64(n), "etcd-txns/workload")
+		for _, op := range []string{"put", "delete", "range"} {
+			if v, ok := last.ops[op]; ok {
+				b.ReportMetric((v-r.first.ops[op])/float64(n), "etcd-"+op+"s/workload")
+			}
+		}
+	}
 	if len(samples) >= 4 {
 		mid := samples[len(samples)/2]
 		b.ReportMetric(growth(mid.heapMiB, last.heapMiB), "heap-growth-2nd-half-%")
@@ -135,6 +152,31 @@ func (r *resourceWatcher) finish(b *testing.B) {
 			s.at.Seconds(), s.heapMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored)
 	}
 	b.Logf("resources over the run:%s", lines.String())
+}
+
+// etcdOps reads the embedded etcd's counters of key puts, deletes and
+// range reads (etcd_mvcc_*_total) from this process's default registry;
+// empty when etcd runs elsewhere.
+func etcdOps() map[string]float64 {
+	out := map[string]float64{}
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		op, ok := strings.CutPrefix(mf.GetName(), "etcd_mvcc_")
+		if !ok {
+			continue
+		}
+		op, ok = strings.CutSuffix(op, "_total")
+		if !ok || (op != "put" && op != "delete" && op != "range") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[op] += m.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 func growth(from, to float64) float64 {
