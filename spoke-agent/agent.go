@@ -132,6 +132,7 @@ type Agent struct {
 	done      map[string]*agentv1.DispatchEvent
 	doneOrder []string
 	out       []*outItem
+	sending   int // the first sending items of out are being published now
 	outWake   chan struct{}
 
 	// perID serializes the handling of messages for one dispatch id, so
@@ -361,7 +362,13 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 		return a.waitStored(ctx, item)
 	}
 	if e, ok := a.held[id]; ok && !e.launching {
-		item := a.enqueueLocked(a.newEvent(id, e.workloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED))
+		// Answer with what was stored: RUNNING may have been sent in
+		// place of ACCEPTED, and the same event id is deduplicated.
+		answer := agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED
+		if e.published == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING {
+			answer = e.published
+		}
+		item := a.enqueueLocked(a.newEvent(id, e.workloadID, answer))
 		a.mu.Unlock()
 		a.m.launches.WithLabelValues("duplicate").Inc()
 		log.Debug("redelivered dispatch already launched; not launching again")
@@ -589,7 +596,24 @@ func (a *Agent) newEvent(id, workloadID string, t agentv1.DispatchEventType) *ag
 }
 
 // enqueueLocked appends ev to the ordered outbox; a.mu must be held.
+//
+// A RUNNING event whose dispatch still has its ACCEPTED waiting in the
+// outbox (not yet being published) takes that event's place instead: the
+// work started before anyone was told it was accepted (a connector whose
+// launch starts the work at once), and the hub reads RUNNING as accepted
+// too. One event instead of two means one stored message, and one write
+// of the workload and one watch event fewer at the hub, for a transition
+// nobody could have seen separately. Whoever waits for the ACCEPTED to be
+// stored waits for the RUNNING, which is stored in its place.
 func (a *Agent) enqueueLocked(ev *agentv1.DispatchEvent) *outItem {
+	if ev.Type == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING {
+		if item := a.unsentAcceptedLocked(ev.DispatchId); item != nil {
+			ev.Seq = item.ev.Seq // its place in the order
+			ev.SessionId = a.session
+			item.ev = ev
+			return item
+		}
+	}
 	ev.Seq = a.eventSeq.Add(1)
 	ev.SessionId = a.session
 	item := &outItem{ev: ev, stored: make(chan struct{})}
@@ -603,6 +627,23 @@ func (a *Agent) enqueueLocked(ev *agentv1.DispatchEvent) *outItem {
 	default:
 	}
 	return item
+}
+
+// unsentAcceptedLocked is the outbox item holding dispatch id's ACCEPTED
+// when it is not being published now, else nil. It looks back from the
+// newest item: the ACCEPTED was queued a moment ago, if at all.
+func (a *Agent) unsentAcceptedLocked(id string) *outItem {
+	for i := len(a.out) - 1; i >= a.sending; i-- {
+		it := a.out[i]
+		if it.ev.GetDispatchId() != id {
+			continue
+		}
+		if it.ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED {
+			return it
+		}
+		return nil // a later event of the dispatch is queued: keep the order
+	}
+	return nil
 }
 
 // rememberLocked records a final answer for id, bounded by MaxRemembered.
@@ -627,8 +668,12 @@ func (a *Agent) publishLoop(ctx context.Context) {
 		a.mu.Lock()
 		batch := a.out[:min(len(a.out), natsbus.MaxPublishBatch)]
 		batch = batch[:len(batch):len(batch)] // appends by enqueue never alias it
+		quiet := a.silent()
+		if !quiet {
+			a.sending = len(batch) // enqueue must not change these events now
+		}
 		a.mu.Unlock()
-		if len(batch) == 0 || a.silent() {
+		if len(batch) == 0 || quiet {
 			wait := time.Duration(0)
 			if len(batch) > 0 {
 				wait = 50 * time.Millisecond
@@ -654,6 +699,7 @@ func (a *Agent) publishLoop(ctx context.Context) {
 			a.storedLocked(item.ev)
 		}
 		a.out = append(failed, a.out[len(batch):]...)
+		a.sending = 0
 		a.m.outbox.Set(float64(len(a.out)))
 		a.mu.Unlock()
 		for i, item := range batch {
@@ -760,9 +806,18 @@ func (a *Agent) relist(ctx context.Context) error {
 		if _, ok := a.held[ws.DispatchID]; !ok {
 			// Adopted from an earlier session: its ACCEPTED may never have
 			// been stored. Queue it first (a stored copy is deduplicated by
-			// its id) so the hub sees the usual order.
+			// its id) so the hub sees the usual order; work that started
+			// gets RUNNING, which the earlier session may have sent in
+			// ACCEPTED's place.
+			// (Running work needs nothing first: its RUNNING follows.)
 			a.held[ws.DispatchID] = &entry{id: ws.DispatchID, workloadID: ws.WorkloadID}
-			a.enqueueLocked(a.newEvent(ws.DispatchID, ws.WorkloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED))
+			switch {
+			case ws.State == StateRunning:
+			case !ws.StartedAt.IsZero():
+				a.enqueueLocked(a.newEvent(ws.DispatchID, ws.WorkloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING))
+			default:
+				a.enqueueLocked(a.newEvent(ws.DispatchID, ws.WorkloadID, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED))
+			}
 		}
 		a.applyLocked(ev)
 	}

@@ -85,7 +85,7 @@ func TestDispatchesLaunchInParallel(t *testing.T) {
 	answered := func() (acc, rej int) {
 		for i := range n {
 			id := fmt.Sprintf("par-%d", i)
-			if e.hasEvent(id, accepted)() {
+			if e.started(id)() {
 				acc++
 			}
 			if e.hasEvent(id, rejected)() {
@@ -132,7 +132,7 @@ func TestLaunchParallelismBoundsConnectorCalls(t *testing.T) {
 	close(g.gate)
 	for i := range n {
 		id := fmt.Sprintf("slot-%d", i)
-		e.waitFor(id+" answered", func() bool { return e.hasEvent(id, accepted)() || e.hasEvent(id, rejected)() })
+		e.waitFor(id+" answered", func() bool { return e.started(id)() || e.hasEvent(id, rejected)() })
 	}
 	if peak, _ := g.snapshot(); peak != slots {
 		t.Fatalf("peak launches in flight %d after the gate opened, want %d", peak, slots)
@@ -168,5 +168,5 @@ func TestCancelWaitsForItsLaunch(t *testing.T) {
 	if end < 0 || cancel < 0 || cancel < end {
 		t.Fatalf("calls %v: the cancel must come after the launch ended", calls)
 	}
-	e.waitFor("other accepted", e.hasEvent("other", accepted))
+	e.waitFor("other accepted", e.started("other"))
 }

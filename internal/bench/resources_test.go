@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meridian-gpu/meridian/hub/store"
@@ -35,9 +34,8 @@ func pct(sorted []float64, q float64) float64 {
 // NATS, and the load generator; the agents run in their own process), the
 // etcd database (file size and the part in use) and the workloads stored.
 type resourceSample struct {
-	at                time.Duration      // since the run's start
-	rev               int64              // etcd's revision: one per write transaction
-	ops               map[string]float64 // etcd's own counters of puts, deletes and reads (embedded etcd)
+	at                time.Duration // since the run's start
+	rev               int64         // etcd's revision: one per write transaction
 	heapMiB, rssMiB   float64
 	dbMiB, dbInUseMiB float64
 	stored            int64
@@ -53,6 +51,43 @@ type resourceWatcher struct {
 	samples []resourceSample
 	stop    chan struct{}
 	done    chan struct{}
+	// writes counts key writes by kind (MERIDIAN_BENCH_COUNT_WRITES),
+	// filled by countWrites until stop.
+	writes     map[string]int
+	writesDone chan struct{}
+}
+
+// countWrites watches every key the hub writes and counts the writes by
+// kind: a new workload or dispatch record, an update of one, a delete.
+// It is opt-in because the extra watcher costs the hub's etcd CPU that the
+// run then reports as the hub's.
+func (r *resourceWatcher) countWrites() {
+	defer close(r.writesDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wc := r.cli.Watch(ctx, "/meridian/", clientv3.WithPrefix(), clientv3.WithPrevKV())
+	for {
+		select {
+		case <-r.stop:
+			return
+		case wr, ok := <-wc:
+			if !ok {
+				return
+			}
+			for _, ev := range wr.Events {
+				kind := strings.SplitN(strings.TrimPrefix(string(ev.Kv.Key), "/meridian/"), "/", 2)[0]
+				switch {
+				case ev.Type == clientv3.EventTypeDelete:
+					kind += "-deletes"
+				case ev.PrevKv == nil:
+					kind += "-creates"
+				default:
+					kind += "-updates"
+				}
+				r.writes[kind]++
+			}
+		}
+	}
 }
 
 func watchResources(b *testing.B, endpoints []string, start time.Time, period time.Duration) *resourceWatcher {
@@ -64,6 +99,11 @@ func watchResources(b *testing.B, endpoints []string, start time.Time, period ti
 	r := &resourceWatcher{cli: cli, start: start, stop: make(chan struct{}), done: make(chan struct{})}
 	if r.first, err = r.sample(); err != nil {
 		b.Fatalf("resource watcher: first sample: %v", err)
+	}
+	if os.Getenv("MERIDIAN_BENCH_COUNT_WRITES") != "" {
+		r.writes = map[string]int{}
+		r.writesDone = make(chan struct{})
+		go r.countWrites()
 	}
 	go func() {
 		defer close(r.done)
@@ -94,7 +134,7 @@ func (r *resourceWatcher) sample() (resourceSample, error) {
 	defer cancel()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	s := resourceSample{at: time.Since(r.start), heapMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB(), ops: etcdOps()}
+	s := resourceSample{at: time.Since(r.start), heapMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB()}
 	ep := r.cli.Endpoints()[0]
 	st, err := r.cli.Status(ctx, ep)
 	if err != nil {
@@ -134,10 +174,16 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 	b.ReportMetric(float64(last.stored), "stored-workloads")
 	if n > 0 {
 		b.ReportMetric(float64(last.rev-r.first.rev)/float64(n), "etcd-txns/workload")
-		for _, op := range []string{"put", "delete", "range"} {
-			if v, ok := last.ops[op]; ok {
-				b.ReportMetric((v-r.first.ops[op])/float64(n), "etcd-"+op+"s/workload")
+		if r.writesDone != nil {
+			<-r.writesDone
+			total := 0
+			for kind, c := range r.writes {
+				total += c
+				if strings.HasPrefix(kind, "workloads-") || strings.HasPrefix(kind, "dispatches-") {
+					b.ReportMetric(float64(c)/float64(n), kind+"/workload")
+				}
 			}
+			b.ReportMetric(float64(total)/float64(n), "etcd-key-writes/workload")
 		}
 	}
 	if len(samples) >= 4 {
@@ -152,31 +198,6 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 			s.at.Seconds(), s.heapMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored)
 	}
 	b.Logf("resources over the run:%s", lines.String())
-}
-
-// etcdOps reads the embedded etcd's counters of key puts, deletes and
-// range reads (etcd_mvcc_*_total) from this process's default registry;
-// empty when etcd runs elsewhere.
-func etcdOps() map[string]float64 {
-	out := map[string]float64{}
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		return out
-	}
-	for _, mf := range mfs {
-		op, ok := strings.CutPrefix(mf.GetName(), "etcd_mvcc_")
-		if !ok {
-			continue
-		}
-		op, ok = strings.CutSuffix(op, "_total")
-		if !ok || (op != "put" && op != "delete" && op != "range") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			out[op] += m.GetCounter().GetValue()
-		}
-	}
-	return out
 }
 
 func growth(from, to float64) float64 {
