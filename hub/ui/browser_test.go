@@ -25,7 +25,7 @@ import (
 // chromium finds a Chromium, installing Debian's when running as root. It
 // skips the test loudly when none can be had, or fails it when
 // MERIDIAN_REQUIRE_BROWSER=1 (as CI sets).
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	find := func() string {
 		for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
@@ -78,23 +78,37 @@ type fixture struct {
 	queued      []string // ids of workloads left waiting (over quota)
 }
 
-func startFixture(t *testing.T, ctx context.Context) *fixture {
-	t.Helper()
-	dir := t.TempDir()
-	log := slog.New(slog.DiscardHandler)
+// testHub is a real hub on embedded etcd and NATS with authentication on,
+// as the browser test and the benchmark run it.
+type testHub struct {
+	srv        *server.Server
+	base       string // http://host:port
+	adminToken string
+	conn       *grpc.ClientConn // as the admin
+	ctx        context.Context  // ends when the hub stops
+}
+
+// startHub starts one; tune, when given, changes its configuration first.
+func startHub(tb testing.TB, ctx context.Context, hubID string, tune ...func(*server.Config)) *testHub {
+	tb.Helper()
+	dir := tb.TempDir()
 	tokenFile := filepath.Join(dir, "admin.token")
-	srv, err := server.New(server.Config{
-		DataDir: filepath.Join(dir, "hub"), HubID: "ui-test", Version: "test", UnsafeNoFsync: true,
-		LeaderTTL: time.Second, SchedulePeriod: 100 * time.Millisecond, Logger: log,
+	cfg := server.Config{
+		DataDir: filepath.Join(dir, "hub"), HubID: hubID, Version: "test", UnsafeNoFsync: true,
+		LeaderTTL: time.Second, SchedulePeriod: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 		Security: server.Security{Mode: server.AuthOn, AdminTokenFile: tokenFile},
-	})
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	hctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(hctx) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		stop()
 		select {
 		case <-done:
@@ -102,20 +116,50 @@ func startFixture(t *testing.T, ctx context.Context) *fixture {
 		}
 		_ = srv.Close()
 	})
-	f := &fixture{base: "http://" + srv.Addrs().HTTP}
-	if err := localrun.WaitReady(ctx, f.base+"/readyz", 30*time.Second); err != nil {
-		t.Fatal(err)
+	h := &testHub{srv: srv, base: "http://" + srv.Addrs().HTTP, ctx: hctx}
+	if err := localrun.WaitReady(ctx, h.base+"/readyz", 30*time.Second); err != nil {
+		tb.Fatal(err)
 	}
 	b, err := os.ReadFile(tokenFile)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	f.adminToken = strings.TrimSpace(string(b))
-	conn, err := grpc.NewClient(srv.Addrs().GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()), localrun.Bearer(f.adminToken))
+	h.adminToken = strings.TrimSpace(string(b))
+	h.conn, err = grpc.NewClient(srv.Addrs().GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()), localrun.Bearer(h.adminToken))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	tb.Cleanup(func() { h.conn.Close() })
+	return h
+}
+
+// newBrowser starts headless Chromium for the length of the test and
+// returns its context.
+func newBrowser(tb testing.TB, ctx context.Context, bin string) context.Context {
+	tb.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(tb.TempDir()), chromedp.WindowSize(1440, 1000),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	tb.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	tb.Cleanup(bcancel)
+	// Start the browser on bctx itself: a browser started by the first
+	// action of a step's shorter context would end with that step.
+	if err := chromedp.Do(bctx); err != nil {
+		tb.Fatalf("start chromium: %v", err)
+	}
+	return bctx
+}
+
+func startFixture(t *testing.T, ctx context.Context) *fixture {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	h := startHub(t, ctx, "ui-test")
+	srv, hctx, conn := h.srv, h.ctx, h.conn
+	f := &fixture{base: h.base, adminToken: h.adminToken}
 	f.wl, f.q = meridianv1.NewWorkloadServiceClient(conn), meridianv1.NewQueueServiceClient(conn)
 	cl := meridianv1.NewClusterServiceClient(conn)
 	admin := meridianv1.NewAdminServiceClient(conn)
@@ -232,20 +276,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	defer cancel()
 	f := startFixture(t, ctx)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1440, 1000),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	// Start the browser on bctx itself: a browser started by the first
-	// action of a step's shorter context would end with that step.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := newBrowser(t, ctx, bin)
 
 	shots := t.TempDir()
 	keep := os.Getenv("MERIDIAN_UI_SCREENSHOTS")
@@ -347,6 +378,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitJS("text filter", `(() => { const r = document.querySelectorAll('#workloads tbody tr[data-id]'); return r.length === 1 && r[0].textContent.includes('globex-batch'); })()`)
 	run("group by queue", chromedp.Navigate(f.base+"/ui/#/workloads?group=queue"))
 	waitJS("queue groups", `[...document.querySelectorAll('#groups a')].map(a => a.dataset.group).join(',') === 'acme/nlp/serve,acme/nlp/train,acme/vision,globex'`)
+
+	// Away and back, more times than a browser opens connections to one
+	// host (six): a page in the back/forward cache must not keep its watch
+	// stream open, or every later request would wait for a connection.
+	for i := range 8 {
+		run(fmt.Sprintf("away and back %d", i), chromedp.Navigate("about:blank"), chromedp.Navigate(f.base+"/ui/#/workloads"))
+		waitJS(fmt.Sprintf("table after coming back %d", i), `document.querySelectorAll('#workloads tbody tr[data-id]').length === 50`)
+	}
 
 	// Detail of a waiting workload: its explanation, then a live update
 	// when it is cancelled elsewhere.

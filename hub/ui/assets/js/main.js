@@ -67,6 +67,14 @@ onUnauthorized(() => {
 
 document.getElementById('signout').addEventListener('click', () => signOut());
 
+// A page the browser keeps in its back/forward cache would keep its watch
+// stream open, and a browser opens only six connections to one host: after
+// a few visits elsewhere and back, every new request would wait. Stop the
+// stream when the page is hidden; when it is shown again from the cache,
+// route again, which reloads the view and restarts the stream.
+window.addEventListener('pagehide', () => stopLive());
+window.addEventListener('pageshow', (ev) => { if (ev.persisted) route(); });
+
 let viewCleanup = null;
 
 async function route() {

@@ -58,15 +58,18 @@ export async function renderWorkloads(main, ctx) {
   const msgEl = h('div');
   clear(main, h('div', { class: 'row' }, h('h1', {}, 'Workloads'), h('span', { class: 'spacer' }), liveEl), form, msgEl, groupsEl, tableEl, pagerEl);
 
-  // Suggestions for the queue and cluster fields.
-  api('/v1/queues?pageSize=1000').then((r) => {
-    const dl = form.querySelector('#queue-list');
-    for (const q of (r && r.queues) || []) dl.append(h('option', { value: q.path }));
-  }).catch(() => {});
-  api('/v1/clusters').then((r) => {
-    const dl = form.querySelector('#cluster-list');
-    for (const c of (r && r.clusters) || []) dl.append(h('option', { value: c.id }));
-  }).catch(() => {});
+  // Suggestions for the queue and cluster fields, asked for once the first
+  // page is shown so that they do not compete with its search.
+  function suggest() {
+    api('/v1/queues?pageSize=1000').then((r) => {
+      const dl = form.querySelector('#queue-list');
+      for (const q of (r && r.queues) || []) dl.append(h('option', { value: q.path }));
+    }).catch(() => {});
+    api('/v1/clusters').then((r) => {
+      const dl = form.querySelector('#cluster-list');
+      for (const c of (r && r.clusters) || []) dl.append(h('option', { value: c.id }));
+    }).catch(() => {});
+  }
 
   function groupKey(w) {
     return f.group === 'queue' ? w.queue : phaseName((w.status || {}).phase);
@@ -170,5 +173,6 @@ export async function renderWorkloads(main, ctx) {
     reloadTimer = setTimeout(() => { if (page === 0) load(true); else clear(liveEl, `${pending} changes since this page was loaded`); }, 1500);
   });
   await load();
+  suggest();
   return () => { off(); clearTimeout(reloadTimer); };
 }
