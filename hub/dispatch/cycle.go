@@ -132,7 +132,7 @@ func (l *Loop) requeueStatus(w *meridianv1.Workload, now time.Time, why string, 
 		st.PendingReason = clip("requeued: "+why, 512)
 		st.PendingReasonCode = CodeWaitingForScheduler
 		st.Message = st.PendingReason
-		st.StartTime = nil
+		st.StartTime, st.AcceptTime = nil, nil
 		if avoid && cluster != "" {
 			n := rejections(w, cluster) + 1
 			until := now.Add(backoffFor(n, l.cfg.RejectBackoff, l.cfg.RejectBackoffMax))
@@ -246,6 +246,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		st.Cluster, st.DispatchId = d.Cluster, id
 		st.Attempts++
 		st.DispatchTime = tsOf(now)
+		st.AcceptTime = nil // this attempt is not accepted yet
 		st.PendingReason, st.PendingReasonCode, st.Message = "", "", ""
 		st.StartTime, st.EndTime, st.ExitCode = nil, nil, nil
 		st.Placement = placementOf(d.Decision)
@@ -433,11 +434,12 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		if !lost[r.r.Cluster] {
 			continue
 		}
-		if r.r.Acked && !w.w.GetRequeueOnClusterLoss() {
+		wasAcked := acked(r.r, w.w)
+		if wasAcked && !w.w.GetRequeueOnClusterLoss() {
 			continue // keeps running there; the agent may come back
 		}
 		why := fmt.Sprintf("cluster %s was lost before it acknowledged the dispatch", r.r.Cluster)
-		if r.r.Acked {
+		if wasAcked {
 			why = fmt.Sprintf("cluster %s was lost and the workload asks to be requeued on cluster loss", r.r.Cluster)
 		}
 		m, err := l.requeue(w, r, now, why, true)
@@ -447,7 +449,7 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		l.sendCancel(t, r.r.Cluster, id, r.r.WorkloadID, why, false)
 		handled[w.w.GetId()] = true
 		l.m.lostRequeues.Inc()
-		if r.r.Acked {
+		if wasAcked {
 			m.after = func() { l.m.evictions.WithLabelValues(evictClusterLost).Inc() }
 		}
 		ms = append(ms, m)
@@ -731,7 +733,7 @@ func (l *Loop) republishUnacked(t *term) error {
 	for _, it := range items {
 		r, err := decodeRecord(it.Value)
 		if err != nil || r.Acked {
-			continue
+			continue // an older hub's acknowledgement
 		}
 		wk, err := WorkloadKey(r.WorkloadID)
 		if err != nil {
@@ -742,7 +744,7 @@ func (l *Loop) republishUnacked(t *term) error {
 			continue
 		}
 		w, err := decodeWorkload(wb)
-		if err != nil || w.GetStatus().GetDispatchId() != r.DispatchID {
+		if err != nil || w.GetStatus().GetDispatchId() != r.DispatchID || acked(r, w) {
 			continue
 		}
 		due = append(due, item{w: w, r: r})
@@ -786,7 +788,7 @@ func (l *Loop) prune(t *term, s *state) {
 		// An acknowledged dispatch is never published again. One not in the
 		// state may have been committed after it was read: keep what was
 		// published lately, or the next cycle would publish it again.
-		if c, ok := s.current[id]; (ok && c.r.r.Acked) || (!ok && now.Sub(at) > time.Minute) {
+		if c, ok := s.current[id]; (ok && acked(c.r.r, c.w.w)) || (!ok && now.Sub(at) > time.Minute) {
 			delete(t.published, id)
 		}
 	}

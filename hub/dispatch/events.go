@@ -221,10 +221,12 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 		when = ev.GetTime().AsTime()
 	}
 	st := w.Status
+	// The acceptance goes into the workload, which the event writes
+	// anyway, not into the record: one write fewer per dispatch.
 	ack := func() {
-		if !r.Acked {
-			r.Acked, r.AckedAt = true, now
-			ri.dirty = true
+		if !acked(r, w) {
+			st.AcceptTime = tsOf(now)
+			wi.dirty = true
 		}
 	}
 	switch ev.GetType() {

@@ -81,11 +81,17 @@ func TestEventAgainstLaggingCache(t *testing.T) {
 	if len(tm.cancelled) != 0 {
 		t.Fatalf("cancels sent: %v", tm.cancelled)
 	}
-	rbNow, _, err := st.Get(ctx, rk)
+	rbNow, rrev, err := st.Get(ctx, rk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := decodeRecord(rbNow); !r.Acked {
-		t.Fatal("record not acked")
+	if r, _ := decodeRecord(rbNow); !acked(r, got) || got.GetStatus().GetAcceptTime() == nil {
+		t.Fatal("dispatch not acknowledged: the workload has no accept time")
+	}
+	// The acceptance went into the workload only: the record was not
+	// written again.
+	_, wrev, _ := st.Get(ctx, wk)
+	if rrev >= wrev {
+		t.Fatalf("record revision %d not older than the workload's %d: the ACCEPTED event rewrote the record", rrev, wrev)
 	}
 }

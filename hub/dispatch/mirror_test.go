@@ -66,7 +66,7 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 		// leave the current set in it must be filed as stopped.
 		wasAcked := map[string]bool{}
 		for d, c := range inc.current {
-			wasAcked[d] = c.r.r.Acked
+			wasAcked[d] = acked(c.r.r, c.w.w)
 		}
 		changed := map[string]bool{}
 		for range 1 + rng.IntN(4) {
@@ -177,8 +177,8 @@ func mirrorDiff(a, b *mirror) string {
 	// Unacknowledged: exactly the current dispatches without an ack.
 	for _, m := range []*mirror{a, b} {
 		for d, c := range m.current {
-			if _, ok := m.unacked[d]; ok == c.r.r.Acked {
-				return fmt.Sprintf("dispatch %s unacked=%v, but acked=%v", d, ok, c.r.r.Acked)
+			if _, ok := m.unacked[d]; ok == acked(c.r.r, c.w.w) {
+				return fmt.Sprintf("dispatch %s unacked=%v, but acked=%v", d, ok, acked(c.r.r, c.w.w))
 			}
 		}
 		for d := range m.unacked {

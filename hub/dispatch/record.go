@@ -47,7 +47,10 @@ type Record struct {
 	Placement []scheduler.PodSetPlacement `json:"placement"`
 	// Usage is the quota the dispatch holds, per class.
 	Usage []scheduler.ClassMilli `json:"usage"`
-	// Acked is true once the agent accepted the dispatch.
+	// Acked and AckedAt are how hubs before the workload's accept_time
+	// recorded the agent's acceptance; a hub now writes the acceptance
+	// into the workload alone (one write fewer per dispatch) and reads
+	// either (acked, ackedAt).
 	Acked     bool      `json:"acked"`
 	AckedAt   time.Time `json:"ackedAt,omitzero"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -217,4 +220,24 @@ func held(w *meridianv1.Workload, now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// acked reports whether the agent accepted dispatch r: the workload's
+// status says so for this dispatch (accept_time, set when the hub applies
+// the agent's first answer), or an older hub marked the record.
+func acked(r *Record, w *meridianv1.Workload) bool {
+	_, ok := ackedAt(r, w)
+	return ok
+}
+
+// ackedAt is when the hub learned that the agent accepted r, and whether
+// it has.
+func ackedAt(r *Record, w *meridianv1.Workload) (time.Time, bool) {
+	if r.Acked {
+		return r.AckedAt, true
+	}
+	if st := w.GetStatus(); st.GetDispatchId() == r.DispatchID && st.GetAcceptTime() != nil {
+		return st.GetAcceptTime().AsTime(), true
+	}
+	return time.Time{}, false
 }

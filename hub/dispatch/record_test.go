@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/meridian-gpu/meridian/hub/quota"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
@@ -105,5 +107,33 @@ func TestDecodeRecordNamesMissingFields(t *testing.T) {
 	r, err := decodeRecord([]byte(`{"dispatchId":"d","workloadId":"w","cluster":"c","acked":true}`))
 	if err != nil || !r.Acked || r.Cluster != "c" {
 		t.Fatalf("good record = %+v, %v", r, err)
+	}
+}
+
+// A dispatch is acknowledged when its workload's status has an accept time
+// for this dispatch, or when an older hub marked the record.
+func TestAcked(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	accepted := &meridianv1.Workload{Status: &meridianv1.WorkloadStatus{DispatchId: "d", AcceptTime: timestamppb.New(at)}}
+	cases := map[string]struct {
+		r      Record
+		w      *meridianv1.Workload
+		want   bool
+		wantAt time.Time
+	}{
+		"workload accepted this dispatch": {Record{DispatchID: "d"}, accepted, true, at},
+		"workload accepted another one":   {Record{DispatchID: "e"}, accepted, false, time.Time{}},
+		"not accepted yet":                {Record{DispatchID: "d"}, &meridianv1.Workload{Status: &meridianv1.WorkloadStatus{DispatchId: "d"}}, false, time.Time{}},
+		"an older hub's record":           {Record{DispatchID: "d", Acked: true, AckedAt: at.Add(-time.Minute)}, &meridianv1.Workload{}, true, at.Add(-time.Minute)},
+		"no workload, unacknowledged":     {Record{DispatchID: "d"}, nil, false, time.Time{}},
+		"no workload, an older hub's ack": {Record{DispatchID: "d", Acked: true, AckedAt: at}, nil, true, at},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			gotAt, ok := ackedAt(&tc.r, tc.w)
+			if ok != tc.want || !gotAt.Equal(tc.wantAt) || acked(&tc.r, tc.w) != tc.want {
+				t.Fatalf("ackedAt = %v, %v; want %v, %v", gotAt, ok, tc.wantAt, tc.want)
+			}
+		})
 	}
 }

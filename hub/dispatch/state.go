@@ -176,7 +176,7 @@ func (m *mirror) reset() {
 // classify files dispatch d as current or orphan, or forgets it when it
 // has no record.
 func (m *mirror) classify(d string) {
-	if c, ok := m.current[d]; ok && c.r.r.Acked {
+	if c, ok := m.current[d]; ok && acked(c.r.r, c.w.w) {
 		if _, seen := m.leaving[d]; !seen {
 			m.leaving[d] = c
 		}
@@ -196,7 +196,7 @@ func (m *mirror) classify(d string) {
 		delete(m.stopped, d)
 		m.runIdx[d] = len(m.runs)
 		m.runs, m.runIDs = append(m.runs, *c.run), append(m.runIDs, d)
-		if !r.r.Acked {
+		if !acked(r.r, w.w) {
 			m.unacked[d] = c
 		}
 		return
@@ -500,7 +500,7 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 			continue
 		}
 		v := &views[vi]
-		if r.Acked && r.AckedAt.Before(v.AdvertAt) {
+		if at, ok := ackedAt(r, c.w.w); ok && at.Before(v.AdvertAt) {
 			delete(s.fresh, id)
 			continue
 		}

@@ -553,7 +553,11 @@ type WorkloadStatus struct {
 	PendingReasonCode string `protobuf:"bytes,13,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
 	// Why the current or last dispatch went to `cluster`: the clusters the
 	// scheduler compared and the deciding rule. Set with the dispatch.
-	Placement     *PlacementDecision `protobuf:"bytes,14,opt,name=placement,proto3" json:"placement,omitempty"`
+	Placement *PlacementDecision `protobuf:"bytes,14,opt,name=placement,proto3" json:"placement,omitempty"`
+	// When the cluster accepted the current attempt (the hub's clock, when
+	// it applied the agent's first answer: ACCEPTED, or RUNNING for work that
+	// ran at once). Unset before then.
+	AcceptTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=accept_time,json=acceptTime,proto3" json:"accept_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,6 +686,13 @@ func (x *WorkloadStatus) GetPendingReasonCode() string {
 func (x *WorkloadStatus) GetPlacement() *PlacementDecision {
 	if x != nil {
 		return x.Placement
+	}
+	return nil
+}
+
+func (x *WorkloadStatus) GetAcceptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcceptTime
 	}
 	return nil
 }
@@ -1953,7 +1964,7 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\x0e2\x1c.meridian.v1.ConditionStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
-	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xa0\x05\n" +
+	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xdd\x05\n" +
 	"\x0eWorkloadStatus\x120\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x1a.meridian.v1.WorkloadPhaseR\x05phase\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1f\n" +
@@ -1974,7 +1985,9 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12.\n" +
 	"\x13pending_reason_code\x18\r \x01(\tR\x11pendingReasonCode\x12<\n" +
-	"\tplacement\x18\x0e \x01(\v2\x1e.meridian.v1.PlacementDecisionR\tplacementB\f\n" +
+	"\tplacement\x18\x0e \x01(\v2\x1e.meridian.v1.PlacementDecisionR\tplacement\x12;\n" +
+	"\vaccept_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"acceptTimeB\f\n" +
 	"\n" +
 	"_exit_code\"^\n" +
 	"\x11PlacementDecision\x125\n" +
@@ -2167,42 +2180,43 @@ var file_meridian_v1_workload_proto_depIdxs = []int32{
 	27, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
 	27, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
 	6,  // 15: meridian.v1.WorkloadStatus.placement:type_name -> meridian.v1.PlacementDecision
-	7,  // 16: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
-	3,  // 17: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
-	3,  // 18: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
-	0,  // 19: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 20: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	0,  // 21: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
-	15, // 22: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
-	16, // 23: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
-	27, // 24: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
-	7,  // 25: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
-	2,  // 26: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
-	3,  // 27: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
-	27, // 28: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 29: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 30: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	21, // 31: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
-	21, // 32: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
-	8,  // 33: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
-	10, // 34: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
-	11, // 35: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
-	13, // 36: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
-	14, // 37: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
-	20, // 38: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
-	18, // 39: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
-	9,  // 40: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
-	3,  // 41: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
-	12, // 42: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
-	3,  // 43: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
-	17, // 44: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
-	22, // 45: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
-	19, // 46: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
-	40, // [40:47] is the sub-list for method output_type
-	33, // [33:40] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	27, // 16: meridian.v1.WorkloadStatus.accept_time:type_name -> google.protobuf.Timestamp
+	7,  // 17: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
+	3,  // 18: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
+	3,  // 19: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
+	0,  // 20: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 21: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	0,  // 22: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
+	15, // 23: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
+	16, // 24: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
+	27, // 25: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
+	7,  // 26: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
+	2,  // 27: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
+	3,  // 28: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
+	27, // 29: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 30: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 31: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	21, // 32: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
+	21, // 33: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
+	8,  // 34: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
+	10, // 35: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
+	11, // 36: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
+	13, // 37: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
+	14, // 38: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
+	20, // 39: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
+	18, // 40: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
+	9,  // 41: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
+	3,  // 42: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
+	12, // 43: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
+	3,  // 44: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
+	17, // 45: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
+	22, // 46: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
+	19, // 47: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
+	41, // [41:48] is the sub-list for method output_type
+	34, // [34:41] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_workload_proto_init() }
