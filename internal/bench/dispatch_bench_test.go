@@ -365,14 +365,26 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		b.ReportMetric((processCPU()-cpu0).Seconds()*1000/float64(n), "cpu-ms/workload")
 		return
 	}
+	// A hub that fell behind still gets its figures reported (a long run
+	// is expensive to repeat): what is not ACCEPTED after 3 minutes counts
+	// as accepted at that deadline, so its latencies are lower bounds, and
+	// the run fails after reporting.
+	behind := 0
 	select {
 	case <-allAccepted:
 	case <-time.After(3 * time.Minute):
+		deadline := time.Now()
 		mu.Lock()
-		got := len(accepted)
+		for id := range submitted {
+			if _, ok := accepted[id]; !ok {
+				accepted[id] = deadline
+				behind++
+			}
+		}
 		mu.Unlock()
-		b.Fatalf("only %d of %d workloads accepted within 3 minutes", got, n)
+		defer b.Errorf("only %d of %d workloads accepted within 3 minutes of the last submit: the hub fell behind (latencies above are lower bounds)", n-behind, n)
 	}
+	b.ReportMetric(float64(behind), "not-accepted")
 	elapsed := time.Since(start)
 	cpuPer := (processCPU() + agents.cpu() - cpu0).Seconds() * 1000 / float64(n)
 	res.finish(b, n)
