@@ -109,10 +109,12 @@ k8s-down: ## Stop the local Kubernetes control plane (ARGS=--purge also deletes 
 	scripts/k8s-down.sh $(ARGS)
 
 .PHONY: helm-lint
-helm-lint: ## Lint and render charts/meridian-agent with the pinned Helm CLI (installed by scripts/helm.sh) and run its tests
+helm-lint: ## Lint and render charts/meridian-agent and charts/meridian-hub with the pinned Helm CLI (installed by scripts/helm.sh) and run their tests
 	@HELM="$$(bash scripts/helm.sh)" && \
 	  "$$HELM" lint --strict charts/meridian-agent --set clusterID=lint,hub.natsURL=nats://hub:4222 && \
-	  "$$HELM" template lint charts/meridian-agent --set clusterID=lint,hub.natsURL=nats://hub:4222 >/dev/null
+	  "$$HELM" template lint charts/meridian-agent --set clusterID=lint,hub.natsURL=nats://hub:4222 >/dev/null && \
+	  "$$HELM" lint --strict charts/meridian-hub --set api.insecurePlaintext=true && \
+	  "$$HELM" template lint charts/meridian-hub --set api.insecurePlaintext=true >/dev/null
 	MERIDIAN_REQUIRE_HELM=1 $(GO) test -count=1 ./internal/helmtest/
 
 .PHONY: fuzz
