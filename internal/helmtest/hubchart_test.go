@@ -438,3 +438,45 @@ func TestHubChartRulesAreTheDashboardsRules(t *testing.T) {
 	}
 	t.Fatal("no PrometheusRule rendered")
 }
+
+func TestHubNotesGiveTheFirstCommands(t *testing.T) {
+	h := needHubHelm(t)
+	h.Chart = copyChart(t, h.Chart)
+	for name, tc := range map[string]struct {
+		values       map[string]any
+		want, absent []string
+	}{
+		"single replica": {values: hubMinimal(nil),
+			want: []string{"one replica (StatefulSet hub-meridian-hub)", "embedded NATS (loopback only", "rollout status statefulset/hub-meridian-hub",
+				"/readyz", "RBAC:       none", "debug -q -i hub-meridian-hub-0", "cat /proc/1/root/data/admin.token", "--token-file admin.token whoami", "plaintext"},
+			absent: []string{"--ca <your CA>"}},
+		"several replicas, TLS, OIDC, no bootstrap token": {values: hubHA(map[string]any{"auth": map[string]any{"bootstrapAdminToken": false,
+			"oidc": map[string]any{"issuers": []any{map[string]any{"issuerURL": "https://login.example.com", "audience": "m"}}}}}),
+			want:   []string{"3 replicas (Deployment hub-meridian-hub) with leader election", "NATS tls://nats.nats:4222", "rollout status deployment/hub-meridian-hub", "https://127.0.0.1:8080/readyz", "OIDC issuers: https://login.example.com"},
+			absent: []string{"admin.token", "plaintext"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			out, err := h.run(ctx, tc.values, "template", hubRelease, h.Chart, "--namespace", releaseNS, "--show-only", "templates/notes.yaml")
+			if err != nil {
+				t.Fatalf("render NOTES.txt: %v", err)
+			}
+			objs, err := Objects(out)
+			if err != nil || len(objs) != 1 {
+				t.Fatalf("notes: %v (%d objects)", err, len(objs))
+			}
+			notes, _, _ := unstructured.NestedString(objs[0].Object, "data", "notes")
+			for _, w := range tc.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(notes, a) {
+					t.Errorf("NOTES.txt has %q:\n%s", a, notes)
+				}
+			}
+		})
+	}
+}
