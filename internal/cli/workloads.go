@@ -193,6 +193,9 @@ func (a *app) describeWorkload(w *meridianv1.Workload) error {
 	kv.row("GPUs:", gpus(requestedMilli(w)))
 	kv.row("Attempts:", fmt.Sprint(st.GetAttempts()))
 	kv.row("Created:", timestamp(w.GetCreateTime())+" ("+age(now, w.GetCreateTime())+" ago)")
+	if st.GetAcceptTime() != nil {
+		kv.row("Accepted:", timestamp(st.GetAcceptTime())+" ("+age(now, st.GetAcceptTime())+" ago)")
+	}
 	if st.GetStartTime() != nil {
 		kv.row("Started:", timestamp(st.GetStartTime())+" ("+age(now, st.GetStartTime())+" ago)")
 	}

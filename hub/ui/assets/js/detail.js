@@ -73,7 +73,7 @@ function placementCard(w) {
     h('h2', {}, 'Placement'),
     kv([
       ['Cluster', st.cluster], ['Dispatch', st.dispatchId ? h('code', {}, st.dispatchId) : ''],
-      ['Attempts', String(st.attempts || 0)], ['Dispatched', when(st.dispatchTime)], ['Started', when(st.startTime)], ['Ended', when(st.endTime)],
+      ['Attempts', String(st.attempts || 0)], ['Dispatched', when(st.dispatchTime)], ['Accepted', when(st.acceptTime)], ['Started', when(st.startTime)], ['Ended', when(st.endTime)],
       st.exitCode !== undefined ? ['Exit code', String(st.exitCode)] : null,
       ['Message', st.message],
       pl.rule ? ['Decided by', pl.rule] : null,
