@@ -7,6 +7,10 @@
 // bad values are refused naming the field, and, on the local kube-apiserver
 // started by scripts/k8s-up.sh, the applied ServiceAccount may do what the
 // connector uses and nothing more (checked with SubjectAccessReviews).
+// They hold the hub chart (charts/meridian-hub) to the hub's own
+// configuration loader, render no RBAC for it, apply it to the same
+// apiserver, and run the real meridian-hub binary with its rendered args,
+// env and ConfigMap until a workload passes through it.
 //
 // It must never install a release into a cluster, never talk to anything
 // but the loopback apiserver of the tests, never download the Helm CLI
