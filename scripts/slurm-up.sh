@@ -232,14 +232,14 @@ fi
 
 # slurmctld
 if ! pid_alive "$STATE/run/slurmctld.pid"; then
-	slurmctld -f "$SLURM_CONF" 9>&- || die "slurmctld failed; see $STATE/log/slurmctld.log"
+	(cd / && slurmctld -f "$SLURM_CONF" 9>&-) || die "slurmctld failed; see $STATE/log/slurmctld.log"
 fi
 wait_for 20 slurmctld scontrol ping || die "slurmctld does not answer; see $STATE/log/slurmctld.log"
 
 # slurmd, one per node
 for n in "${NODES[@]}"; do
 	if ! pid_alive "$STATE/run/slurmd-$n.pid"; then
-		slurmd -f "$SLURM_CONF" -N "$n" 9>&- || die "slurmd $n failed; see $STATE/log/slurmd-$n.log"
+		(cd / && slurmd -f "$SLURM_CONF" -N "$n" 9>&-) || die "slurmd $n failed; see $STATE/log/slurmd-$n.log"
 	fi
 done
 
@@ -287,11 +287,20 @@ rest_answers() {
 	done
 	return 1
 }
-if ! pid_alive "$STATE/run/slurmrestd.pid" || ! rest_answers; then
+# slurmrestd keeps the working directory it was started in, and a job
+# submitted through it fails ("getcwd failed") and takes slurmrestd down
+# when that directory is gone, as a test's or a deleted checkout's is. It
+# is started from /, and one running in a deleted directory is restarted.
+cwd_gone() {
+	local pid
+	pid=$(cat "$STATE/run/slurmrestd.pid" 2>/dev/null) || return 1
+	[[ $(readlink "/proc/$pid/cwd" 2>/dev/null) == *" (deleted)" ]]
+}
+if ! pid_alive "$STATE/run/slurmrestd.pid" || cwd_gone || ! rest_answers; then
 	[[ -s $STATE/run/slurmrestd.pid ]] && kill "$(cat "$STATE/run/slurmrestd.pid")" 2>/dev/null || true
-	SLURM_CONF=$REST_ETC/slurm.conf SLURM_JWT=daemon setsid slurmrestd -u nobody -g nogroup -a rest_auth/jwt \
+	(cd / && SLURM_CONF=$REST_ETC/slurm.conf SLURM_JWT=daemon exec setsid slurmrestd -u nobody -g nogroup -a rest_auth/jwt \
 		-s openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36 "127.0.0.1:$REST_PORT" \
-		>>"$STATE/log/slurmrestd.log" 2>&1 </dev/null 9>&- &
+		>>"$STATE/log/slurmrestd.log" 2>&1 </dev/null 9>&-) &
 	echo $! >"$STATE/run/slurmrestd.pid"
 fi
 wait_for 20 slurmrestd rest_up || die "slurmrestd does not answer; see $STATE/log/slurmrestd.log"
