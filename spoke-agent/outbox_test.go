@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -27,18 +28,6 @@ func outboxIDs(a *Agent) []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // RUNNING takes the place of its dispatch's unpublished ACCEPTED, keeps its
 // position (and sequence number) among other dispatches' events, and is
 // stored for whoever waits on the ACCEPTED.
@@ -51,7 +40,7 @@ func TestRunningReplacesUnsentAccepted(t *testing.T) {
 	if run != acc {
 		t.Fatal("RUNNING got its own outbox item; want the ACCEPTED's")
 	}
-	if got, want := outboxIDs(a), []string{"x:running", "y:accepted"}; !equal(got, want) {
+	if got, want := outboxIDs(a), []string{"x:running", "y:accepted"}; !slices.Equal(got, want) {
 		t.Fatalf("outbox %v, want %v", got, want)
 	}
 	if acc.ev.GetSeq() != seq || acc.ev.GetSessionId() != "s1" {
@@ -69,7 +58,7 @@ func TestRunningAfterAcceptedInFlight(t *testing.T) {
 	if run == acc || acc.ev.GetType() != evAccepted {
 		t.Fatal("the in-flight ACCEPTED was changed")
 	}
-	if got, want := outboxIDs(a), []string{"x:accepted", "x:running"}; !equal(got, want) {
+	if got, want := outboxIDs(a), []string{"x:accepted", "x:running"}; !slices.Equal(got, want) {
 		t.Fatalf("outbox %v, want %v", got, want)
 	}
 	if run.ev.GetSeq() <= acc.ev.GetSeq() {
@@ -84,7 +73,7 @@ func TestRunningKeepsOrderBehindLaterEvents(t *testing.T) {
 	a.enqueueLocked(a.newEvent("x", "wx", evAccepted))
 	a.enqueueLocked(a.newEvent("x", "wx", evCancelled))
 	a.enqueueLocked(a.newEvent("x", "wx", evRunning))
-	if got, want := outboxIDs(a), []string{"x:accepted", "x:cancelled", "x:running"}; !equal(got, want) {
+	if got, want := outboxIDs(a), []string{"x:accepted", "x:cancelled", "x:running"}; !slices.Equal(got, want) {
 		t.Fatalf("outbox %v, want %v", got, want)
 	}
 }

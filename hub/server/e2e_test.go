@@ -25,34 +25,9 @@ func TestWorkloadRunsOnSimclusterAgent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 
-	cfg, err := simcluster.Example("h100-nvlink")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := simcluster.New(cfg, simcluster.Options{DefaultDuration: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	bus, err := natsbus.Connect(ctx, s.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	a, err := agent.New(agent.Config{ClusterID: "east", Bus: bus, Connector: sim, HeartbeatInterval: 200 * time.Millisecond, AdvertiseInterval: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, acancel := context.WithCancel(ctx)
-	agentDone := make(chan struct{})
-	go func() { defer close(agentDone); _ = a.Run(actx) }()
-	defer func() { acancel(); <-agentDone }()
-
-	for _, q := range []string{"acme", "acme/vision"} {
-		if code, body := post(t, base+"/v1/queues", `{"path":"`+q+`","quotas":[{"acceleratorClass":"nvidia-h100-80gb","nominalMilliGpus":16000}]}`); code != 200 {
-			t.Fatalf("create queue %s: %d %s", q, code, body)
-		}
-	}
+	stopAgent := startEastAgent(t, ctx, s.NATSURL(), 300*time.Millisecond)
+	defer stopAgent()
+	createAcmeQueues(t, base)
 	// The agent's advertisement reaches the API through the loop's fleet.
 	waitFor(t, 15*time.Second, "cluster east listed", func() bool {
 		code, body := get(t, base+"/v1/clusters/east")
@@ -114,5 +89,50 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startEastAgent runs a real agent for cluster east on a simulated
+// h100-nvlink cluster (work lasts dur unless a workload says otherwise),
+// over a bus dialled with opts; the returned func stops both.
+func startEastAgent(t *testing.T, ctx context.Context, natsURL string, dur time.Duration, opts ...natsbus.Option) (stop func()) {
+	t.Helper()
+	cfg, err := simcluster.Example("h100-nvlink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := simcluster.New(cfg, simcluster.Options{DefaultDuration: dur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus, err := natsbus.Connect(ctx, natsURL, opts...)
+	if err != nil {
+		sim.Close()
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{ClusterID: "east", Bus: bus, Connector: sim, HeartbeatInterval: 200 * time.Millisecond, AdvertiseInterval: 500 * time.Millisecond})
+	if err != nil {
+		bus.Close()
+		sim.Close()
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithCancel(ctx)
+	agentDone := make(chan struct{})
+	go func() { defer close(agentDone); _ = a.Run(actx) }()
+	return func() {
+		acancel()
+		<-agentDone
+		bus.Close()
+		sim.Close()
+	}
+}
+
+// createAcmeQueues creates acme and acme/vision over REST, 16 H100s each.
+func createAcmeQueues(t *testing.T, base string) {
+	t.Helper()
+	for _, q := range []string{"acme", "acme/vision"} {
+		if code, body := post(t, base+"/v1/queues", `{"path":"`+q+`","quotas":[{"acceleratorClass":"nvidia-h100-80gb","nominalMilliGpus":16000}]}`); code != 200 {
+			t.Fatalf("create queue %s: %d %s", q, code, body)
+		}
 	}
 }

@@ -19,10 +19,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
-	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
@@ -139,34 +137,9 @@ func TestOneTracePerWorkload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	cfg, err := simcluster.Example("h100-nvlink")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := simcluster.New(cfg, simcluster.Options{DefaultDuration: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	bus, err := natsbus.Connect(ctx, s.NATSURL(), natsbus.WithTracerProvider(agentTr.TracerProvider()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	a, err := agent.New(agent.Config{ClusterID: "east", Bus: bus, Connector: sim, HeartbeatInterval: 200 * time.Millisecond, AdvertiseInterval: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, acancel := context.WithCancel(ctx)
-	agentDone := make(chan struct{})
-	go func() { defer close(agentDone); _ = a.Run(actx) }()
-	defer func() { acancel(); <-agentDone }()
-
-	for _, q := range []string{"acme", "acme/vision"} {
-		if code, body := post(t, base+"/v1/queues", `{"path":"`+q+`","quotas":[{"acceleratorClass":"nvidia-h100-80gb","nominalMilliGpus":16000}]}`); code != 200 {
-			t.Fatalf("create queue %s: %d %s", q, code, body)
-		}
-	}
+	stopAgent := startEastAgent(t, ctx, s.NATSURL(), 200*time.Millisecond, natsbus.WithTracerProvider(agentTr.TracerProvider()))
+	defer stopAgent()
+	createAcmeQueues(t, base)
 	waitFor(t, 15*time.Second, "cluster east ready", func() bool {
 		code, body := get(t, base+"/v1/clusters/east")
 		return code == 200 && strings.Contains(body, "CLUSTER_STATE_READY")

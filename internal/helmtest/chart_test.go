@@ -51,10 +51,15 @@ func needHelm(t *testing.T) Helm {
 // minimal returns the fewest values the chart accepts, with overrides
 // merged in (one level deep for maps).
 func minimal(over map[string]any) map[string]any {
-	v := map[string]any{
+	return mergeValues(map[string]any{
 		"clusterID": "k8s-east",
 		"hub":       map[string]any{"natsURL": "nats://meridian-hub.meridian:4222"},
-	}
+	}, over)
+}
+
+// mergeValues returns base with over merged in: a map merges into the map
+// it replaces one level deep, anything else replaces; nil is ignored.
+func mergeValues(v, over map[string]any) map[string]any {
 	for k, x := range over {
 		if x == nil {
 			continue
@@ -77,9 +82,15 @@ func minimal(over map[string]any) map[string]any {
 
 func render(t *testing.T, h Helm, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
+	return renderRelease(t, h, release, values)
+}
+
+// renderRelease is helm template of h's chart as release rel, parsed.
+func renderRelease(t *testing.T, h Helm, rel string, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := h.Template(ctx, release, releaseNS, values)
+	out, err := h.Template(ctx, rel, releaseNS, values)
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}

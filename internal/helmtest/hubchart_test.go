@@ -41,19 +41,7 @@ func needHubHelm(t *testing.T) Helm {
 // hubMinimal returns the fewest values the chart accepts (the single-replica
 // mode, plaintext behind a proxy), with overrides merged one level deep.
 func hubMinimal(over map[string]any) map[string]any {
-	v := map[string]any{"api": map[string]any{"insecurePlaintext": true}}
-	for k, x := range over {
-		if m, ok := x.(map[string]any); ok {
-			if old, ok := v[k].(map[string]any); ok {
-				merged := maps.Clone(old)
-				maps.Copy(merged, m)
-				v[k] = merged
-				continue
-			}
-		}
-		v[k] = x
-	}
-	return v
+	return mergeValues(map[string]any{"api": map[string]any{"insecurePlaintext": true}}, over)
 }
 
 // hubHA is the several-replica topology with NATS auth and TLS and API TLS.
@@ -74,17 +62,7 @@ func hubHA(over map[string]any) map[string]any {
 
 func renderHub(t *testing.T, h Helm, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := h.Template(ctx, hubRelease, releaseNS, values)
-	if err != nil {
-		t.Fatalf("helm template: %v", err)
-	}
-	objs, err := Objects(out)
-	if err != nil {
-		t.Fatalf("rendered manifests: %v", err)
-	}
-	return objs
+	return renderRelease(t, h, hubRelease, values)
 }
 
 func kinds(objs []*unstructured.Unstructured) []string {
