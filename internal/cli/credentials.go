@@ -196,8 +196,11 @@ func firstNonEmpty(ss ...string) string {
 	return ""
 }
 
-// isLoopback reports whether a gRPC target is on this machine: localhost,
-// a loopback IP, or a unix socket.
+// IsLoopback reports whether a gRPC target is on this machine: localhost,
+// a loopback IP, or a unix socket. Other clients of the hub (the Terraform
+// provider) apply the same rule before they send a token in plaintext.
+func IsLoopback(target string) bool { return isLoopback(target) }
+
 func isLoopback(target string) bool {
 	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
 		return true
