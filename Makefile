@@ -131,10 +131,19 @@ verify: lint ## Check formatting, vet, go.mod tidiness, and that generated code 
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	bash scripts/verify-generated.sh
 	$(GO) run ./dashboards/gen -check
+	$(GO) run ./terraform/internal/docgen -check
 
 .PHONY: dashboards
 dashboards: ## Regenerate the Grafana dashboards (dashboards/grafana/*.json) from dashboards/boards.go
 	$(GO) run ./dashboards/gen
+
+.PHONY: tf-docs
+tf-docs: ## Regenerate the Terraform provider's registry docs (terraform/docs) with tfplugindocs, from the provider's schema and terraform/examples
+	$(GO) run ./terraform/internal/docgen
+
+.PHONY: tf-demo
+tf-demo: ## Build the Terraform provider and apply terraform/examples/organisation to the running `make demo-forever` hub (ARGS=destroy removes it)
+	bash scripts/tf-demo.sh $(ARGS)
 
 .PHONY: generate
 generate: ## Regenerate protobuf, gRPC, gateway and OpenAPI code (installs pinned tools)

@@ -1,0 +1,2 @@
+# A queue is imported by its path.
+terraform import meridian_queue.vision acme/vision
