@@ -186,7 +186,11 @@ func trimPrefix(s, p string) string {
 // planned (the hub echoes them).
 func fillToken(m *apiTokenModel, t *meridianv1.APIToken) {
 	m.ID = types.StringValue(t.GetId())
-	m.ExpireTime = types.StringValue(t.GetExpireTime().AsTime().UTC().Format(time.RFC3339))
+	exp := t.GetExpireTime().AsTime()
+	if prior, err := time.Parse(time.RFC3339, m.ExpireTime.ValueString()); err != nil || !prior.Equal(exp) {
+		// Keep the configured spelling of the same instant.
+		m.ExpireTime = types.StringValue(exp.UTC().Format(time.RFC3339))
+	}
 	m.CreateTime = types.StringValue(t.GetCreateTime().AsTime().UTC().Format(time.RFC3339))
 	m.CreatedBy = types.StringValue(t.GetCreatedBy())
 }

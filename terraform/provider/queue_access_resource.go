@@ -36,10 +36,9 @@ var (
 func newQueueAccessResource() resource.Resource { return &queueAccessResource{} }
 
 type queueAccessModel struct {
-	ID       types.String `tfsdk:"id"`
-	Queue    types.String `tfsdk:"queue"`
-	Entries  types.Set    `tfsdk:"entry"`
-	Revision types.Int64  `tfsdk:"revision"`
+	ID      types.String `tfsdk:"id"`
+	Queue   types.String `tfsdk:"queue"`
+	Entries types.Set    `tfsdk:"entry"`
 }
 
 type accessEntryModel struct {
@@ -62,7 +61,8 @@ func (r *queueAccessResource) Schema(_ context.Context, _ resource.SchemaRequest
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The access list of one queue: who may do what on the queue and every queue below it. " +
 			"This resource owns the queue's whole `access` field: entries added outside Terraform show up as a diff and are removed " +
-			"on the next apply, and destroying the resource empties the list. Use one per queue. Changing an access list needs " +
+			"on the next apply, and destroying the resource empties the list. Use one per queue. An apply that finds the list changed since " +
+			"the plan read it stops rather than overwrite the change. Changing an access list needs " +
 			"`manage` on the queue or an ancestor (docs/security.md).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
@@ -87,10 +87,6 @@ func (r *queueAccessResource) Schema(_ context.Context, _ resource.SchemaRequest
 						MarkdownDescription: "Any of `view`, `submit`, `cancel`, `update`, `manage` (`manage` implies the others and covers the child queues and this list).",
 					},
 				}},
-			},
-			"revision": schema.Int64Attribute{
-				Computed:            true,
-				MarkdownDescription: "The queue's revision as last read; a change to the access list made outside Terraform in the meantime stops the apply.",
 			},
 		},
 	}
@@ -196,41 +192,50 @@ func accessEqual(a, b []*meridianv1.AccessEntry) bool {
 	return slices.EqualFunc(norm(a), norm(b), func(x, y *meridianv1.AccessEntry) bool { return proto.Equal(x, y) })
 }
 
-// write sets the queue's access list, at revision rev when it is not 0.
-// A conflict is retried once when the access list is still what
-// Terraform last saw (another field of the queue changed); else it is an
-// error that names the change.
-func (r *queueAccessResource) write(ctx context.Context, queue string, acl, seen []*meridianv1.AccessEntry, rev int64, diags *diag.Diagnostics) *meridianv1.Queue {
+// write sets the queue's access list. With check, it first makes sure
+// the list is still what Terraform last saw (seen), and stops with an
+// error naming the change when it is not; the write itself is
+// conditional on the revision of that read, so an edit landing in
+// between is caught too (then it reads again).
+func (r *queueAccessResource) write(ctx context.Context, queue string, acl, seen []*meridianv1.AccessEntry, check bool, diags *diag.Diagnostics) *meridianv1.Queue {
 	a := about{typ: "meridian_queue_access", id: queue, field: func(f string) (path.Path, string, bool) {
 		if strings.HasPrefix(strings.TrimPrefix(f, "queue."), "access") {
 			return path.Root("entry"), "entry", true
 		}
 		return path.Empty(), "", false
 	}}
-	do := func(rev int64) (*meridianv1.Queue, error) {
-		return r.hub.queues.UpdateQueue(ctx, &meridianv1.UpdateQueueRequest{
-			Queue:      &meridianv1.Queue{Path: queue, Access: acl, Revision: rev},
-			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"access"}},
-		})
-	}
-	q, err := do(rev)
-	if isRevisionConflict(err) {
-		cur, gerr := r.hub.queues.GetQueue(ctx, &meridianv1.GetQueueRequest{Path: queue})
-		if gerr == nil && accessEqual(cur.GetAccess(), seen) {
-			q, err = do(cur.GetRevision())
-		} else if gerr == nil {
-			diags.AddAttributeError(path.Root("revision"), fmt.Sprintf("%s: changed outside Terraform", a),
-				fmt.Sprintf("the access list of queue %s was changed by someone else since Terraform last read it (revision %d, now %d), so this apply stopped rather than overwrite that change. Run terraform plan again to see it.",
-					queue, rev, cur.GetRevision()))
+	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
+		cur, err := r.hub.queues.GetQueue(ctx, &meridianv1.GetQueueRequest{Path: queue})
+		if err != nil {
+			addErr(diags, r.hub, a, "read the queue", err)
 			return nil
 		}
+		if check && !accessEqual(cur.GetAccess(), seen) {
+			diags.AddAttributeError(path.Root("entry"), fmt.Sprintf("%s: changed outside Terraform", a),
+				fmt.Sprintf("the access list of queue %s was changed by someone else since Terraform last read it, so this apply stopped rather than overwrite that change. "+
+					"Run terraform plan again: it shows the list as it is now and what the apply would change.", queue))
+			return nil
+		}
+		q, err := r.hub.queues.UpdateQueue(ctx, &meridianv1.UpdateQueueRequest{
+			Queue:      &meridianv1.Queue{Path: queue, Access: acl, Revision: cur.GetRevision()},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"access"}},
+		})
+		if isRevisionConflict(err) {
+			continue // the queue moved between the read and the write: look again
+		}
+		if err != nil {
+			addErr(diags, r.hub, a, "set the access list", err)
+			return nil
+		}
+		return q
 	}
-	if err != nil {
-		addErr(diags, r.hub, a, "set the access list", err)
-		return nil
-	}
-	return q
+	diags.AddError(fmt.Sprintf("%s: set the access list failed: conflict", a), fmt.Sprintf("queue %s kept changing while the provider tried to set its access list; run the apply again.", queue))
+	return nil
 }
+
+// maxWriteAttempts bounds read-compare-write loops against a queue that
+// keeps changing.
+const maxWriteAttempts = 3
 
 func (r *queueAccessResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan queueAccessModel
@@ -239,12 +244,10 @@ func (r *queueAccessResource) Create(ctx context.Context, req resource.CreateReq
 		return
 	}
 	acl := accessToProto(ctx, plan.Entries, &resp.Diagnostics)
-	q := r.write(ctx, plan.Queue.ValueString(), acl, nil, 0, &resp.Diagnostics)
-	if q == nil {
+	if r.write(ctx, plan.Queue.ValueString(), acl, nil, false, &resp.Diagnostics) == nil {
 		return
 	}
 	plan.ID = plan.Queue
-	plan.Revision = types.Int64Value(q.GetRevision())
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -272,7 +275,6 @@ func (r *queueAccessResource) Read(ctx context.Context, req resource.ReadRequest
 	}
 	state.ID = types.StringValue(q.GetPath())
 	state.Queue = types.StringValue(q.GetPath())
-	state.Revision = types.Int64Value(q.GetRevision())
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -285,12 +287,10 @@ func (r *queueAccessResource) Update(ctx context.Context, req resource.UpdateReq
 	}
 	acl := accessToProto(ctx, plan.Entries, &resp.Diagnostics)
 	seen := accessToProto(ctx, state.Entries, &resp.Diagnostics)
-	q := r.write(ctx, plan.Queue.ValueString(), acl, seen, state.Revision.ValueInt64(), &resp.Diagnostics)
-	if q == nil {
+	if r.write(ctx, plan.Queue.ValueString(), acl, seen, true, &resp.Diagnostics) == nil {
 		return
 	}
 	plan.ID = plan.Queue
-	plan.Revision = types.Int64Value(q.GetRevision())
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -305,7 +305,7 @@ func (r *queueAccessResource) Delete(ctx context.Context, req resource.DeleteReq
 		return
 	}
 	seen := accessToProto(ctx, state.Entries, &resp.Diagnostics)
-	r.write(ctx, state.Queue.ValueString(), nil, seen, state.Revision.ValueInt64(), &resp.Diagnostics)
+	r.write(ctx, state.Queue.ValueString(), nil, seen, true, &resp.Diagnostics)
 }
 
 func (r *queueAccessResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

@@ -233,7 +233,12 @@ func (r *queueResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if !plan.Path.IsUnknown() {
+	// parent is derived from path when the configuration leaves it out;
+	// a configured one must stay as configured (ValidateConfig, or Create
+	// when it was unknown then, checks that it matches).
+	var cfgParent types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("parent"), &cfgParent)...)
+	if cfgParent.IsNull() && !plan.Path.IsUnknown() {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("parent"), types.StringValue(parentOf(plan.Path.ValueString())))...)
 	}
 	if r.hub == nil || plan.Path.IsUnknown() {
@@ -307,6 +312,8 @@ func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// Values unknown at plan time are known now: check them too.
+	validateQueueConfig(ctx, &plan, &resp.Diagnostics)
 	spec := queueSpec(ctx, &plan, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
