@@ -144,17 +144,23 @@ func accSetup(t *testing.T) *accFixture {
 	if err := os.WriteFile(cli, []byte("# empty: no credentials, no mirrors\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// OpenTofu's registry host and the namespace it infers for a provider
+	// without required_providers; a caller who points the tests at
+	// another CLI sets its own.
+	for k, v := range map[string]string{"TF_ACC_PROVIDER_NAMESPACE": "hashicorp", "TF_ACC_PROVIDER_HOST": "registry.opentofu.org"} {
+		if os.Getenv(k) == "" {
+			t.Setenv(k, v)
+		}
+	}
 	for k, v := range map[string]string{
-		"TF_ACC":                    "1",
-		"TF_ACC_TERRAFORM_PATH":     f.tofu,
-		"TF_ACC_PROVIDER_NAMESPACE": "hashicorp",
-		"TF_ACC_PROVIDER_HOST":      "registry.opentofu.org",
-		"CHECKPOINT_DISABLE":        "1",
-		"TF_CLI_CONFIG_FILE":        cli,
-		"TF_IN_AUTOMATION":          "1",
-		envEndpoint:                 f.hub.GRPC,
-		envToken:                    f.hub.Token,
-		envCAFile:                   "",
+		"TF_ACC":                "1",
+		"TF_ACC_TERRAFORM_PATH": f.tofu,
+		"CHECKPOINT_DISABLE":    "1",
+		"TF_CLI_CONFIG_FILE":    cli,
+		"TF_IN_AUTOMATION":      "1",
+		envEndpoint:             f.hub.GRPC,
+		envToken:                f.hub.Token,
+		envCAFile:               "",
 	} {
 		t.Setenv(k, v)
 	}
