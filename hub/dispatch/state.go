@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/convert"
 	"github.com/meridian-gpu/meridian/hub/fleet"
 	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/records"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 	"github.com/meridian-gpu/meridian/hub/store"
@@ -308,14 +309,18 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 	var err error
 	switch {
 	case strings.HasPrefix(k, prefWorkloads):
+		// A finished workload matters to the loop only in that its
+		// records are orphans, which its absence says too. Most stored
+		// workloads are finished: keeping them decoded was most of the
+		// hub's heap, which every collection walks, and the summary
+		// tells a finished one without decoding it.
+		if s, sErr := records.SummarizeWorkload(it.Value); sErr == nil && s.ID != "" && finished(s.Phase) {
+			m.workloadChanged(s.ID)
+			break
+		}
 		var w *meridianv1.Workload
 		if w, err = decodeWorkload(it.Value); err == nil && w.GetId() != "" {
 			if finished(w.GetStatus().GetPhase()) {
-				// A finished workload matters to the loop only in that
-				// its records are orphans, which its absence says too.
-				// Most stored workloads are finished: keeping them
-				// decoded was most of the hub's heap, which every
-				// collection walks.
 				m.workloadChanged(w.GetId())
 				break
 			}

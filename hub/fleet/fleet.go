@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/convert"
@@ -221,14 +222,14 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 	if e == nil || e.ad == nil || e.session != d.GetSessionId() || e.seq != d.GetBaseSeq() {
 		return fmt.Errorf("fleet: delta %d of %s builds on %d, which is not the last applied advertisement; waiting for a full one", d.GetSeq(), id, d.GetBaseSeq())
 	}
-	next := proto.Clone(e.ad).(*agentv1.Advertisement)
+	next := shallowWithoutNodes(e.ad)
 	removed := map[string]bool{}
 	for _, n := range d.GetRemovedNodes() {
 		removed[n] = true
 	}
 	var nodes []*agentv1.Node
 	at := map[string]int{} // node name -> index in nodes
-	for _, n := range next.Nodes {
+	for _, n := range e.ad.Nodes {
 		if !removed[n.GetName()] {
 			at[n.GetName()] = len(nodes)
 			nodes = append(nodes, n)
@@ -521,4 +522,21 @@ func (r *Registry) SetDrainingReason(ctx context.Context, id string, draining bo
 		e.drainReason = reason
 	}
 	return nil
+}
+
+// shallowWithoutNodes copies ad's fields other than its nodes into a new
+// advertisement, sharing their values. A delta replaces the node list and
+// a few scalars; a deep copy of every node, which ApplyDelta made before,
+// was most of what a delta cost the hub. Applied advertisements and their
+// nodes are never modified in place, so sharing them is safe.
+func shallowWithoutNodes(ad *agentv1.Advertisement) *agentv1.Advertisement {
+	out := &agentv1.Advertisement{}
+	dst := out.ProtoReflect()
+	ad.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Name() != "nodes" {
+			dst.Set(fd, v)
+		}
+		return true
+	})
+	return out
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/hub/api"
 	"github.com/meridian-gpu/meridian/hub/leader"
+	"github.com/meridian-gpu/meridian/hub/records"
 	"github.com/meridian-gpu/meridian/hub/store"
 )
 
@@ -93,12 +94,25 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Config tunes the runner.
 	Config Config
+	// Cache, when set, is where a pass lists the stored workloads: the
+	// hub's watch cache, in memory, instead of a read of every workload
+	// from etcd each pass. A stale entry costs nothing but a skipped
+	// delete, since every delete is guarded by the listed mod revision.
+	Cache Lister
+}
+
+// Lister reads stored records from memory; *store.Cache implements it.
+// Descend must not block for long: fn runs under the cache's lock.
+type Lister interface {
+	Ready() <-chan struct{}
+	Descend(prefix, below string, max int, fn func(store.Item) bool) int64
 }
 
 // Runner deletes finished workloads on the leader. Build it with New and
 // drive it with Run (or Pass, one pass at a time).
 type Runner struct {
 	st     *store.Store
+	cache  Lister
 	leader FenceSource
 	log    *slog.Logger
 	clock  func() time.Time
@@ -135,7 +149,7 @@ func New(d Deps) (*Runner, error) {
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
 	}
-	r := &Runner{st: d.Store, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c}
+	r := &Runner{st: d.Store, cache: d.Cache, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -295,15 +309,86 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 	return res, nil
 }
 
-// listFinished pages through the workload keys at one revision and keeps
-// what Select and the deletes need of each finished one. Only those
-// summaries stay in memory, not the records.
+// listFinished pages through the workload records, from the watch cache
+// when there is one and it is ready, else from etcd at one revision, and
+// keeps what Select and the deletes need of each finished one. Each record
+// is summarized (records.SummarizeWorkload), not decoded: a pass looks at
+// every stored workload, most of them finished, and only needs a few of
+// their fields.
 func (r *Runner) listFinished(ctx context.Context, res *Result) ([]entry, error) {
+	var out []entry
+	visit := func(key string, value []byte, modRev int64) {
+		res.Scanned++
+		s, err := records.SummarizeWorkload(value)
+		if err != nil {
+			res.Undecodable++
+			r.log.Warn("skipping undecodable workload record", "key", key, "err", err)
+			return
+		}
+		if !api.IsTerminal(s.Phase) {
+			return
+		}
+		res.Finished++
+		e := entry{
+			Finished: Finished{ID: strings.TrimPrefix(key, store.Prefix(store.KindWorkloads)), Queue: s.Queue, Phase: s.Phase, End: s.End},
+			key:      key, modRev: modRev,
+		}
+		if s.IdempotencyKey != "" {
+			e.idemKey = api.IdempotencyKey(s.Queue, s.IdempotencyKey)
+		}
+		out = append(out, e)
+	}
+	if r.cacheReady() {
+		r.listCached(visit)
+		return out, nil
+	}
+	if err := r.listEtcd(ctx, visit); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (r *Runner) cacheReady() bool {
+	if r.cache == nil {
+		return false
+	}
+	select {
+	case <-r.cache.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
+// listCached walks the cached workload records newest key first, a page
+// at a time: the cache's lock is held only to copy a page's items (the
+// values are shared, read-only), and summarizing happens outside it.
+func (r *Runner) listCached(visit func(key string, value []byte, modRev int64)) {
+	prefix := store.Prefix(store.KindWorkloads)
+	page := make([]store.Item, 0, r.cfg.PageSize)
+	below := ""
+	for {
+		page = page[:0]
+		r.cache.Descend(prefix, below, r.cfg.PageSize, func(it store.Item) bool {
+			page = append(page, it)
+			return true
+		})
+		for _, it := range page {
+			visit(it.Key, it.Value, it.ModRev)
+		}
+		if len(page) < r.cfg.PageSize {
+			return
+		}
+		below = page[len(page)-1].Key
+	}
+}
+
+// listEtcd pages through the workload keys in etcd at one revision.
+func (r *Runner) listEtcd(ctx context.Context, visit func(key string, value []byte, modRev int64)) error {
 	prefix := store.Prefix(store.KindWorkloads)
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	cli := r.st.Client()
 	var (
-		out   []entry
 		rev   int64
 		start = prefix
 	)
@@ -316,41 +401,21 @@ func (r *Runner) listFinished(ctx context.Context, res *Result) ([]entry, error)
 		resp, err := cli.Get(gctx, start, opts...)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("retention: list workloads at rev %d: %w", rev, err)
+			return fmt.Errorf("retention: list workloads at rev %d: %w", rev, err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			res.Scanned++
-			key := string(kv.Key)
-			w, err := api.DecodeWorkloadRecord(kv.Value)
-			if err != nil {
-				res.Undecodable++
-				r.log.Warn("skipping undecodable workload record", "key", key, "err", err)
-				continue
-			}
-			if !api.IsTerminal(w.GetStatus().GetPhase()) {
-				continue
-			}
-			res.Finished++
-			e := entry{
-				Finished: Finished{ID: strings.TrimPrefix(key, prefix), Queue: w.GetQueue(), Phase: w.GetStatus().GetPhase(), End: EndTime(w)},
-				key:      key, modRev: kv.ModRevision,
-			}
-			if k := w.GetIdempotencyKey(); k != "" {
-				e.idemKey = api.IdempotencyKey(w.GetQueue(), k)
-			}
-			out = append(out, e)
+			visit(string(kv.Key), kv.Value, kv.ModRevision)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return out, nil
+			return nil
 		}
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 }
 
-// idemState is an idempotency key as read just before a delete.
 type idemState struct {
 	value  string
 	modRev int64

@@ -54,7 +54,7 @@ func (s *Server) newRetention() (*retention.Runner, error) {
 		return nil, nil
 	}
 	r, err := retention.New(retention.Deps{
-		Store: s.st, Leader: s.elector, Logger: s.log, Clock: s.cfg.Clock, Registerer: s.reg, Config: rc,
+		Store: s.st, Cache: s.cache, Leader: s.elector, Logger: s.log, Clock: s.cfg.Clock, Registerer: s.reg, Config: rc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

@@ -1,0 +1,166 @@
+package records
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// WorkloadSummary is the part of a stored workload that the hub's
+// background passes look at for every stored record: who it is, where it
+// belongs and whether (and since when) it is finished. Reading it scans
+// the record's bytes without building the message, which costs a small
+// fraction of a full decode and allocates only the strings kept.
+type WorkloadSummary struct {
+	ID             string
+	Queue          string
+	IdempotencyKey string
+	Phase          meridianv1.WorkloadPhase
+	// End is when the workload finished: its end_time, else its last
+	// update, else its creation; the zero time when none is set (the rule
+	// of retention.EndTime).
+	End time.Time
+}
+
+// Field numbers of the stored workload that SummarizeWorkload reads
+// (proto/meridian/v1/workload.proto). A test checks them against the
+// generated descriptors.
+const (
+	fieldWorkloadID          = 1
+	fieldWorkloadQueue       = 3
+	fieldWorkloadIdemKey     = 11
+	fieldWorkloadCreateTime  = 12
+	fieldWorkloadStatus      = 13
+	fieldStatusPhase         = 1
+	fieldStatusEndTime       = 9
+	fieldStatusUpdateTime    = 12
+	fieldTimestampSeconds    = 1
+	fieldTimestampNanos      = 2
+	minValidTimestampSeconds = -62135596800 // 0001-01-01T00:00:00Z
+	maxValidTimestampSeconds = 253402300799 // 9999-12-31T23:59:59Z
+)
+
+// errSummary marks a record whose bytes are not a well-formed workload.
+var errSummary = errors.New("records: summarize workload")
+
+// stamp is a Timestamp as the wire builds it: set once any occurrence of
+// the field was seen, fields merged occurrence by occurrence as
+// proto.Unmarshal merges them.
+type stamp struct {
+	set     bool
+	seconds int64
+	nanos   int32
+}
+
+func (s stamp) time() (time.Time, bool) {
+	if !s.set || s.seconds < minValidTimestampSeconds || s.seconds > maxValidTimestampSeconds || s.nanos < 0 || s.nanos >= 1e9 {
+		return time.Time{}, false
+	}
+	if s.seconds == 0 && s.nanos == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(s.seconds, int64(s.nanos)).UTC(), true
+}
+
+// SummarizeWorkload reads a stored workload's summary. For every
+// record that DecodeWorkloadRecord accepts it returns what the decoded
+// message says (FuzzSummarizeWorkload checks this); it does not
+// validate the fields it skips, so it may accept some records that a full
+// decode refuses.
+func SummarizeWorkload(b []byte) (WorkloadSummary, error) {
+	var (
+		out                  WorkloadSummary
+		create, end, updated stamp
+	)
+	err := scanFields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+		switch {
+		case num == fieldWorkloadID && typ == protowire.BytesType:
+			out.ID = string(v)
+		case num == fieldWorkloadQueue && typ == protowire.BytesType:
+			out.Queue = string(v)
+		case num == fieldWorkloadIdemKey && typ == protowire.BytesType:
+			out.IdempotencyKey = string(v)
+		case num == fieldWorkloadCreateTime && typ == protowire.BytesType:
+			return create.merge(v)
+		case num == fieldWorkloadStatus && typ == protowire.BytesType:
+			return scanFields(v, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+				switch {
+				case num == fieldStatusPhase && typ == protowire.VarintType:
+					out.Phase = meridianv1.WorkloadPhase(int32(x))
+				case num == fieldStatusEndTime && typ == protowire.BytesType:
+					return end.merge(v)
+				case num == fieldStatusUpdateTime && typ == protowire.BytesType:
+					return updated.merge(v)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return WorkloadSummary{}, err
+	}
+	for _, s := range []stamp{end, updated, create} {
+		if t, ok := s.time(); ok {
+			out.End = t
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *stamp) merge(b []byte) error {
+	s.set = true
+	return scanFields(b, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
+		switch {
+		case num == fieldTimestampSeconds && typ == protowire.VarintType:
+			s.seconds = int64(x)
+		case num == fieldTimestampNanos && typ == protowire.VarintType:
+			s.nanos = int32(x)
+		}
+		return nil
+	})
+}
+
+// scanFields calls fn for every field of one message's encoding, with
+// the field's bytes (length-delimited fields) or value (varints and
+// fixed-width fields), and fails on malformed input.
+func scanFields(b []byte, fn func(protowire.Number, protowire.Type, []byte, uint64) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Errorf("%w: %v", errSummary, protowire.ParseError(n))
+		}
+		b = b[n:]
+		var (
+			v []byte
+			x uint64
+		)
+		switch typ {
+		case protowire.VarintType:
+			x, n = protowire.ConsumeVarint(b)
+		case protowire.Fixed32Type:
+			var f uint32
+			f, n = protowire.ConsumeFixed32(b)
+			x = uint64(f)
+		case protowire.Fixed64Type:
+			x, n = protowire.ConsumeFixed64(b)
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return fmt.Errorf("%w: field %d: %v", errSummary, num, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if err := fn(num, typ, v, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
