@@ -66,9 +66,10 @@ echo "tf-demo: planning again; it should find nothing to change"
 "$tofu" -chdir="$work" plan -detailed-exitcode
 cat <<EOF2
 
-tf-demo: applied. Try, with MERIDIAN_CONFIG=$cfg:
-  go run ./cmd/meridianctl queues                       # initech and its three teams
-  go run ./cmd/meridianctl queue apply -f <a changed quota>   # then: make tf-demo shows the drift
-  $tofu -chdir=$work plan                                # with TF_CLI_CONFIG_FILE=$work/dev.tfrc and MERIDIAN_TOKEN set
-  make tf-demo ARGS=destroy                              # remove it again
+tf-demo: applied. In this shell, try:
+  export MERIDIAN_CONFIG=$cfg
+  go run ./cmd/meridianctl queues              # initech and its teams, next to the demo's acme
+  go run ./cmd/meridianctl queue apply -f q.yaml   # change a quota of initech/nlp behind Terraform's back...
+  make tf-demo                                 # ...and the plan shows it and the apply puts it back
+  make tf-demo ARGS=destroy                    # remove the organisation
 EOF2

@@ -234,6 +234,19 @@ resource "meridian_queue" "vision" {
   }
 }
 
+# Siblings are created in parallel, and each creation rewrites the parent:
+# the provider retries what the hub aborts for that race.
+resource "meridian_queue" "nlp" {
+  path   = "acc-acme/nlp"
+  parent = meridian_queue.acme.path
+  quotas = { "nvidia-h100-80gb" = { nominal = "4" } }
+}
+
+resource "meridian_queue" "platform" {
+  path   = "acc-acme/platform"
+  parent = meridian_queue.acme.path
+}
+
 resource "meridian_api_token" "ci" {
   description = "acceptance test CI token"
   ttl         = "720h"
@@ -334,7 +347,7 @@ func TestAccQueueTree(t *testing.T) {
 			},
 		},
 		CheckDestroy: func(*terraform.State) error {
-			for _, p := range []string{"acc-acme/vision", "acc-acme"} {
+			for _, p := range []string{"acc-acme/vision", "acc-acme/nlp", "acc-acme/platform", "acc-acme"} {
 				if _, err := f.hub.Q.GetQueue(context.Background(), &meridianv1.GetQueueRequest{Path: p}); status.Code(err) != codes.NotFound {
 					return fmt.Errorf("queue %s after destroy: %v, want NotFound", p, err)
 				}

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/meridian-gpu/meridian/internal/cli"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -128,4 +131,27 @@ func dial(s connSettings) (*hubClient, error) {
 		admin:    meridianv1.NewAdminServiceClient(conn),
 		wl:       meridianv1.NewWorkloadServiceClient(conn),
 	}, nil
+}
+
+// abortedRetries bounds how often a call the hub aborted is tried again.
+const abortedRetries = 5
+
+// retryAborted runs call again while the hub answers Aborted: the hub
+// aborts a write that lost a race on etcd (siblings created at once
+// rewrite their parent) and has then written nothing, so trying again is
+// safe. Terraform creates independent queues in parallel, so this is the
+// common case, not an exotic one.
+func retryAborted(ctx context.Context, call func() error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = call()
+		if status.Code(err) != codes.Aborted || attempt == abortedRetries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt*attempt) * 50 * time.Millisecond):
+		}
+	}
 }

@@ -216,9 +216,13 @@ func (r *queueAccessResource) write(ctx context.Context, queue string, acl, seen
 					"Run terraform plan again: it shows the list as it is now and what the apply would change.", queue))
 			return nil
 		}
-		q, err := r.hub.queues.UpdateQueue(ctx, &meridianv1.UpdateQueueRequest{
-			Queue:      &meridianv1.Queue{Path: queue, Access: acl, Revision: cur.GetRevision()},
-			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"access"}},
+		var q *meridianv1.Queue
+		err = retryAborted(ctx, func() (err error) {
+			q, err = r.hub.queues.UpdateQueue(ctx, &meridianv1.UpdateQueueRequest{
+				Queue:      &meridianv1.Queue{Path: queue, Access: acl, Revision: cur.GetRevision()},
+				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"access"}},
+			})
+			return err
 		})
 		if isRevisionConflict(err) {
 			continue // the queue moved between the read and the write: look again

@@ -322,7 +322,11 @@ func (r *queueResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	q, err := r.hub.queues.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: spec})
+	var q *meridianv1.Queue
+	err := retryAborted(ctx, func() (err error) {
+		q, err = r.hub.queues.CreateQueue(ctx, &meridianv1.CreateQueueRequest{Queue: spec})
+		return err
+	})
 	if err != nil {
 		addErr(&resp.Diagnostics, r.hub, about{typ: "meridian_queue", id: spec.GetPath(), field: queueFields(classesOf(spec))}, "create", err)
 		return
@@ -381,9 +385,10 @@ func (r *queueResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	err := r.withRevision(ctx, a, state.Revision.ValueInt64(), old, &resp.Diagnostics, func(rev int64) error {
 		in := proto.Clone(spec).(*meridianv1.Queue)
 		in.Revision = rev
-		var err error
-		q, err = r.hub.queues.UpdateQueue(ctx, &meridianv1.UpdateQueueRequest{Queue: in, UpdateMask: &fieldmaskpb.FieldMask{Paths: fields}})
-		return err
+		return retryAborted(ctx, func() (err error) {
+			q, err = r.hub.queues.UpdateQueue(ctx, &meridianv1.UpdateQueueRequest{Queue: in, UpdateMask: &fieldmaskpb.FieldMask{Paths: fields}})
+			return err
+		})
 	})
 	if err != nil {
 		addErr(&resp.Diagnostics, r.hub, a, "update", err)
@@ -461,8 +466,10 @@ func (r *queueResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	old := queueSpec(ctx, &state, &resp.Diagnostics)
 	err := r.withRevision(ctx, a, state.Revision.ValueInt64(), old, &resp.Diagnostics, func(rev int64) error {
 		mctx := metadata.AppendToOutgoingContext(ctx, "if-match", strconv.Quote(strconv.FormatInt(rev, 10)))
-		_, err := r.hub.queues.DeleteQueue(mctx, &meridianv1.DeleteQueueRequest{Path: p})
-		return err
+		return retryAborted(ctx, func() error {
+			_, err := r.hub.queues.DeleteQueue(mctx, &meridianv1.DeleteQueueRequest{Path: p})
+			return err
+		})
 	})
 	switch {
 	case status.Code(err) == codes.NotFound:
