@@ -53,6 +53,7 @@ func serve(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 	o.cfg.Logger = slog.New(h)
 	server.TuneGC(o.conf.GCPercent, o.cfg.Logger)
+	server.TuneMemoryLimit(o.cfg.Logger)
 	tr, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "meridian-hub", Version: version})
 	if err != nil {
 		return err

@@ -40,3 +40,44 @@ func unsetenv(t *testing.T, key string) {
 		t.Fatal(err)
 	}
 }
+
+func TestTuneMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	write := func(content string) string {
+		f := t.TempDir() + "/memory.max"
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	const none = int64(^uint64(0) >> 1)
+	for _, tc := range []struct {
+		name    string
+		content string // "" for no file
+		env     string // GOMEMLIMIT; "" for unset
+		want    int64
+	}{
+		{"a container limit", "4294967296\n", "", 4294967296 * 9 / 10},
+		{"no limit (v2)", "max\n", "", none},
+		{"no limit (v1's huge number)", "9223372036854771712\n", "", none},
+		{"no cgroup file", "", "", none},
+		{"garbage", "lots\n", "", none},
+		{"GOMEMLIMIT wins", "4294967296\n", "1GiB", 1 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetMemoryLimit(none)
+			unsetenv(t, "GOMEMLIMIT")
+			if tc.env != "" {
+				t.Setenv("GOMEMLIMIT", tc.env)
+				debug.SetMemoryLimit(1 << 30) // what the runtime read at start
+			}
+			files := []string{t.TempDir() + "/missing"}
+			if tc.content != "" {
+				files = append(files, write(tc.content))
+			}
+			if got := tuneMemoryLimit(nil, files); got != tc.want || debug.SetMemoryLimit(-1) != tc.want {
+				t.Fatalf("limit %d (collector at %d), want %d", got, debug.SetMemoryLimit(-1), tc.want)
+			}
+		})
+	}
+}
