@@ -133,7 +133,7 @@ func firstSet(vals ...string) string {
 }
 
 func (p *meridianProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newQueueResource, newQueueAccessResource, newAPITokenResource}
+	return []func() resource.Resource{newQueueResource, newQueueAccessResource, newAPITokenResource, newClusterResource}
 }
 
 func (p *meridianProvider) DataSources(context.Context) []func() datasource.DataSource {
