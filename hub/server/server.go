@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -309,6 +310,7 @@ func New(cfg Config) (s *Server, err error) {
 
 func (s *Server) startEtcd(ctx context.Context) error {
 	maxOps := s.cfg.EtcdMaxTxnOps
+	var kv etcdserverpb.KVClient // nil: the client's own connection
 	endpoints := s.cfg.EtcdEndpoints
 	if len(endpoints) == 0 {
 		e, err := embedetcd.Start(ctx, embedetcd.Config{
@@ -326,6 +328,9 @@ func (s *Server) startEtcd(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("server: %w", err)
 		}
+		if kv, err = e.InProcessKV(); err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
 		s.cli = cli
 	} else {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
@@ -339,7 +344,7 @@ func (s *Server) startEtcd(ctx context.Context) error {
 			return fmt.Errorf("server: etcd at %v is not reachable: %w", endpoints, err)
 		}
 	}
-	st, err := store.New(s.cli, store.Options{MaxTxnOps: maxOps, Logger: s.log.With("component", "store")})
+	st, err := store.New(s.cli, store.Options{MaxTxnOps: maxOps, KV: kv, Logger: s.log.With("component", "store")})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -391,7 +396,8 @@ func (s *Server) buildAPI() error {
 		Address: s.grpcLis.Addr().String(),
 		Store:   s.st, Workloads: s.cache, HubID: s.cfg.HubID, Version: s.cfg.Version,
 		Logger: s.log.With("component", "api"), Clock: s.cfg.Clock,
-		Health: map[string]api.HealthCheck{"nats": s.natsHealth, "cache": s.cacheHealth},
+		Health:       map[string]api.HealthCheck{"nats": s.natsHealth, "cache": s.cacheHealth},
+		ClassWeights: s.cfg.Dispatch.ClassWeights,
 	}
 	if s.loop != nil {
 		d.Clusters, d.Explainer, d.QueueStatus = s.loop, s.loop, s.loop

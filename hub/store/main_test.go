@@ -38,8 +38,28 @@ func newClient(t testing.TB) *clientv3.Client {
 	return c
 }
 
+// inProcess makes newStore use the member's in-process client and KV, as
+// the hub does with its embedded etcd (TestCommitInProcess).
+var inProcess bool
+
 func newStore(t testing.TB) *Store {
 	t.Helper()
+	if inProcess {
+		c, err := srv.InProcessClient()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		kv, err := srv.InProcessKV()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(c, Options{MaxTxnOps: srv.MaxTxnOps(), KV: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
 	s, err := New(newClient(t), Options{MaxTxnOps: srv.MaxTxnOps()})
 	if err != nil {
 		t.Fatal(err)

@@ -89,7 +89,7 @@ func TestCommitCompareAndSwap(t *testing.T) {
 func TestCommitRejectsBadOps(t *testing.T) {
 	ctx := testCtx(t, 5*time.Second)
 	s := newStore(t)
-	small, err := New(s.Client(), Options{MaxTxnOps: 3})
+	small, err := New(s.Client(), Options{MaxTxnOps: 3, KV: s.kv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestCommitLargePlanInOneTxn(t *testing.T) {
 
 	// A store configured above the server's limit gets the server's refusal
 	// as ErrTooManyOps, not a silent split.
-	over, _ := New(s.Client(), Options{MaxTxnOps: srv.MaxTxnOps() + 1})
+	over, _ := New(s.Client(), Options{MaxTxnOps: srv.MaxTxnOps() + 1, KV: s.kv})
 	checks := make([]Op, srv.MaxTxnOps()+1)
 	for i := range checks {
 		checks[i] = Check(fmt.Sprintf("%sover/%05d", p, i), 0)
@@ -273,5 +273,28 @@ func TestListPaginates(t *testing.T) {
 				t.Fatal("List accepted bad arguments")
 			}
 		})
+	}
+}
+
+// The commit tests again with the in-process client and KV the hub uses
+// with its embedded etcd, which Commit sends its requests through.
+func TestCommitInProcess(t *testing.T) {
+	inProcess = true
+	defer func() { inProcess = false }()
+	t.Run("CompareAndSwap", TestCommitCompareAndSwap)
+	t.Run("RejectsBadOps", TestCommitRejectsBadOps)
+	t.Run("LargePlanInOneTxn", TestCommitLargePlanInOneTxn)
+	t.Run("FencedAfterLeaderChange", TestFencedCommitAfterLeaderChange)
+}
+
+// A client with no connection of its own needs the KV to commit through.
+func TestNewNeedsAKVForAnInProcessClient(t *testing.T) {
+	c, err := srv.InProcessClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := New(c, Options{}); err == nil || !strings.Contains(err.Error(), "Options.KV") {
+		t.Fatalf("New without KV: %v, want an error naming Options.KV", err)
 	}
 }
