@@ -2,11 +2,14 @@ package api
 
 import (
 	"context"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-gpu/meridian/hub/api/validation"
+	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -113,4 +116,67 @@ func (s *Service) setDraining(ctx context.Context, id string, draining bool, rea
 		return nil, storeErr("set draining", err)
 	}
 	return s.cluster(id)
+}
+
+// ListAcceleratorClasses reports the classes the hub knows: from the
+// fleet's advertisements, the queues' quotas and the configured class
+// weights.
+func (s *Service) ListAcceleratorClasses(ctx context.Context, _ *meridianv1.ListAcceleratorClassesRequest) (*meridianv1.ListAcceleratorClassesResponse, error) {
+	by := map[string]*meridianv1.AcceleratorClass{}
+	class := func(name string) *meridianv1.AcceleratorClass {
+		c := by[name]
+		if c == nil {
+			c = &meridianv1.AcceleratorClass{Name: name}
+			by[name] = c
+		}
+		return c
+	}
+	if s.d.Clusters != nil {
+		for _, cl := range s.d.Clusters.ListClusters() {
+			for _, cap := range cl.GetCapacity() {
+				c := class(cap.GetAcceleratorClass())
+				c.TotalMilli += cap.GetTotalMilli()
+				c.FreeMilli += cap.GetFreeMilli()
+				c.Nodes += cap.GetNodes()
+				if !slices.Contains(c.Clusters, cl.GetId()) {
+					c.Clusters = append(c.Clusters, cl.GetId())
+				}
+			}
+		}
+	}
+	items, _, err := s.st.List(ctx, store.Prefix(store.KindQueues), 0)
+	if err != nil {
+		return nil, storeErr("list queues", err)
+	}
+	for _, it := range items {
+		q, err := DecodeQueueRecord(it.Value)
+		if err != nil {
+			continue
+		}
+		for _, qq := range q.GetQuotas() {
+			if n := qq.GetAcceleratorClass(); n != "" && n != validation.AnyClass {
+				class(n).InQuotas = true
+			}
+		}
+	}
+	for n, w := range s.d.ClassWeights {
+		class(n).ClassWeight = proto.Float64(w)
+	}
+	out := &meridianv1.ListAcceleratorClassesResponse{}
+	for _, c := range by {
+		slices.Sort(c.Clusters)
+		out.Classes = append(out.Classes, c)
+	}
+	slices.SortFunc(out.Classes, func(a, b *meridianv1.AcceleratorClass) int { return cmpString(a.GetName(), b.GetName()) })
+	return out, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -59,6 +59,10 @@ type Deps struct {
 	Clusters    ClusterSource
 	Explainer   Explainer
 	QueueStatus QueueStatusSource
+	// ClassWeights are the configuration's fairshare weights by accelerator
+	// class (scheduling.classWeights); ListAcceleratorClasses reports
+	// them. Nil means none.
+	ClassWeights map[string]float64
 	// FitChecker answers reject_if_never_fits; nil makes that flag a no-op.
 	FitChecker FitChecker
 	// Elector is this replica's elector and ElectionPrefix the election's

@@ -65,6 +65,7 @@ var table = []Rule{
 	// authenticated caller may inspect (to write cluster selectors);
 	// changing it needs clusters.manage.
 	{Method: clusterSvc + "ListClusters", Action: ActClusterList, Resource: ResourceAuthenticated},
+	{Method: clusterSvc + "ListAcceleratorClasses", Action: ActClusterList, Resource: ResourceAuthenticated},
 	{Method: clusterSvc + "GetCluster", Action: ActClusterGet, Resource: ResourceAuthenticated, Extract: clusterTarget},
 	{Method: clusterSvc + "GetClusterTopology", Action: ActClusterGet, Resource: ResourceAuthenticated, Extract: clusterTarget},
 	{Method: clusterSvc + "DrainCluster", Action: ActClusterDrain, Resource: ResourceCluster, Extract: clusterTarget},

@@ -543,6 +543,7 @@ data "meridian_queues" "ds" {
 `,
 			Check: resource.ComposeAggregateTestCheckFunc(
 				resource.TestCheckTypeSetElemAttr("data.meridian_accelerator_classes.all", "names.*", accClass),
+				resource.TestCheckResourceAttr("data.meridian_accelerator_classes.all", "classes.0.clusters.0", accCluster),
 				resource.TestCheckResourceAttr("data.meridian_clusters.ready", "ids.0", accCluster),
 				resource.TestCheckResourceAttr("data.meridian_clusters.ready", "clusters.0.connector", "SIMCLUSTER"),
 				resource.TestCheckResourceAttrSet("data.meridian_clusters.ready", "clusters.0.capacity.nvidia-h100-80gb.total"),

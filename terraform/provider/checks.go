@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/meridian-gpu/meridian/hub/api/validation"
 	"github.com/meridian-gpu/meridian/internal/editdist"
@@ -98,43 +102,65 @@ func (c classSet) suggest(name string) string {
 	return ""
 }
 
-// knownClasses asks the hub which accelerator classes exist: those the
-// fleet advertises (every cluster the hub knows, lost ones included) and
-// those queues already hold quotas for. The hub's scheduling.classWeights
-// are not visible over the API; a class named only there is unknown here.
+// knownClasses asks the hub which accelerator classes exist
+// (ListAcceleratorClasses: those the fleet advertises, those queues hold
+// quotas for, and those its configuration weights). A hub from before that
+// call answers Unimplemented; then the provider gathers the first two
+// itself.
 func knownClasses(ctx context.Context, hub *hubClient) (classSet, error) {
-	seen := map[string]bool{}
-	cl, err := hub.clusters.ListClusters(ctx, &meridianv1.ListClustersRequest{})
+	classes, err := listClasses(ctx, hub)
 	if err != nil {
 		return classSet{}, err
 	}
-	for _, c := range cl.GetClusters() {
-		for _, cap := range c.GetCapacity() {
-			seen[cap.GetAcceleratorClass()] = true
-		}
+	var names []string
+	for _, c := range classes {
+		names = append(names, c.GetName())
+	}
+	slices.Sort(names)
+	return classSet{names: names}, nil
+}
+
+// listClasses is ListAcceleratorClasses, or its equivalent from
+// ListClusters and ListQueues on a hub without it.
+func listClasses(ctx context.Context, hub *hubClient) ([]*meridianv1.AcceleratorClass, error) {
+	resp, err := hub.clusters.ListAcceleratorClasses(ctx, &meridianv1.ListAcceleratorClassesRequest{})
+	if status.Code(err) != codes.Unimplemented {
+		return resp.GetClasses(), err
+	}
+	cl, err := hub.clusters.ListClusters(ctx, &meridianv1.ListClustersRequest{})
+	if err != nil {
+		return nil, err
+	}
+	by := map[string]*meridianv1.AcceleratorClass{}
+	for _, t := range classTotals(cl.GetClusters()) {
+		by[t.name] = &meridianv1.AcceleratorClass{Name: t.name, Clusters: t.clusters, TotalMilli: t.total, FreeMilli: t.free, Nodes: int32(t.nodes)}
 	}
 	tok := ""
 	for {
 		resp, err := hub.queues.ListQueues(ctx, &meridianv1.ListQueuesRequest{PageSize: 1000, PageToken: tok})
 		if err != nil {
-			return classSet{}, err
+			return nil, err
 		}
 		for _, q := range resp.GetQueues() {
 			for _, qq := range q.GetQuotas() {
-				if qq.GetAcceleratorClass() != validation.AnyClass {
-					seen[qq.GetAcceleratorClass()] = true
+				n := qq.GetAcceleratorClass()
+				if n == "" || n == validation.AnyClass {
+					continue
 				}
+				if by[n] == nil {
+					by[n] = &meridianv1.AcceleratorClass{Name: n}
+				}
+				by[n].InQuotas = true
 			}
 		}
 		if tok = resp.GetNextPageToken(); tok == "" {
 			break
 		}
 	}
-	delete(seen, "")
-	var names []string
-	for n := range seen {
-		names = append(names, n)
+	var out []*meridianv1.AcceleratorClass
+	for _, c := range by {
+		out = append(out, c)
 	}
-	slices.Sort(names)
-	return classSet{names: names}, nil
+	slices.SortFunc(out, func(a, b *meridianv1.AcceleratorClass) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out, nil
 }

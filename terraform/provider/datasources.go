@@ -356,12 +356,13 @@ func (d *classesDataSource) Metadata(_ context.Context, req datasource.MetadataR
 }
 
 type dsClass struct {
-	Name          types.String `tfsdk:"name"`
-	Total         types.String `tfsdk:"total"`
-	Free          types.String `tfsdk:"free"`
-	Nodes         types.Int64  `tfsdk:"nodes"`
-	FreeWholeGPUs types.Int64  `tfsdk:"free_whole_gpus"`
-	Clusters      []string     `tfsdk:"clusters"`
+	Name        types.String  `tfsdk:"name"`
+	Total       types.String  `tfsdk:"total"`
+	Free        types.String  `tfsdk:"free"`
+	Nodes       types.Int64   `tfsdk:"nodes"`
+	Clusters    []string      `tfsdk:"clusters"`
+	InQuotas    types.Bool    `tfsdk:"in_quotas"`
+	ClassWeight types.Float64 `tfsdk:"class_weight"`
 }
 
 type classesDSModel struct {
@@ -370,39 +371,46 @@ type classesDSModel struct {
 }
 
 func (d *classesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	attrs := dsCapacityAttrs()
-	attrs["name"] = schema.StringAttribute{Computed: true, MarkdownDescription: "Accelerator class, for example `nvidia-h100-80gb`."}
-	attrs["clusters"] = schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "Clusters that advertise it, sorted."}
-	for k, a := range attrs {
-		if s, ok := a.(schema.StringAttribute); ok && k != "name" {
-			s.MarkdownDescription += " Summed over the fleet."
-			attrs[k] = s
-		}
-	}
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "The accelerator classes the fleet advertises, with their capacity summed over every cluster the hub knows. " +
-			"These (and the classes queues already hold quotas for) are the classes `meridian_queue` accepts in `quotas`.",
+		MarkdownDescription: "The accelerator classes the hub knows: those the fleet advertises (with their capacity summed over every cluster), " +
+			"those queues hold quotas for, and those the hub's configuration weights (`scheduling.classWeights`). " +
+			"These are the classes `meridian_queue` accepts in `quotas`.",
 		Attributes: map[string]schema.Attribute{
 			"names": schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "The class names, sorted."},
-			"classes": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Each class with its capacity, sorted by name.",
-				NestedObject: schema.NestedAttributeObject{Attributes: attrs}},
+			"classes": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Each class, sorted by name.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name":         schema.StringAttribute{Computed: true, MarkdownDescription: "Accelerator class, for example `nvidia-h100-80gb`."},
+					"total":        schema.StringAttribute{Computed: true, MarkdownDescription: "GPUs installed, summed over the fleet."},
+					"free":         schema.StringAttribute{Computed: true, MarkdownDescription: "GPUs free now, fractions included, summed over the fleet."},
+					"nodes":        schema.Int64Attribute{Computed: true, MarkdownDescription: "Nodes that carry the class."},
+					"clusters":     schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "Clusters that advertise it, sorted; empty when none does now."},
+					"in_quotas":    schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether some queue holds a quota for it by name."},
+					"class_weight": schema.Float64Attribute{Computed: true, MarkdownDescription: "Its fairshare weight in the hub's configuration; null when not set."},
+				}}},
 		},
 	}
 }
 
 func (d *classesDataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *datasource.ReadResponse) {
-	out, err := d.hub.clusters.ListClusters(ctx, &meridianv1.ListClustersRequest{})
+	classes, err := listClasses(ctx, d.hub)
 	if err != nil {
-		addErr(&resp.Diagnostics, d.hub, about{typ: "data.meridian_accelerator_classes"}, "list clusters", err)
+		addErr(&resp.Diagnostics, d.hub, about{typ: "data.meridian_accelerator_classes"}, "list", err)
 		return
 	}
 	m := classesDSModel{Names: []string{}, Classes: []dsClass{}}
-	for _, c := range classTotals(out.GetClusters()) {
-		m.Names = append(m.Names, c.name)
-		m.Classes = append(m.Classes, dsClass{
-			Name: types.StringValue(c.name), Total: types.StringValue(quantity.Format(c.total)), Free: types.StringValue(quantity.Format(c.free)),
-			Nodes: types.Int64Value(c.nodes), FreeWholeGPUs: types.Int64Value(c.freeWhole), Clusters: c.clusters,
-		})
+	for _, c := range classes {
+		dc := dsClass{
+			Name: types.StringValue(c.GetName()), Total: types.StringValue(quantity.Format(c.GetTotalMilli())), Free: types.StringValue(quantity.Format(c.GetFreeMilli())),
+			Nodes: types.Int64Value(int64(c.GetNodes())), Clusters: c.GetClusters(), InQuotas: types.BoolValue(c.GetInQuotas()), ClassWeight: types.Float64Null(),
+		}
+		if dc.Clusters == nil {
+			dc.Clusters = []string{}
+		}
+		if c.ClassWeight != nil {
+			dc.ClassWeight = types.Float64Value(c.GetClassWeight())
+		}
+		m.Names = append(m.Names, c.GetName())
+		m.Classes = append(m.Classes, dc)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

@@ -267,7 +267,7 @@ func (r *queueResource) checkClasses(ctx context.Context, spec *meridianv1.Queue
 	}
 	if len(known.names) == 0 {
 		diags.AddWarning("No accelerator classes known",
-			fmt.Sprintf("meridian_queue %s: the hub knows no accelerator classes yet (no cluster has advertised capacity and no queue has a quota), so the quota classes were not checked.", spec.GetPath()))
+			fmt.Sprintf("meridian_queue %s: the hub knows no accelerator classes yet (no cluster has advertised capacity, no queue has a quota and its configuration weights none), so the quota classes were not checked.", spec.GetPath()))
 		return
 	}
 	for _, qq := range spec.GetQuotas() {

@@ -252,6 +252,10 @@ func matrixOps() []matrixOp {
 			prepare: func(t *testing.T, w *world, target string, n int) prepared {
 				return prepared{&meridianv1.ListClustersRequest{}, &meridianv1.ListClustersResponse{}, http.MethodGet, "/v1/clusters", nil}
 			}},
+		{name: "ListAcceleratorClasses", method: clSvc + "ListAcceleratorClasses", targets: noTarget, expect: allAuthenticated("OK", noTarget),
+			prepare: func(t *testing.T, w *world, target string, n int) prepared {
+				return prepared{&meridianv1.ListAcceleratorClassesRequest{}, &meridianv1.ListAcceleratorClassesResponse{}, http.MethodGet, "/v1/acceleratorClasses", nil}
+			}},
 		{name: "GetCluster", method: clSvc + "GetCluster", targets: noTarget, expect: allAuthenticated("nf", noTarget),
 			prepare: func(t *testing.T, w *world, target string, n int) prepared {
 				return prepared{&meridianv1.GetClusterRequest{Id: missingCluster}, &meridianv1.Cluster{}, http.MethodGet, "/v1/clusters/" + missingCluster, nil}

@@ -937,6 +937,191 @@ func (x *ClusterTopology) GetNodes() []*NodeCapacity {
 	return nil
 }
 
+// ListAcceleratorClassesRequest has no fields.
+type ListAcceleratorClassesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAcceleratorClassesRequest) Reset() {
+	*x = ListAcceleratorClassesRequest{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAcceleratorClassesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAcceleratorClassesRequest) ProtoMessage() {}
+
+func (x *ListAcceleratorClassesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAcceleratorClassesRequest.ProtoReflect.Descriptor instead.
+func (*ListAcceleratorClassesRequest) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{11}
+}
+
+// AcceleratorClass is one accelerator class the hub knows and where it
+// knows it from.
+type AcceleratorClass struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Class name, for example `nvidia-h100-80gb`.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Clusters that advertise it, sorted; empty when none does now.
+	Clusters []string `protobuf:"bytes,2,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// GPU milli installed, summed over those clusters.
+	TotalMilli int64 `protobuf:"varint,3,opt,name=total_milli,json=totalMilli,proto3" json:"total_milli,omitempty"`
+	// GPU milli free now, summed over those clusters.
+	FreeMilli int64 `protobuf:"varint,4,opt,name=free_milli,json=freeMilli,proto3" json:"free_milli,omitempty"`
+	// Nodes that carry it, summed over those clusters.
+	Nodes int32 `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// Whether some queue holds a quota for it by name.
+	InQuotas bool `protobuf:"varint,6,opt,name=in_quotas,json=inQuotas,proto3" json:"in_quotas,omitempty"`
+	// Its weight in the fairshare ledger when the hub's configuration sets
+	// one (`scheduling.classWeights`); unset otherwise.
+	ClassWeight   *float64 `protobuf:"fixed64,7,opt,name=class_weight,json=classWeight,proto3,oneof" json:"class_weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceleratorClass) Reset() {
+	*x = AcceleratorClass{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceleratorClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceleratorClass) ProtoMessage() {}
+
+func (x *AcceleratorClass) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceleratorClass.ProtoReflect.Descriptor instead.
+func (*AcceleratorClass) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AcceleratorClass) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AcceleratorClass) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *AcceleratorClass) GetTotalMilli() int64 {
+	if x != nil {
+		return x.TotalMilli
+	}
+	return 0
+}
+
+func (x *AcceleratorClass) GetFreeMilli() int64 {
+	if x != nil {
+		return x.FreeMilli
+	}
+	return 0
+}
+
+func (x *AcceleratorClass) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *AcceleratorClass) GetInQuotas() bool {
+	if x != nil {
+		return x.InQuotas
+	}
+	return false
+}
+
+func (x *AcceleratorClass) GetClassWeight() float64 {
+	if x != nil && x.ClassWeight != nil {
+		return *x.ClassWeight
+	}
+	return 0
+}
+
+// ListAcceleratorClassesResponse lists the classes.
+type ListAcceleratorClassesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The classes, sorted by name.
+	Classes       []*AcceleratorClass `protobuf:"bytes,1,rep,name=classes,proto3" json:"classes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAcceleratorClassesResponse) Reset() {
+	*x = ListAcceleratorClassesResponse{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAcceleratorClassesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAcceleratorClassesResponse) ProtoMessage() {}
+
+func (x *ListAcceleratorClassesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAcceleratorClassesResponse.ProtoReflect.Descriptor instead.
+func (*ListAcceleratorClassesResponse) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListAcceleratorClassesResponse) GetClasses() []*AcceleratorClass {
+	if x != nil {
+		return x.Classes
+	}
+	return nil
+}
+
 var File_meridian_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_meridian_v1_cluster_proto_rawDesc = "" +
@@ -1006,7 +1191,21 @@ const file_meridian_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x125\n" +
 	"\adomains\x18\x02 \x03(\v2\x1b.meridian.v1.TopologyDomainR\adomains\x12/\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x19.meridian.v1.NodeCapacityR\x05nodes*\x87\x01\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x19.meridian.v1.NodeCapacityR\x05nodes\"\x1f\n" +
+	"\x1dListAcceleratorClassesRequest\"\xee\x01\n" +
+	"\x10AcceleratorClass\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bclusters\x18\x02 \x03(\tR\bclusters\x12\x1f\n" +
+	"\vtotal_milli\x18\x03 \x01(\x03R\n" +
+	"totalMilli\x12\x1d\n" +
+	"\n" +
+	"free_milli\x18\x04 \x01(\x03R\tfreeMilli\x12\x14\n" +
+	"\x05nodes\x18\x05 \x01(\x05R\x05nodes\x12\x1b\n" +
+	"\tin_quotas\x18\x06 \x01(\bR\binQuotas\x12&\n" +
+	"\fclass_weight\x18\a \x01(\x01H\x00R\vclassWeight\x88\x01\x01B\x0f\n" +
+	"\r_class_weight\"Y\n" +
+	"\x1eListAcceleratorClassesResponse\x127\n" +
+	"\aclasses\x18\x01 \x03(\v2\x1d.meridian.v1.AcceleratorClassR\aclasses*\x87\x01\n" +
 	"\rConnectorKind\x12\x1e\n" +
 	"\x1aCONNECTOR_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19CONNECTOR_KIND_KUBERNETES\x10\x01\x12\x18\n" +
@@ -1016,13 +1215,14 @@ const file_meridian_v1_cluster_proto_rawDesc = "" +
 	"\x19CLUSTER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CLUSTER_STATE_READY\x10\x01\x12\x16\n" +
 	"\x12CLUSTER_STATE_LOST\x10\x02\x12\x1a\n" +
-	"\x16CLUSTER_STATE_DRAINING\x10\x032\xb5\x04\n" +
+	"\x16CLUSTER_STATE_DRAINING\x10\x032\xc9\x05\n" +
 	"\x0eClusterService\x12i\n" +
 	"\fListClusters\x12 .meridian.v1.ListClustersRequest\x1a!.meridian.v1.ListClustersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/clusters\x12]\n" +
 	"\n" +
 	"GetCluster\x12\x1e.meridian.v1.GetClusterRequest\x1a\x14.meridian.v1.Cluster\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/clusters/{id}\x12~\n" +
 	"\x12GetClusterTopology\x12&.meridian.v1.GetClusterTopologyRequest\x1a\x1c.meridian.v1.ClusterTopology\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/clusters/{id}:topology\x12j\n" +
-	"\fDrainCluster\x12 .meridian.v1.DrainClusterRequest\x1a\x14.meridian.v1.Cluster\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/clusters/{id}:drain\x12m\n" +
+	"\fDrainCluster\x12 .meridian.v1.DrainClusterRequest\x1a\x14.meridian.v1.Cluster\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/clusters/{id}:drain\x12\x91\x01\n" +
+	"\x16ListAcceleratorClasses\x12*.meridian.v1.ListAcceleratorClassesRequest\x1a+.meridian.v1.ListAcceleratorClassesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/acceleratorClasses\x12m\n" +
 	"\rResumeCluster\x12!.meridian.v1.ResumeClusterRequest\x1a\x14.meridian.v1.Cluster\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/clusters/{id}:resumeB?Z=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
 
 var (
@@ -1038,51 +1238,57 @@ func file_meridian_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_meridian_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_meridian_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_meridian_v1_cluster_proto_goTypes = []any{
-	(ConnectorKind)(0),                // 0: meridian.v1.ConnectorKind
-	(ClusterState)(0),                 // 1: meridian.v1.ClusterState
-	(*ClassCapacity)(nil),             // 2: meridian.v1.ClassCapacity
-	(*Cluster)(nil),                   // 3: meridian.v1.Cluster
-	(*ListClustersRequest)(nil),       // 4: meridian.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),      // 5: meridian.v1.ListClustersResponse
-	(*GetClusterRequest)(nil),         // 6: meridian.v1.GetClusterRequest
-	(*DrainClusterRequest)(nil),       // 7: meridian.v1.DrainClusterRequest
-	(*ResumeClusterRequest)(nil),      // 8: meridian.v1.ResumeClusterRequest
-	(*GetClusterTopologyRequest)(nil), // 9: meridian.v1.GetClusterTopologyRequest
-	(*NodeCapacity)(nil),              // 10: meridian.v1.NodeCapacity
-	(*TopologyDomain)(nil),            // 11: meridian.v1.TopologyDomain
-	(*ClusterTopology)(nil),           // 12: meridian.v1.ClusterTopology
-	nil,                               // 13: meridian.v1.Cluster.LabelsEntry
-	(FractionalMode)(0),               // 14: meridian.v1.FractionalMode
-	(*timestamppb.Timestamp)(nil),     // 15: google.protobuf.Timestamp
+	(ConnectorKind)(0),                     // 0: meridian.v1.ConnectorKind
+	(ClusterState)(0),                      // 1: meridian.v1.ClusterState
+	(*ClassCapacity)(nil),                  // 2: meridian.v1.ClassCapacity
+	(*Cluster)(nil),                        // 3: meridian.v1.Cluster
+	(*ListClustersRequest)(nil),            // 4: meridian.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),           // 5: meridian.v1.ListClustersResponse
+	(*GetClusterRequest)(nil),              // 6: meridian.v1.GetClusterRequest
+	(*DrainClusterRequest)(nil),            // 7: meridian.v1.DrainClusterRequest
+	(*ResumeClusterRequest)(nil),           // 8: meridian.v1.ResumeClusterRequest
+	(*GetClusterTopologyRequest)(nil),      // 9: meridian.v1.GetClusterTopologyRequest
+	(*NodeCapacity)(nil),                   // 10: meridian.v1.NodeCapacity
+	(*TopologyDomain)(nil),                 // 11: meridian.v1.TopologyDomain
+	(*ClusterTopology)(nil),                // 12: meridian.v1.ClusterTopology
+	(*ListAcceleratorClassesRequest)(nil),  // 13: meridian.v1.ListAcceleratorClassesRequest
+	(*AcceleratorClass)(nil),               // 14: meridian.v1.AcceleratorClass
+	(*ListAcceleratorClassesResponse)(nil), // 15: meridian.v1.ListAcceleratorClassesResponse
+	nil,                                    // 16: meridian.v1.Cluster.LabelsEntry
+	(FractionalMode)(0),                    // 17: meridian.v1.FractionalMode
+	(*timestamppb.Timestamp)(nil),          // 18: google.protobuf.Timestamp
 }
 var file_meridian_v1_cluster_proto_depIdxs = []int32{
-	13, // 0: meridian.v1.Cluster.labels:type_name -> meridian.v1.Cluster.LabelsEntry
+	16, // 0: meridian.v1.Cluster.labels:type_name -> meridian.v1.Cluster.LabelsEntry
 	1,  // 1: meridian.v1.Cluster.state:type_name -> meridian.v1.ClusterState
-	14, // 2: meridian.v1.Cluster.fractional_modes:type_name -> meridian.v1.FractionalMode
-	15, // 3: meridian.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	17, // 2: meridian.v1.Cluster.fractional_modes:type_name -> meridian.v1.FractionalMode
+	18, // 3: meridian.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 4: meridian.v1.Cluster.capacity:type_name -> meridian.v1.ClassCapacity
 	0,  // 5: meridian.v1.Cluster.connector:type_name -> meridian.v1.ConnectorKind
 	1,  // 6: meridian.v1.ListClustersRequest.state:type_name -> meridian.v1.ClusterState
 	3,  // 7: meridian.v1.ListClustersResponse.clusters:type_name -> meridian.v1.Cluster
 	11, // 8: meridian.v1.ClusterTopology.domains:type_name -> meridian.v1.TopologyDomain
 	10, // 9: meridian.v1.ClusterTopology.nodes:type_name -> meridian.v1.NodeCapacity
-	4,  // 10: meridian.v1.ClusterService.ListClusters:input_type -> meridian.v1.ListClustersRequest
-	6,  // 11: meridian.v1.ClusterService.GetCluster:input_type -> meridian.v1.GetClusterRequest
-	9,  // 12: meridian.v1.ClusterService.GetClusterTopology:input_type -> meridian.v1.GetClusterTopologyRequest
-	7,  // 13: meridian.v1.ClusterService.DrainCluster:input_type -> meridian.v1.DrainClusterRequest
-	8,  // 14: meridian.v1.ClusterService.ResumeCluster:input_type -> meridian.v1.ResumeClusterRequest
-	5,  // 15: meridian.v1.ClusterService.ListClusters:output_type -> meridian.v1.ListClustersResponse
-	3,  // 16: meridian.v1.ClusterService.GetCluster:output_type -> meridian.v1.Cluster
-	12, // 17: meridian.v1.ClusterService.GetClusterTopology:output_type -> meridian.v1.ClusterTopology
-	3,  // 18: meridian.v1.ClusterService.DrainCluster:output_type -> meridian.v1.Cluster
-	3,  // 19: meridian.v1.ClusterService.ResumeCluster:output_type -> meridian.v1.Cluster
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	14, // 10: meridian.v1.ListAcceleratorClassesResponse.classes:type_name -> meridian.v1.AcceleratorClass
+	4,  // 11: meridian.v1.ClusterService.ListClusters:input_type -> meridian.v1.ListClustersRequest
+	6,  // 12: meridian.v1.ClusterService.GetCluster:input_type -> meridian.v1.GetClusterRequest
+	9,  // 13: meridian.v1.ClusterService.GetClusterTopology:input_type -> meridian.v1.GetClusterTopologyRequest
+	7,  // 14: meridian.v1.ClusterService.DrainCluster:input_type -> meridian.v1.DrainClusterRequest
+	13, // 15: meridian.v1.ClusterService.ListAcceleratorClasses:input_type -> meridian.v1.ListAcceleratorClassesRequest
+	8,  // 16: meridian.v1.ClusterService.ResumeCluster:input_type -> meridian.v1.ResumeClusterRequest
+	5,  // 17: meridian.v1.ClusterService.ListClusters:output_type -> meridian.v1.ListClustersResponse
+	3,  // 18: meridian.v1.ClusterService.GetCluster:output_type -> meridian.v1.Cluster
+	12, // 19: meridian.v1.ClusterService.GetClusterTopology:output_type -> meridian.v1.ClusterTopology
+	3,  // 20: meridian.v1.ClusterService.DrainCluster:output_type -> meridian.v1.Cluster
+	15, // 21: meridian.v1.ClusterService.ListAcceleratorClasses:output_type -> meridian.v1.ListAcceleratorClassesResponse
+	3,  // 22: meridian.v1.ClusterService.ResumeCluster:output_type -> meridian.v1.Cluster
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_cluster_proto_init() }
@@ -1091,13 +1297,14 @@ func file_meridian_v1_cluster_proto_init() {
 		return
 	}
 	file_meridian_v1_resources_proto_init()
+	file_meridian_v1_cluster_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_cluster_proto_rawDesc), len(file_meridian_v1_cluster_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

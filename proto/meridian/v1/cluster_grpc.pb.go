@@ -22,11 +22,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClusterService_ListClusters_FullMethodName       = "/meridian.v1.ClusterService/ListClusters"
-	ClusterService_GetCluster_FullMethodName         = "/meridian.v1.ClusterService/GetCluster"
-	ClusterService_GetClusterTopology_FullMethodName = "/meridian.v1.ClusterService/GetClusterTopology"
-	ClusterService_DrainCluster_FullMethodName       = "/meridian.v1.ClusterService/DrainCluster"
-	ClusterService_ResumeCluster_FullMethodName      = "/meridian.v1.ClusterService/ResumeCluster"
+	ClusterService_ListClusters_FullMethodName           = "/meridian.v1.ClusterService/ListClusters"
+	ClusterService_GetCluster_FullMethodName             = "/meridian.v1.ClusterService/GetCluster"
+	ClusterService_GetClusterTopology_FullMethodName     = "/meridian.v1.ClusterService/GetClusterTopology"
+	ClusterService_DrainCluster_FullMethodName           = "/meridian.v1.ClusterService/DrainCluster"
+	ClusterService_ListAcceleratorClasses_FullMethodName = "/meridian.v1.ClusterService/ListAcceleratorClasses"
+	ClusterService_ResumeCluster_FullMethodName          = "/meridian.v1.ClusterService/ResumeCluster"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -46,6 +47,12 @@ type ClusterServiceClient interface {
 	// Close a cluster to new dispatches (state DRAINING). Running work is
 	// left alone. Idempotent.
 	DrainCluster(ctx context.Context, in *DrainClusterRequest, opts ...grpc.CallOption) (*Cluster, error)
+	// The accelerator classes the hub knows, sorted by name: those the
+	// fleet advertises (with their capacity summed over every cluster), those
+	// a queue holds a quota for, and those the hub's configuration weights
+	// (`scheduling.classWeights`). Clients such as the Terraform provider
+	// check a quota's class against it.
+	ListAcceleratorClasses(ctx context.Context, in *ListAcceleratorClassesRequest, opts ...grpc.CallOption) (*ListAcceleratorClassesResponse, error)
 	// Reopen a drained cluster to new dispatches. Idempotent.
 	ResumeCluster(ctx context.Context, in *ResumeClusterRequest, opts ...grpc.CallOption) (*Cluster, error)
 }
@@ -98,6 +105,16 @@ func (c *clusterServiceClient) DrainCluster(ctx context.Context, in *DrainCluste
 	return out, nil
 }
 
+func (c *clusterServiceClient) ListAcceleratorClasses(ctx context.Context, in *ListAcceleratorClassesRequest, opts ...grpc.CallOption) (*ListAcceleratorClassesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAcceleratorClassesResponse)
+	err := c.cc.Invoke(ctx, ClusterService_ListAcceleratorClasses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *clusterServiceClient) ResumeCluster(ctx context.Context, in *ResumeClusterRequest, opts ...grpc.CallOption) (*Cluster, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Cluster)
@@ -125,6 +142,12 @@ type ClusterServiceServer interface {
 	// Close a cluster to new dispatches (state DRAINING). Running work is
 	// left alone. Idempotent.
 	DrainCluster(context.Context, *DrainClusterRequest) (*Cluster, error)
+	// The accelerator classes the hub knows, sorted by name: those the
+	// fleet advertises (with their capacity summed over every cluster), those
+	// a queue holds a quota for, and those the hub's configuration weights
+	// (`scheduling.classWeights`). Clients such as the Terraform provider
+	// check a quota's class against it.
+	ListAcceleratorClasses(context.Context, *ListAcceleratorClassesRequest) (*ListAcceleratorClassesResponse, error)
 	// Reopen a drained cluster to new dispatches. Idempotent.
 	ResumeCluster(context.Context, *ResumeClusterRequest) (*Cluster, error)
 	mustEmbedUnimplementedClusterServiceServer()
@@ -148,6 +171,9 @@ func (UnimplementedClusterServiceServer) GetClusterTopology(context.Context, *Ge
 }
 func (UnimplementedClusterServiceServer) DrainCluster(context.Context, *DrainClusterRequest) (*Cluster, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainCluster not implemented")
+}
+func (UnimplementedClusterServiceServer) ListAcceleratorClasses(context.Context, *ListAcceleratorClassesRequest) (*ListAcceleratorClassesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAcceleratorClasses not implemented")
 }
 func (UnimplementedClusterServiceServer) ResumeCluster(context.Context, *ResumeClusterRequest) (*Cluster, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeCluster not implemented")
@@ -245,6 +271,24 @@ func _ClusterService_DrainCluster_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_ListAcceleratorClasses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAcceleratorClassesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).ListAcceleratorClasses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_ListAcceleratorClasses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).ListAcceleratorClasses(ctx, req.(*ListAcceleratorClassesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ClusterService_ResumeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResumeClusterRequest)
 	if err := dec(in); err != nil {
@@ -285,6 +329,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DrainCluster",
 			Handler:    _ClusterService_DrainCluster_Handler,
+		},
+		{
+			MethodName: "ListAcceleratorClasses",
+			Handler:    _ClusterService_ListAcceleratorClasses_Handler,
 		},
 		{
 			MethodName: "ResumeCluster",
