@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -310,6 +311,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		clients = max(clients, rate/10)
 	}
 	cpu0 := processCPU() + agents.cpu()
+	alloc0 := heapAllocs()
 	start := time.Now()
 	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate))
 	b.StartTimer()
@@ -387,6 +389,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	b.ReportMetric(float64(behind), "not-accepted")
 	elapsed := time.Since(start)
 	cpuPer := (processCPU() + agents.cpu() - cpu0).Seconds() * 1000 / float64(n)
+	allocated := heapAllocs().minus(alloc0)
 	res.finish(b, n)
 	reportDiskStalls(b)
 	if path := os.Getenv("MERIDIAN_BENCH_HEAPPROFILE"); path != "" {
@@ -459,6 +462,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	// generator) per workload: what bounds throughput on a small machine,
 	// and less sensitive to other load than the rates.
 	b.ReportMetric(cpuPer, "cpu-ms/workload")
+	// What the hub's process (hub, etcd, NATS, the load generator)
+	// allocated per workload: what the collector's work grows with, and,
+	// unlike CPU, hardly moved by other programs on the machine.
+	b.ReportMetric(allocated.bytes/1024/float64(n), "alloc-KiB/workload")
+	b.ReportMetric(allocated.objects/float64(n), "allocs/workload")
 	// Where the time goes: create -> dispatch (hub: etcd, loop, commit) and
 	// dispatch -> ACCEPTED seen (JetStream, agent, event write, watch).
 	var toDispatch, toAccept []float64
@@ -503,6 +511,24 @@ func waitFor(b *testing.B, limit time.Duration, what string, ok func() bool) {
 }
 
 // processCPU is the user plus system CPU time this process has used.
+// allocs is what the process has allocated on the heap so far.
+type allocs struct{ bytes, objects float64 }
+
+func (a allocs) minus(b allocs) allocs { return allocs{a.bytes - b.bytes, a.objects - b.objects} }
+
+func heapAllocs() allocs {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	var a allocs
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		a.bytes = float64(s[0].Value.Uint64())
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		a.objects = float64(s[1].Value.Uint64())
+	}
+	return a
+}
+
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
