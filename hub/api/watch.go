@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/api/validation"
+	"github.com/meridian-gpu/meridian/hub/records"
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -67,7 +68,12 @@ type watchFilter struct {
 }
 
 func (f watchFilter) match(w *meridianv1.Workload) bool {
-	return queueMatches(f.queue, w.GetQueue()) && f.sel.matches(w.GetLabels()) && canView(f.ctx, w.GetQueue())
+	return f.matchQueue(w.GetQueue()) && f.sel.matches(w.GetLabels())
+}
+
+// matchQueue is the part of match that needs only the workload's queue.
+func (f watchFilter) matchQueue(queue string) bool {
+	return queueMatches(f.queue, queue) && canView(f.ctx, queue)
 }
 
 type eventSender interface {
@@ -172,16 +178,23 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 		we.Workload = &meridianv1.Workload{Id: strings.TrimPrefix(ev.Key, prefix)}
 		return we, true
 	}
+	we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED
+	if !known[ev.Key] {
+		we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED
+	}
+	// Every watcher sees every workload's changes: one that watches a
+	// queue it does not see, or another queue, tells so from the
+	// record's summary without decoding it.
+	if sm, err := records.SummarizeWorkload(ev.Value); err == nil && !f.matchQueue(sm.Queue) {
+		known[ev.Key] = true
+		return nil, false
+	}
 	w, err := DecodeWorkloadRecord(ev.Value)
 	if err != nil {
 		s.log.Error("watch: skipping undecodable workload record", "key", ev.Key, "err", err)
 		return nil, false
 	}
-	we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED
-	if !known[ev.Key] {
-		we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED
-		known[ev.Key] = true
-	}
+	known[ev.Key] = true
 	if !f.match(w) {
 		return nil, false
 	}
