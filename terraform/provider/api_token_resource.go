@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -161,7 +162,7 @@ func (r *apiTokenResource) Create(ctx context.Context, req resource.CreateReques
 	out, err := r.hub.admin.CreateAPIToken(ctx, in)
 	if err != nil {
 		addErr(&resp.Diagnostics, r.hub, about{typ: "meridian_api_token", field: func(f string) (path.Path, string, bool) {
-			f = trimPrefix(f, "token.")
+			f = strings.TrimPrefix(f, "token.")
 			switch f {
 			case "description", "user", "permissions", "groups", "expire_time", "ttl":
 				return path.Root(f), f, true
@@ -173,13 +174,6 @@ func (r *apiTokenResource) Create(ctx context.Context, req resource.CreateReques
 	fillToken(&plan, out.GetToken())
 	plan.Secret = types.StringValue(out.GetSecret())
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func trimPrefix(s, p string) string {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
 }
 
 // fillToken sets the hub-owned attributes; the configured ones stay as
@@ -290,7 +284,7 @@ func checkTokenImportID(id string) error {
 	if id == "" {
 		return fmt.Errorf("the import id is the token's public id, as `meridianctl token list` shows it")
 	}
-	if len(id) > 4 && id[:4] == "mrd_" {
+	if strings.HasPrefix(id, "mrd_") {
 		return fmt.Errorf("that looks like a token's secret (mrd_...); import by the public id only (`meridianctl token list`), and never paste a secret into a command line")
 	}
 	for _, c := range id {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -161,7 +162,7 @@ type queueDSModel struct {
 
 func (d *queueDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var p types.String
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, pathRoot("path"), &p)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("path"), &p)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -312,7 +313,7 @@ func (d *clustersDataSource) Read(ctx context.Context, req datasource.ReadReques
 	if s := m.State.ValueString(); s != "" {
 		v, ok := meridianv1.ClusterState_value["CLUSTER_STATE_"+s]
 		if !ok || v == 0 {
-			resp.Diagnostics.AddAttributeError(pathRoot("state"), "Invalid cluster state", "state must be READY, LOST or DRAINING (got "+s+")")
+			resp.Diagnostics.AddAttributeError(path.Root("state"), "Invalid cluster state", "state must be READY, LOST or DRAINING (got "+s+")")
 			return
 		}
 		in.State = meridianv1.ClusterState(v)
@@ -417,10 +418,10 @@ func (d *classesDataSource) Read(ctx context.Context, _ datasource.ReadRequest, 
 
 // classTotal is one class summed over the fleet.
 type classTotal struct {
-	name             string
-	total, free      int64
-	nodes, freeWhole int64
-	clusters         []string
+	name        string
+	total, free int64
+	nodes       int64
+	clusters    []string
 }
 
 // classTotals sums the clusters' capacity by class, sorted by class.
@@ -436,7 +437,6 @@ func classTotals(cs []*meridianv1.Cluster) []classTotal {
 			t.total += cap.GetTotalMilli()
 			t.free += cap.GetFreeMilli()
 			t.nodes += int64(cap.GetNodes())
-			t.freeWhole += int64(cap.GetFreeWholeGpus())
 			if !slices.Contains(t.clusters, c.GetId()) {
 				t.clusters = append(t.clusters, c.GetId())
 			}

@@ -156,5 +156,3 @@ func clientFrom(data any, diags interface {
 	}
 	return c
 }
-
-func pathRoot(name string) path.Path { return path.Root(name) }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,13 +188,13 @@ func validateQueueConfig(ctx context.Context, m *queueModel, diags *diag.Diagnos
 	if !known || d.HasError() {
 		return
 	}
-	for class, q := range quotas {
-		if class != validation.AnyClass {
-			if err := checkClassName(class); err != nil {
-				diags.AddAttributeError(path.Root("quotas").AtMapKey(class), "Invalid accelerator class", fmt.Sprintf("quotas[%q]: %v", class, err))
-			}
+	for class := range quotas {
+		if class == validation.AnyClass {
+			continue
 		}
-		_ = q
+		if err := checkClassName(class); err != nil {
+			diags.AddAttributeError(path.Root("quotas").AtMapKey(class), "Invalid accelerator class", fmt.Sprintf("quotas[%q]: %v", class, err))
+		}
 	}
 	_ = quotasToProto(quotas, diags)
 }
@@ -374,7 +375,7 @@ func (r *queueResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		return
 	}
-	if slicesContains(fields, "quotas") {
+	if slices.Contains(fields, "quotas") {
 		r.checkParent(ctx, spec, false, &resp.Diagnostics)
 		if resp.Diagnostics.HasError() {
 			return
@@ -399,15 +400,6 @@ func (r *queueResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	}
 	resp.Diagnostics.Append(fillQueueModel(ctx, &plan, q)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func slicesContains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // isRevisionConflict reports whether err is the hub refusing a write
