@@ -192,6 +192,26 @@ func (f *accFixture) setOutOfBand(t *testing.T, q *meridianv1.Queue, fields ...s
 	}
 }
 
+// revokeToken revokes, through the API, the working token with this
+// description.
+func (f *accFixture) revokeToken(t *testing.T, description string) {
+	t.Helper()
+	admin := meridianv1.NewAdminServiceClient(f.hub.Conn)
+	resp, err := admin.ListAPITokens(context.Background(), &meridianv1.ListAPITokensRequest{PageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range resp.GetTokens() {
+		if tok.GetDescription() == description && tok.GetRevokeTime() == nil {
+			if _, err := admin.RevokeAPIToken(context.Background(), &meridianv1.RevokeAPITokenRequest{Id: tok.GetId()}); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no working token %q to revoke", description)
+}
+
 func h100(nominal int64, borrow *int64) []*meridianv1.QueueQuota {
 	return []*meridianv1.QueueQuota{{AcceleratorClass: accClass, NominalMilliGpus: nominal, BorrowLimitMilli: borrow}}
 }
@@ -322,6 +342,9 @@ func TestAccQueueTree(t *testing.T) {
 					f.setOutOfBand(t, &meridianv1.Queue{Path: "acc-acme/vision", Quotas: h100(12000, proto.Int64(4000))}, "quotas")
 					q := f.getQueue(t, "acc-acme/vision")
 					f.setOutOfBand(t, &meridianv1.Queue{Path: "acc-acme/vision", Access: append(q.GetAccess(), &meridianv1.AccessEntry{Subject: "user:mallory", Verbs: []string{"manage"}})}, "access")
+					// ...and so does a token revoked outside Terraform: it
+					// is planned anew.
+					f.revokeToken(t, "acceptance test CI token")
 				},
 				Config:             fmt.Sprintf(orgConfig, 3, "10"),
 				PlanOnly:           true,
@@ -334,6 +357,7 @@ func TestAccQueueTree(t *testing.T) {
 					PreApply: []plancheck.PlanCheck{
 						plancheck.ExpectResourceAction("meridian_queue.vision", plancheck.ResourceActionUpdate),
 						plancheck.ExpectResourceAction("meridian_queue_access.vision", plancheck.ResourceActionUpdate),
+						plancheck.ExpectResourceAction("meridian_api_token.ci", plancheck.ResourceActionCreate),
 					},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
