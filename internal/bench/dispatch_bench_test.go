@@ -261,11 +261,10 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 
 	// Watch for ACCEPTED (or anything after it) before submitting.
 	var mu sync.Mutex
-	submitted := make(map[string]time.Time, n)
-	// scheduled is when each submit was due (paced cases): latency from
-	// it also counts a client that was late to send.
-	scheduled := make(map[string]time.Time, n)
-	accepted := make(map[string]time.Time, n)
+	// led holds when each submit was due (paced cases: latency from it
+	// also counts a client that was late to send), sent, and first seen
+	// ACCEPTED.
+	led := newRunLedger(n)
 	// watchLag is how long each first ACCEPTED (or later) state took from
 	// the hub's write (its update time, same clock) to this watcher: the
 	// part of the latency spent delivering the Watch stream, not
@@ -286,13 +285,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 			case meridianv1.WorkloadPhase_WORKLOAD_PHASE_ACCEPTED, meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING, meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED:
 				now := time.Now()
 				mu.Lock()
-				id := ev.GetWorkload().GetId()
-				if _, seen := accepted[id]; !seen {
-					accepted[id] = now
+				if led.seen(ev.GetWorkload().GetName(), now) {
 					if ut := ev.GetWorkload().GetStatus().GetUpdateTime(); ut != nil {
 						watchLag = append(watchLag, now.Sub(ut.AsTime()).Seconds()*1000)
 					}
-					if len(accepted) == n {
+					if led.accepted == n {
 						close(allAccepted)
 					}
 				}
@@ -336,20 +333,18 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 					}
 				}
 				w := &meridianv1.Workload{
-					Name: fmt.Sprintf("b-%05d", j), Queue: "bench/load", Preemptible: true,
+					Name: workloadName(j), Queue: "bench/load", Preemptible: true,
 					Labels: map[string]string{simcluster.LabelDuration: runFor},
 					PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: 1, Resources: &meridianv1.Resources{
 						GpuMilli: 1000, CpuMilli: 1000, MemoryMib: 1024, AcceleratorClass: "nvidia-h100-80gb"}}},
 				}
 				t0 := time.Now()
-				resp, err := wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
-				if err != nil {
+				if _, err := wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w}); err != nil {
 					errs <- err
 					return
 				}
 				mu.Lock()
-				submitted[resp.GetWorkload().GetId()] = t0
-				scheduled[resp.GetWorkload().GetId()] = due
+				led.sent[j], led.due[j] = t0.UnixNano(), due.UnixNano()
 				mu.Unlock()
 			}
 		}()
@@ -375,11 +370,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	select {
 	case <-allAccepted:
 	case <-time.After(3 * time.Minute):
-		deadline := time.Now()
+		deadline := time.Now().UnixNano()
 		mu.Lock()
-		for id := range submitted {
-			if _, ok := accepted[id]; !ok {
-				accepted[id] = deadline
+		for j := range n {
+			if led.sent[j] != 0 && led.acc[j] == 0 {
+				led.acc[j] = deadline
 				behind++
 			}
 		}
@@ -403,15 +398,15 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	// connections), the second half shows it; if the hub falls behind, the
 	// second half is worse.
 	var lat, late, fromDue []float64
-	half := start.Add(submitDone / 2)
-	for id, t0 := range submitted {
-		if t1, ok := accepted[id]; ok {
-			ms := t1.Sub(t0).Seconds() * 1000
+	half := start.Add(submitDone / 2).UnixNano()
+	for j := range n {
+		if t0, t1 := led.sent[j], led.acc[j]; t0 != 0 && t1 != 0 {
+			ms := since(t0, t1)
 			lat = append(lat, ms)
-			if t0.After(half) {
+			if t0 > half {
 				late = append(late, ms)
 			}
-			fromDue = append(fromDue, t1.Sub(scheduled[id]).Seconds()*1000)
+			fromDue = append(fromDue, since(led.due[j], t1))
 		}
 	}
 	sort.Float64s(lat)
@@ -423,14 +418,14 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		b.ReportMetric(pct(watchLag, 0.99), "p99-watch-lag-ms")
 	}
 	if os.Getenv("MERIDIAN_BENCH_TIMELINE") != "" {
-		logTimeline(start, submitted, accepted)
+		logTimeline(start, led)
 	}
 	// The sustained rate: ACCEPTED per second between the first second and
 	// the last submit, when the pipeline is full and not yet draining.
 	if from, to := start.Add(time.Second), start.Add(submitDone); to.Sub(from) >= time.Second {
 		inWindow := 0
-		for _, t1 := range accepted {
-			if !t1.Before(from) && t1.Before(to) {
+		for _, t1 := range led.acc {
+			if t1 >= from.UnixNano() && t1 < to.UnixNano() {
 				inWindow++
 			}
 		}
@@ -482,8 +477,8 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 				continue
 			}
 			toDispatch = append(toDispatch, st.GetDispatchTime().AsTime().Sub(w.GetCreateTime().AsTime()).Seconds()*1000)
-			if t1, ok := accepted[w.GetId()]; ok {
-				toAccept = append(toAccept, t1.Sub(st.GetDispatchTime().AsTime()).Seconds()*1000)
+			if j, ok := led.indexOf(w.GetName()); ok && led.acc[j] != 0 {
+				toAccept = append(toAccept, since(st.GetDispatchTime().AsTime().UnixNano(), led.acc[j]))
 			}
 		}
 		if token = resp.GetNextPageToken(); token == "" {
@@ -510,7 +505,6 @@ func waitFor(b *testing.B, limit time.Duration, what string, ok func() bool) {
 	}
 }
 
-// processCPU is the user plus system CPU time this process has used.
 // allocs is what the process has allocated on the heap so far.
 type allocs struct{ bytes, objects float64 }
 
@@ -529,6 +523,7 @@ func heapAllocs() allocs {
 	return a
 }
 
+// processCPU is the user plus system CPU time this process has used.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -540,12 +535,12 @@ func processCPU() time.Duration {
 // logTimeline prints p50/p99 latency and count per second of submission
 // (MERIDIAN_BENCH_TIMELINE=1): it tells a tail that grows from one that
 // comes in bursts.
-func logTimeline(start time.Time, submitted, accepted map[string]time.Time) {
+func logTimeline(start time.Time, led *runLedger) {
 	per := map[int][]float64{}
-	for id, t0 := range submitted {
-		if t1, ok := accepted[id]; ok {
-			s := int(t0.Sub(start) / time.Second)
-			per[s] = append(per[s], t1.Sub(t0).Seconds()*1000)
+	for j, t0 := range led.sent {
+		if t1 := led.acc[j]; t0 != 0 && t1 != 0 {
+			s := int((t0 - start.UnixNano()) / int64(time.Second))
+			per[s] = append(per[s], since(t0, t1))
 		}
 	}
 	for s := 0; s < len(per); s++ {
