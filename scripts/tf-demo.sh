@@ -9,8 +9,9 @@
 #
 # It finds the demo hub through MERIDIAN_CONFIG (the line the demo prints),
 # else the newest demo state directory in ${TMPDIR:-/tmp}. It runs OpenTofu
-# ($TOFU, else tofu or terraform on PATH, else the one tools/tofu/build.sh
-# built). Its Terraform state stays in the demo's state directory.
+# ($TOFU, else tofu on PATH, else the one tools/tofu/build.sh built, else
+# terraform on PATH). Its Terraform state stays in the demo's state
+# directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,9 +27,18 @@ hub=$(awk '$1 == "hub:" {print $2; exit}' "$cfg")
 token_file=$(awk '$1 == "tokenFile:" {print $2; exit}' "$cfg")
 [[ -n "$hub" && -f "$token_file" ]] || die "$cfg names no hub or token file"
 
+# OpenTofu first ($TOFU, on PATH, or the one tools/tofu/build.sh built),
+# then Terraform; else build OpenTofu (about 30 minutes cold).
 tofu=${TOFU:-}
+cached="${MERIDIAN_TOFU_CACHE:-$HOME/.cache/meridian/tofu-v1.12.6}/bin/tofu"
 if [[ -z "$tofu" ]]; then
-	tofu=$(command -v tofu || command -v terraform || true)
+	tofu=$(command -v tofu || true)
+fi
+if [[ -z "$tofu" && -x "$cached" ]]; then
+	tofu=$cached
+fi
+if [[ -z "$tofu" ]]; then
+	tofu=$(command -v terraform || true)
 fi
 if [[ -z "$tofu" ]]; then
 	tofu=$(bash tools/tofu/build.sh) || die "no OpenTofu or Terraform found, and building OpenTofu failed"
