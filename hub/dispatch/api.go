@@ -184,6 +184,14 @@ func (l *Loop) applyDrain(cs []*meridianv1.Cluster) {
 // fails for a cluster no agent has announced. It implements the API's
 // ClusterSource.
 func (l *Loop) SetDraining(ctx context.Context, id string, draining bool) error {
+	return l.SetDrainingReason(ctx, id, draining, "")
+}
+
+// SetDrainingReason is SetDraining with the operator's reason, kept with
+// the flag (and dropped when the cluster reopens). It implements the
+// API's DrainReasonSetter: without it, the reason given to DrainCluster
+// was lost.
+func (l *Loop) SetDrainingReason(ctx context.Context, id string, draining bool, reason string) error {
 	if _, ok := l.fleet.State(id); !ok {
 		return fmt.Errorf("dispatch: drain cluster %q: no agent has announced it", id)
 	}
@@ -191,12 +199,15 @@ func (l *Loop) SetDraining(ctx context.Context, id string, draining bool) error 
 	if err != nil {
 		return fmt.Errorf("dispatch: drain cluster: %w", err)
 	}
-	b, _ := json.Marshal(clusterSettings{Draining: draining})
+	if !draining {
+		reason = ""
+	}
+	b, _ := json.Marshal(clusterSettings{Draining: draining, Reason: reason})
 	rev, err := l.st.Commit(ctx, nil, store.Put(k, b))
 	if err != nil {
 		return fmt.Errorf("dispatch: drain cluster %q: %w", id, err)
 	}
-	if err := l.fleet.SetDraining(ctx, id, draining); err != nil {
+	if err := l.fleet.SetDrainingReason(ctx, id, draining, reason); err != nil {
 		return err
 	}
 	return l.cache.WaitForRevision(ctx, rev)

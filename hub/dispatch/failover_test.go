@@ -167,8 +167,11 @@ func TestDrainSurvivesLeaderChange(t *testing.T) {
 	a := e.startHub("hub-a")
 	e.waitFor("leadership", 10*time.Second, a.leading)
 	e.waitKnown(a, "east", "west")
-	if err := a.loop.SetDraining(e.ctx, "east", true); err != nil {
+	if err := a.loop.SetDrainingReason(e.ctx, "east", true, "rack A power work"); err != nil {
 		t.Fatal(err)
+	}
+	if c, _ := a.loop.GetCluster("east"); c.GetDrainReason() != "rack A power work" {
+		t.Fatalf("east's drain reason = %q, want the operator's", c.GetDrainReason())
 	}
 	if err := a.loop.SetDraining(e.ctx, "nowhere", true); err == nil || !strings.Contains(err.Error(), "nowhere") {
 		t.Fatalf("draining an unknown cluster: err = %v, want one naming it", err)
@@ -177,8 +180,8 @@ func TestDrainSurvivesLeaderChange(t *testing.T) {
 	b := e.startHub("hub-b")
 	e.waitFor("takeover", 10*time.Second, b.leading)
 	e.waitKnown(b, "east", "west")
-	if c, _ := b.loop.GetCluster("east"); c.GetState() != meridianv1.ClusterState_CLUSTER_STATE_DRAINING {
-		t.Fatalf("east after takeover = %v, want DRAINING", c.GetState())
+	if c, _ := b.loop.GetCluster("east"); c.GetState() != meridianv1.ClusterState_CLUSTER_STATE_DRAINING || c.GetDrainReason() != "rack A power work" {
+		t.Fatalf("east after takeover = %v (%q), want DRAINING with the operator's reason", c.GetState(), c.GetDrainReason())
 	}
 	var ws []*meridianv1.Workload
 	for i := 0; i < 4; i++ {
@@ -190,5 +193,12 @@ func TestDrainSurvivesLeaderChange(t *testing.T) {
 	}
 	if n := len(west.runningIDs()); n != 4 {
 		t.Fatalf("west runs %d, want all 4 (east drains)", n)
+	}
+	// Reopening drops the reason.
+	if err := b.loop.SetDraining(e.ctx, "east", false); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := b.loop.GetCluster("east"); c.GetState() != meridianv1.ClusterState_CLUSTER_STATE_READY || c.GetDrainReason() != "" {
+		t.Fatalf("east after resume = %v (%q), want READY with no reason", c.GetState(), c.GetDrainReason())
 	}
 }
