@@ -406,3 +406,34 @@ func TestAPIAfterDeletion(t *testing.T) {
 		t.Fatalf("replay of the new workload: %v, %v", again, err)
 	}
 }
+
+// A backlog larger than MaxPerPass is worked off in steps a short pause
+// apart, not one step per Interval: with the defaults (10,000 per 5
+// minutes) retention could delete at most 33 workloads a second, and a
+// hub finishing more than that grew without bound.
+func TestRunCatchesUpInStepsOfMaxPerPass(t *testing.T) {
+	e := newEnv(t)
+	for i := range 23 {
+		e.put(t, wl{id: "w" + string(rune('a'+i)), queue: "a", phase: succeeded, end: t0.Add(-30 * day)})
+	}
+	const interval = 2 * time.Second
+	r := e.runner(t, Config{Policy: Policy{TTL: day}, Interval: interval, MaxPerPass: 5, CatchUpPause: 10 * time.Millisecond}, t0)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- r.Run(ctx) }()
+	for len(e.workloadIDs(t)) > 0 {
+		// Five passes are needed; one per Interval would take 10 s.
+		if time.Since(start) > interval+3*time.Second {
+			t.Fatalf("%d workloads left %s after start: the backlog waits an Interval per MaxPerPass", len(e.workloadIDs(t)), time.Since(start).Round(time.Millisecond))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Deps{Store: e.st, Leader: e.el, Config: Config{CatchUpPause: -time.Second}}); err == nil || !strings.Contains(err.Error(), "Config.CatchUpPause") {
+		t.Fatalf("a negative CatchUpPause: %v, want an error naming it", err)
+	}
+}
