@@ -137,7 +137,24 @@ func (s *Service) CreateQueue(ctx context.Context, req *meridianv1.CreateQueueRe
 		}
 		return nil, storeErr("create queue", err)
 	}
+	s.awaitCache(ctx, rev)
 	return s.fillQueue(stored, rev), nil
+}
+
+// awaitCache waits (bounded by ctx) until the hub's watch cache holds a
+// queue write this replica just committed. The guard rebuilds its
+// authorizer from that cache after every queue write; without the wait
+// it could rebuild from a cache that had not yet seen the write, and the
+// writer's next request, or a Watch opened then (which keeps the
+// authorizer it started with), would not see the new access list. The
+// write has happened either way: a wait that ends early is only logged.
+func (s *Service) awaitCache(ctx context.Context, rev int64) {
+	if s.d.Workloads == nil {
+		return
+	}
+	if err := s.d.Workloads.WaitForRevision(ctx, rev); err != nil {
+		s.log.Warn("queue write committed, but the watch cache did not reach it before the request ended", "rev", rev, "err", err)
+	}
 }
 
 // updatableQueueFields are the paths UpdateQueue accepts in update_mask.
@@ -209,6 +226,7 @@ func (s *Service) UpdateQueue(ctx context.Context, req *meridianv1.UpdateQueueRe
 		}
 		nrev, err := s.st.Commit(ctx, nil, store.PutIfModRev(key, b, rev))
 		if err == nil {
+			s.awaitCache(ctx, nrev)
 			return s.fillQueue(cur, nrev), nil
 		}
 		if !store.IsConflict(err) {
@@ -340,6 +358,7 @@ func (s *Service) DeleteQueue(ctx context.Context, req *meridianv1.DeleteQueueRe
 			return nil, storeErr("delete queue", err)
 		}
 		if resp.Succeeded {
+			s.awaitCache(ctx, resp.Header.Revision)
 			return &emptypb.Empty{}, nil
 		}
 		// Find out which check failed.
