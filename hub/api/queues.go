@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -141,7 +142,10 @@ func (s *Service) CreateQueue(ctx context.Context, req *meridianv1.CreateQueueRe
 	return s.fillQueue(stored, rev), nil
 }
 
-// awaitCache waits (bounded by ctx) until the hub's watch cache holds a
+// awaitCacheLimit bounds awaitCache.
+const awaitCacheLimit = time.Second
+
+// awaitCache waits (at most awaitCacheLimit) until the hub's watch cache holds a
 // queue write this replica just committed. The guard rebuilds its
 // authorizer from that cache after every queue write; without the wait
 // it could rebuild from a cache that had not yet seen the write, and the
@@ -152,6 +156,11 @@ func (s *Service) awaitCache(ctx context.Context, rev int64) {
 	if s.d.Workloads == nil {
 		return
 	}
+	// Bounded: a cache that stopped following etcd must not hold every
+	// queue write for the caller's whole deadline. After the bound the
+	// guard's own periodic check (policyCheckEvery) catches up anyway.
+	ctx, cancel := context.WithTimeout(ctx, awaitCacheLimit)
+	defer cancel()
 	if err := s.d.Workloads.WaitForRevision(ctx, rev); err != nil {
 		s.log.Warn("queue write committed, but the watch cache did not reach it before the request ended", "rev", rev, "err", err)
 	}
