@@ -270,9 +270,8 @@ func (r *queueAccessResource) Read(ctx context.Context, req resource.ReadRequest
 		addErr(&resp.Diagnostics, r.hub, about{typ: "meridian_queue_access", id: state.Queue.ValueString()}, "read", err)
 		return
 	}
-	if !state.Entries.IsNull() && accessEqual(accessToProto(ctx, state.Entries, &resp.Diagnostics), q.GetAccess()) {
-		// Keep the state's set as it is.
-	} else {
+	// A list equal to the state's keeps the state's set as it is.
+	if state.Entries.IsNull() || !accessEqual(accessToProto(ctx, state.Entries, &resp.Diagnostics), q.GetAccess()) {
 		set, d := accessToModel(ctx, q.GetAccess())
 		resp.Diagnostics.Append(d...)
 		state.Entries = set
