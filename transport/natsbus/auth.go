@@ -41,6 +41,22 @@ func WithCredsFile(path string) Option {
 	}
 }
 
+// WithUserJWT authenticates with a user JWT and its nkey seed held in
+// memory (the hub uses it for the users it issues itself). Connect checks
+// the JWT's shape, kind and expiry, and the seed's, before dialling.
+func WithUserJWT(userJWT, seed string) Option {
+	return func(o *options) error {
+		if err := checkUserJWT(userJWT, time.Now()); err != nil {
+			return fmt.Errorf("natsbus: user JWT: %w", err)
+		}
+		if !strings.HasPrefix(seed, "SU") {
+			return errors.New("natsbus: user JWT: the seed is not a user nkey seed (want SU...)")
+		}
+		o.natsOpts = append(o.natsOpts, nats.UserJWTAndSeed(userJWT, seed))
+		return nil
+	}
+}
+
 // WithNKeySeedFile authenticates with a user nkey: path holds the seed
 // ("SU..."), bare or decorated. The server must list the public key.
 func WithNKeySeedFile(path string) Option {

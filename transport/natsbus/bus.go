@@ -59,6 +59,8 @@ type options struct {
 	natsOpts []nats.Option
 	// tp traces publishes and deliveries (trace.go); nil: off.
 	tp trace.TracerProvider
+	// inboxPrefix replaces _INBOX for replies (WithInboxPrefix).
+	inboxPrefix string
 }
 
 // Option configures Connect.
@@ -159,6 +161,20 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithInboxPrefix makes the connection's reply subjects (request replies,
+// JetStream acks and pulls) start with prefix instead of _INBOX. An agent
+// uses ClusterInboxPrefix(cluster): its NATS user may subscribe only there,
+// so no other cluster can read its replies.
+func WithInboxPrefix(prefix string) Option {
+	return func(o *options) error {
+		if err := validInboxPrefix(prefix); err != nil {
+			return err
+		}
+		o.inboxPrefix = prefix
+		return nil
+	}
+}
+
 // Bus is one NATS connection with JetStream. It is safe for concurrent use.
 type Bus struct {
 	nc   *nats.Conn
@@ -194,12 +210,24 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Bus, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(o.reconnectWait),
 		nats.ReconnectBufSize(-1), // publishes fail fast while disconnected; callers retry
+		// Keep trying after the server refuses the credential: a rotated
+		// .creds file (re-read at every attempt) may land after the old
+		// credential was revoked, and the process must pick it up then.
+		nats.IgnoreAuthErrorAbort(),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			b.log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			b.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
+		// Permission violations and revocations arrive asynchronously;
+		// without this they would be silent.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			b.log.Warn("nats error", "err", err)
+		}),
+	}
+	if o.inboxPrefix != "" {
+		nopts = append(nopts, nats.CustomInboxPrefix(o.inboxPrefix))
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		nopts = append(nopts, nats.Timeout(time.Until(dl)))

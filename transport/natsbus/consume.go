@@ -150,33 +150,69 @@ func WithHandlers(n int) ConsumeOption {
 
 // ConsumeDispatches delivers cluster's dispatches to h through the durable
 // consumer dispatch-<cluster>, starting with the oldest unacknowledged one.
-// It returns once the consumer is running. Call EnsureStreams first.
+// It returns once the consumer is running.
+//
+// It binds to the consumer as it exists on the server (the hub makes it
+// when the cluster is registered, EnsureDispatchConsumer), which is all a
+// least-privilege agent credential allows. Only when the consumer does not
+// exist yet does it create it, which needs the right to (a development
+// setup without per-cluster credentials); call EnsureStreams first there.
 func (b *Bus) ConsumeDispatches(ctx context.Context, cluster string, h Handler, opts ...ConsumeOption) (*Subscription, error) {
-	subj, err := DispatchSubject(cluster)
-	if err != nil {
-		return nil, err
-	}
-	name, _ := DispatchConsumer(cluster)
-	return b.consume(ctx, StreamDispatch, name, subj, h, opts)
-}
-
-// ConsumeEvents delivers every cluster's events to h through the hub's
-// durable consumer hub-events.
-func (b *Bus) ConsumeEvents(ctx context.Context, h Handler, opts ...ConsumeOption) (*Subscription, error) {
-	return b.consume(ctx, StreamEvents, HubEventsConsumer, eventsRoot+"*", h, opts)
-}
-
-func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Handler, opts []ConsumeOption) (*Subscription, error) {
 	if h == nil {
 		return nil, errors.New("natsbus: handler is nil")
 	}
-	co := consumeOptions{handlers: 1}
-	for _, opt := range opts {
-		if err := opt(&co); err != nil {
+	co, err := consumeOpts(opts)
+	if err != nil {
+		return nil, err
+	}
+	name, err := DispatchConsumer(cluster)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := b.js.Consumer(ctx, StreamDispatch, name)
+	switch {
+	case err == nil:
+	case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+		if cons, err = b.createDispatchConsumer(ctx, cluster); err != nil {
 			return nil, err
 		}
+	default:
+		return nil, fmt.Errorf("natsbus: look up consumer %s on %s: %w", name, StreamDispatch, err)
 	}
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+	return b.startConsume(ctx, cons, name, h, co)
+}
+
+// CreateAttemptTimeout bounds ConsumeDispatches' attempt to create a
+// missing consumer: a credential without the right gets no answer at all
+// (NATS reports the violation asynchronously), only this timeout.
+const CreateAttemptTimeout = 5 * time.Second
+
+func (b *Bus) createDispatchConsumer(ctx context.Context, cluster string) (jetstream.Consumer, error) {
+	cctx, cancel := context.WithTimeout(ctx, CreateAttemptTimeout)
+	defer cancel()
+	cons, err := b.js.CreateOrUpdateConsumer(cctx, StreamDispatch, b.dispatchConsumerConfig(cluster))
+	name, _ := DispatchConsumer(cluster)
+	switch {
+	case err == nil:
+		return cons, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("natsbus: consumer %s: stream %s missing (call EnsureStreams): %w", name, StreamDispatch, err)
+	case ctx.Err() == nil && cctx.Err() != nil, errors.Is(err, nats.ErrTimeout):
+		return nil, fmt.Errorf("natsbus: consumer %s does not exist and this connection could not create it "+
+			"(no answer: a cluster credential may not create consumers); register the cluster on the hub "+
+			"(meridianctl clusters register %s), which creates it: %w", name, cluster, err)
+	}
+	return nil, fmt.Errorf("natsbus: consumer %s on %s: %w", name, StreamDispatch, err)
+}
+
+func (b *Bus) dispatchConsumerConfig(cluster string) jetstream.ConsumerConfig {
+	subj, _ := DispatchSubject(cluster)
+	name, _ := DispatchConsumer(cluster)
+	return b.consumerConfig(name, subj)
+}
+
+func (b *Bus) consumerConfig(durable, filter string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
 		Durable:       durable,
 		Description:   "meridian " + filter,
 		FilterSubject: filter,
@@ -185,13 +221,82 @@ func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Han
 		AckWait:       b.opts.ackWait,
 		MaxDeliver:    -1,
 		MaxAckPending: b.opts.maxAckPending,
-	})
+	}
+}
+
+// EnsureDispatchConsumer creates cluster's durable dispatch consumer, or
+// updates it to this bus's ack wait and ack-pending limit. The hub calls it
+// when a cluster is registered and at start for every registered cluster,
+// so that agents, whose credentials may not create consumers, find theirs.
+// It is idempotent and keeps the consumer's position: no dispatch is lost
+// or redelivered by it.
+func (b *Bus) EnsureDispatchConsumer(ctx context.Context, cluster string) error {
+	if err := ValidateClusterID(cluster); err != nil {
+		return err
+	}
+	cfg := b.dispatchConsumerConfig(cluster)
+	if _, err := b.js.CreateOrUpdateConsumer(ctx, StreamDispatch, cfg); err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("natsbus: consumer %s: stream %s missing (call EnsureStreams): %w", cfg.Durable, StreamDispatch, err)
+		}
+		return fmt.Errorf("natsbus: ensure consumer %s on %s: %w", cfg.Durable, StreamDispatch, err)
+	}
+	return nil
+}
+
+// DispatchConsumerExists reports whether cluster's durable dispatch
+// consumer exists. It needs only the lookup an agent's credential allows.
+func (b *Bus) DispatchConsumerExists(ctx context.Context, cluster string) (bool, error) {
+	name, err := DispatchConsumer(cluster)
+	if err != nil {
+		return false, err
+	}
+	_, err = b.js.Consumer(ctx, StreamDispatch, name)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("natsbus: look up consumer %s on %s: %w", name, StreamDispatch, err)
+}
+
+// ConsumeEvents delivers every cluster's events to h through the hub's
+// durable consumer hub-events.
+func (b *Bus) ConsumeEvents(ctx context.Context, h Handler, opts ...ConsumeOption) (*Subscription, error) {
+	return b.consume(ctx, StreamEvents, HubEventsConsumer, eventsRoot+"*", h, opts)
+}
+
+func consumeOpts(opts []ConsumeOption) (consumeOptions, error) {
+	co := consumeOptions{handlers: 1}
+	for _, opt := range opts {
+		if err := opt(&co); err != nil {
+			return co, err
+		}
+	}
+	return co, nil
+}
+
+func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Handler, opts []ConsumeOption) (*Subscription, error) {
+	if h == nil {
+		return nil, errors.New("natsbus: handler is nil")
+	}
+	co, err := consumeOpts(opts)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, stream, b.consumerConfig(durable, filter))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, fmt.Errorf("natsbus: consumer %s: stream %s missing (call EnsureStreams): %w", durable, stream, err)
 		}
 		return nil, fmt.Errorf("natsbus: consumer %s on %s: %w", durable, stream, err)
 	}
+	return b.startConsume(ctx, cons, durable, h, co)
+}
+
+// run2 starts delivering cons's messages to h.
+func (b *Bus) startConsume(ctx context.Context, cons jetstream.Consumer, durable string, h Handler, co consumeOptions) (*Subscription, error) {
 	sub, sctx, err := b.newSub(ctx)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,15 @@
 //	meridian.events.<cluster>     agent -> hub  stream EVENTS    Accepted, Rejected, Running, ...
 //	meridian.advert.<cluster>     agent -> hub  stream ADVERT    capacity; last value per cluster
 //	meridian.heartbeat.<cluster>  agent -> hub  core NATS        liveness, not persisted
+//	meridian.register.<cluster>   agent -> hub  core NATS        request; the leader answers
+//
+// Identity: in production each cluster's agent has its own NATS user whose
+// permissions are AgentPermissions(cluster): its own subjects above, its
+// own durable consumer's JetStream calls, and its own reply inbox
+// (ClusterInboxPrefix, set with WithInboxPrefix). Such an agent cannot
+// create streams or consumers, so the hub makes them (EnsureStreams,
+// EnsureDispatchConsumer) and ConsumeDispatches binds to what exists.
+// hub/spokeauth issues and revokes those users.
 //
 // Exactly-once publish: PublishDispatch and PublishEvent set Nats-Msg-Id to
 // the caller's id (the dispatch id, or the event id) and wait for the stream's

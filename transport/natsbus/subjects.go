@@ -18,6 +18,7 @@ const (
 	eventsRoot    = "meridian.events."
 	advertRoot    = "meridian.advert."
 	heartbeatRoot = "meridian.heartbeat."
+	registerRoot  = "meridian.register."
 )
 
 // MaxClusterIDLen bounds a cluster id, so that derived consumer names stay
@@ -59,12 +60,36 @@ func AdvertSubject(cluster string) (string, error) { return subject(advertRoot, 
 // HeartbeatSubject is meridian.heartbeat.<cluster>.
 func HeartbeatSubject(cluster string) (string, error) { return subject(heartbeatRoot, cluster) }
 
+// RegisterSubject is meridian.register.<cluster>, the core NATS request an
+// agent sends when it (re)connects; the hub's leader answers.
+func RegisterSubject(cluster string) (string, error) { return subject(registerRoot, cluster) }
+
 // DispatchConsumer is the durable consumer name for cluster's dispatches.
 func DispatchConsumer(cluster string) (string, error) {
 	if err := ValidateClusterID(cluster); err != nil {
 		return "", err
 	}
 	return "dispatch-" + cluster, nil
+}
+
+// inboxRoot starts every cluster's inbox prefix.
+const inboxRoot = "_INBOX_"
+
+// ClusterInboxPrefix is the reply-subject prefix of cluster's agent,
+// _INBOX_<cluster>: its NATS user may subscribe to _INBOX_<cluster>.> only.
+// Cluster ids are whole tokens, so no cluster's prefix covers another's.
+func ClusterInboxPrefix(cluster string) (string, error) { return subject(inboxRoot, cluster) }
+
+func validInboxPrefix(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("natsbus: inbox prefix is empty")
+	case strings.ContainsAny(p, "*> \t\r\n"):
+		return fmt.Errorf("natsbus: inbox prefix %q has a wildcard or white space", p)
+	case strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, ".."):
+		return fmt.Errorf("natsbus: inbox prefix %q has an empty token", p)
+	}
+	return nil
 }
 
 func subject(root, cluster string) (string, error) {
@@ -80,4 +105,44 @@ func clusterOf(subject string) string {
 		return subject[i+1:]
 	}
 	return subject
+}
+
+// Permissions are NATS subjects a user may publish to and subscribe to;
+// everything else is denied.
+type Permissions struct {
+	Publish   []string
+	Subscribe []string
+}
+
+// AgentPermissions are the least privileges of cluster's agent, given the
+// calls this package makes for it (a connection WithInboxPrefix of
+// ClusterInboxPrefix(cluster), which binds to the hub-made consumer):
+//
+//   - publish its own advert, heartbeat, events and register subjects;
+//   - read its own durable dispatch consumer: look it up (CONSUMER.INFO),
+//     pull (CONSUMER.MSG.NEXT) and ack, nak or mark in progress
+//     ($JS.ACK.DISPATCH.dispatch-<cluster>.>);
+//   - subscribe to its own inbox, where pull deliveries, PubAcks and the
+//     register reply arrive.
+//
+// Nothing else: no other cluster's subjects, no stream or consumer
+// creation, update, purge or delete, no direct gets.
+func AgentPermissions(cluster string) (Permissions, error) {
+	durable, err := DispatchConsumer(cluster)
+	if err != nil {
+		return Permissions{}, err
+	}
+	inbox, _ := ClusterInboxPrefix(cluster)
+	return Permissions{
+		Publish: []string{
+			advertRoot + cluster,
+			heartbeatRoot + cluster,
+			eventsRoot + cluster,
+			registerRoot + cluster,
+			"$JS.API.CONSUMER.INFO." + StreamDispatch + "." + durable,
+			"$JS.API.CONSUMER.MSG.NEXT." + StreamDispatch + "." + durable,
+			"$JS.ACK." + StreamDispatch + "." + durable + ".>",
+		},
+		Subscribe: []string{inbox + ".>"},
+	}, nil
 }

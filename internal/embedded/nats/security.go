@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -26,12 +27,23 @@ type Security struct {
 	// operator (JWT) mode and accepts users whose JWT is issued by an
 	// account in AccountJWTs, as a .creds file carries them.
 	TrustedKeys []string
+	// OperatorJWTs are operator JWTs to trust, as a production server's
+	// "operator" setting names them: the operator's key and its signing
+	// keys. The directory resolver (ResolverDir) needs one.
+	OperatorJWTs []string
 	// AccountJWTs maps account public keys ("A...") to their JWTs, signed
 	// by a trusted operator key; served by an in-memory resolver.
 	AccountJWTs map[string]string
 	// SystemAccount is the public key of the system account in operator
 	// mode; empty runs without one.
 	SystemAccount string
+	// ResolverDir, in operator mode, keeps account JWTs in this directory
+	// (NATS's "full" resolver, as a production NATS runs it): accounts
+	// pushed over $SYS.REQ.ACCOUNT.<account>.CLAIMS.UPDATE by a system
+	// user are stored and survive a restart, new accounts included. Empty
+	// keeps them in memory: only accounts in AccountJWTs exist, and an
+	// update changes the running server only.
+	ResolverDir string
 	// TLS, when set, is the server's TLS configuration: every client must
 	// use TLS. Set ClientAuth (tls.RequireAndVerifyClientCert) and
 	// ClientCAs in it to require client certificates.
@@ -48,8 +60,23 @@ func (sec *Security) validate() error {
 	if len(sec.TrustedKeys) > 0 && (sec.Token != "" || len(sec.Users) > 0 || len(sec.NKeys) > 0) {
 		return errors.New("embednats: Config.Security: TrustedKeys (operator mode) cannot be combined with Token, Users or NKeys")
 	}
-	if len(sec.AccountJWTs) > 0 && len(sec.TrustedKeys) == 0 {
-		return errors.New("embednats: Config.Security.AccountJWTs needs TrustedKeys")
+	operatorMode := len(sec.TrustedKeys) > 0 || len(sec.OperatorJWTs) > 0
+	if operatorMode && (sec.Token != "" || len(sec.Users) > 0 || len(sec.NKeys) > 0) {
+		return errors.New("embednats: Config.Security.OperatorJWTs (operator mode) cannot be combined with Token, Users or NKeys")
+	}
+	if len(sec.AccountJWTs) > 0 && !operatorMode {
+		return errors.New("embednats: Config.Security.AccountJWTs needs TrustedKeys or OperatorJWTs")
+	}
+	if sec.ResolverDir != "" && len(sec.OperatorJWTs) == 0 {
+		return errors.New("embednats: Config.Security.ResolverDir needs OperatorJWTs")
+	}
+	for i, j := range sec.OperatorJWTs {
+		if _, err := jwt.DecodeOperatorClaims(j); err != nil {
+			return fmt.Errorf("embednats: Config.Security.OperatorJWTs[%d]: %w", i, err)
+		}
+	}
+	if sec.ResolverDir != "" && sec.SystemAccount == "" {
+		return errors.New("embednats: Config.Security.ResolverDir needs SystemAccount (updates come from system users)")
 	}
 	for name := range sec.Users {
 		if strings.TrimSpace(name) == "" {
@@ -84,9 +111,20 @@ func (sec *Security) apply(opts *server.Options) error {
 	for _, k := range sec.NKeys {
 		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: k})
 	}
-	if len(sec.TrustedKeys) > 0 {
+	if len(sec.TrustedKeys) > 0 || len(sec.OperatorJWTs) > 0 {
 		opts.TrustedKeys = append([]string(nil), sec.TrustedKeys...)
-		res := &server.MemAccResolver{}
+		for _, j := range sec.OperatorJWTs {
+			oc, _ := jwt.DecodeOperatorClaims(j) // checked by validate
+			opts.TrustedOperators = append(opts.TrustedOperators, oc)
+		}
+		var res server.AccountResolver = &server.MemAccResolver{}
+		if sec.ResolverDir != "" {
+			dr, err := server.NewDirAccResolver(sec.ResolverDir, 0, 0, server.NoDelete)
+			if err != nil {
+				return fmt.Errorf("embednats: Config.Security.ResolverDir %q: %w", sec.ResolverDir, err)
+			}
+			res = dr
+		}
 		for pub, jwt := range sec.AccountJWTs {
 			if err := res.Store(pub, jwt); err != nil {
 				return fmt.Errorf("embednats: Config.Security.AccountJWTs[%s]: %w", pub, err)
