@@ -274,14 +274,22 @@ func (a *Agent) silent() bool {
 }
 
 // Run serves the cluster until ctx ends. It returns an error only if it
-// cannot start (streams cannot be ensured, the consumer cannot be created);
+// cannot start (its dispatch consumer does not exist and cannot be made);
 // once started, NATS outages are ridden out and never stop local work.
 func (a *Agent) Run(ctx context.Context) error {
 	if !a.running.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
 	}
-	if err := a.bus.EnsureStreams(ctx); err != nil {
+	// A cluster registered on the hub (meridianctl clusters register) has
+	// its consumer, and so the streams, made by the hub; its credential
+	// may not make them. Without one (a development setup with broad
+	// rights) the agent makes them itself, as before.
+	if ok, err := a.bus.DispatchConsumerExists(ctx, a.cfg.ClusterID); err != nil {
 		return fmt.Errorf("agent: %w", err)
+	} else if !ok {
+		if err := a.bus.EnsureStreams(ctx); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
 	}
 	if err := a.relist(ctx); err != nil {
 		return fmt.Errorf("agent: list local work: %w", err)

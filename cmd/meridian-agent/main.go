@@ -160,9 +160,15 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		log.Info("OpenTelemetry tracing on (OTEL_TRACES_EXPORTER=otlp)")
 	}
 
+	// Replies come to the cluster's own inbox, _INBOX_<cluster>: a
+	// hub-issued credential may subscribe there only.
+	inbox, err := natsbus.ClusterInboxPrefix(c.ClusterID)
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, c.NATS.ConnectTimeout.D())
 	nopts := append([]natsbus.Option{natsbus.WithName("meridian-agent " + c.ClusterID), natsbus.WithLogger(log),
-		natsbus.WithTracerProvider(tr.TracerProvider())}, o.natsOpts...)
+		natsbus.WithTracerProvider(tr.TracerProvider()), natsbus.WithInboxPrefix(inbox)}, o.natsOpts...)
 	bus, err := natsbus.Connect(cctx, c.NATS.URL, nopts...)
 	cancel()
 	if err != nil {

@@ -62,6 +62,9 @@ func newOptions(c *hubconfig.HubConfiguration) (*options, error) {
 		}
 		o.cfg.NATSOptions = opts
 	}
+	if sa := c.NATS.SpokeAuth; sa.Enabled {
+		o.cfg.SpokeAuth = &server.SpokeAuth{OperatorSigningKeyFile: sa.OperatorSigningKeyFile, SystemCredsFile: sa.SystemCredsFile}
+	}
 	return o, nil
 }
 

@@ -95,6 +95,9 @@ type Deps struct {
 	// Tokens issues and revokes API tokens; nil answers the token RPCs
 	// with Unimplemented.
 	Tokens *auth.Tokens
+	// SpokeAuth issues, lists and revokes clusters' NATS credentials
+	// (RegisterCluster and friends); nil answers them FAILED_PRECONDITION.
+	SpokeAuth SpokeAuthority
 	// AuditLog, when set, is read by ListAuditEvents (the etcd log the
 	// guard's recorder writes).
 	AuditLog bool

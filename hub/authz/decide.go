@@ -137,7 +137,7 @@ func (p *Principal) authorize(act Action, t Target, r Resolvers) Decision {
 		return allow(act, t, basisAuthenticated)
 	case ActWorkloadList, ActWorkloadWatch, ActQueueList:
 		return allow(act, t, basisFiltered)
-	case ActClusterDrain, ActClusterResume, ActClusterRegister:
+	case ActClusterDrain, ActClusterResume, ActClusterRegister, ActClusterRevoke, ActClusterCreds:
 		return p.global(act, t, PermClustersManage)
 	case ActAuditList:
 		return p.global(act, t, PermAuditRead)

@@ -70,6 +70,8 @@ const (
 	ActClusterDrain    Action = "clusters.drain"
 	ActClusterResume   Action = "clusters.resume"
 	ActClusterRegister Action = "clusters.register"
+	ActClusterRevoke   Action = "clusters.revoke_credentials"
+	ActClusterCreds    Action = "clusters.list_credentials"
 
 	ActAdminGetLeader Action = "admin.get_leader"
 	ActAdminGetHealth Action = "admin.get_health"

@@ -33,7 +33,7 @@ var (
 var allActions = []Action{
 	ActWorkloadSubmit, ActWorkloadGet, ActWorkloadList, ActWorkloadCancel, ActWorkloadExplain, ActWorkloadWatch,
 	ActQueueCreate, ActQueueUpdate, ActQueueGet, ActQueueList, ActQueueDelete,
-	ActClusterList, ActClusterGet, ActClusterDrain, ActClusterResume, ActClusterRegister,
+	ActClusterList, ActClusterGet, ActClusterDrain, ActClusterResume, ActClusterRegister, ActClusterRevoke, ActClusterCreds,
 	ActAdminGetLeader, ActAdminGetHealth, ActAdminWhoAmI, ActTokenCreate, ActTokenList, ActTokenRevoke,
 	ActAuditList, ActHealthCheck, ActReflection,
 }

@@ -70,6 +70,11 @@ var table = []Rule{
 	{Method: clusterSvc + "GetClusterTopology", Action: ActClusterGet, Resource: ResourceAuthenticated, Extract: clusterTarget},
 	{Method: clusterSvc + "DrainCluster", Action: ActClusterDrain, Resource: ResourceCluster, Extract: clusterTarget},
 	{Method: clusterSvc + "ResumeCluster", Action: ActClusterResume, Resource: ResourceCluster, Extract: clusterTarget},
+	// A cluster's NATS credentials: issuing, listing (public keys only)
+	// and revoking them all need clusters.manage.
+	{Method: clusterSvc + "RegisterCluster", Action: ActClusterRegister, Resource: ResourceCluster, Extract: clusterTarget},
+	{Method: clusterSvc + "ListClusterCredentials", Action: ActClusterCreds, Resource: ResourceCluster, Extract: clusterTarget},
+	{Method: clusterSvc + "RevokeClusterCredentials", Action: ActClusterRevoke, Resource: ResourceCluster, Extract: clusterTarget},
 
 	// AdminService
 	{Method: adminSvc + "GetLeader", Action: ActAdminGetLeader, Resource: ResourceAuthenticated},
@@ -180,6 +185,12 @@ func clusterTarget(req any) (Target, bool) {
 	case *meridianv1.DrainClusterRequest:
 		return Target{Cluster: m.GetId()}, true
 	case *meridianv1.ResumeClusterRequest:
+		return Target{Cluster: m.GetId()}, true
+	case *meridianv1.RegisterClusterRequest:
+		return Target{Cluster: m.GetId()}, true
+	case *meridianv1.ListClusterCredentialsRequest:
+		return Target{Cluster: m.GetId()}, true
+	case *meridianv1.RevokeClusterCredentialsRequest:
 		return Target{Cluster: m.GetId()}, true
 	}
 	return Target{}, false

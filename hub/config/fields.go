@@ -56,6 +56,12 @@ var Fields = []cc.Field{
 	{Path: "nats.tls.certFile", Flag: "nats-tls-cert", Env: []string{"MERIDIAN_NATS_TLS_CERT"},
 		Usage: "PEM client certificate for mutual TLS, with nats.tls.keyFile"},
 	{Path: "nats.tls.keyFile", Flag: "nats-tls-key", Env: []string{"MERIDIAN_NATS_TLS_KEY"}, Usage: "PEM private key of nats.tls.certFile"},
+	{Path: "nats.spokeAuth.enabled", Flag: "nats-spoke-auth", Env: []string{"MERIDIAN_NATS_SPOKE_AUTH"},
+		Usage: "give each cluster's agent its own least-privilege NATS credential, issued by 'meridianctl clusters register'; the embedded NATS then requires it"},
+	{Path: "nats.spokeAuth.operatorSigningKeyFile", Flag: "nats-operator-signing-key", Env: []string{"MERIDIAN_NATS_OPERATOR_SIGNING_KEY"},
+		Usage: "external NATS with nats.spokeAuth: file holding the seed (SO...) of the operator's signing key, which signs the hub's account"},
+	{Path: "nats.spokeAuth.systemCredsFile", Flag: "nats-system-creds", Env: []string{"MERIDIAN_NATS_SYSTEM_CREDS"},
+		Usage: "external NATS with nats.spokeAuth: .creds file of a system-account user, to push the hub's account and its revocations"},
 
 	{Path: "scheduling.disabled", Flag: "no-scheduler", Env: []string{"MERIDIAN_NO_SCHEDULER"},
 		Usage: "serve the API only: no leader election, no scheduling loop"},

@@ -83,6 +83,22 @@ type NATS struct {
 	Token        string  `yaml:"token"`
 	TokenFile    string  `yaml:"tokenFile"`
 	TLS          NATSTLS `yaml:"tls"`
+	// SpokeAuth gives each cluster's agent its own least-privilege NATS
+	// credential (docs/design/spoke-identity.md).
+	SpokeAuth NATSSpokeAuth `yaml:"spokeAuth"`
+}
+
+// NATSSpokeAuth is one NATS identity per cluster: the hub issues and
+// revokes agents' credentials (meridianctl clusters register / revoke).
+type NATSSpokeAuth struct {
+	// Enabled turns it on. With the embedded NATS that is all: the hub
+	// makes its own operator and accounts.
+	Enabled bool `yaml:"enabled"`
+	// OperatorSigningKeyFile (an operator signing key's seed, SO...) and
+	// SystemCredsFile (a system-account user's .creds) are for an
+	// external NATS: the hub signs and pushes its account with them.
+	OperatorSigningKeyFile string `yaml:"operatorSigningKeyFile"`
+	SystemCredsFile        string `yaml:"systemCredsFile"`
 }
 
 // NATSTLS is TLS to an external NATS.

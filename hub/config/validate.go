@@ -106,6 +106,7 @@ func validateStores(errs *cc.ErrorList, c *HubConfiguration) {
 		errs.Addf("nats.url", "the NATS credential and TLS settings (--nats-creds, --nats-nkey, --nats-user, --nats-token-file, --nats-tls-*, "+
 			"their MERIDIAN_NATS_* variables, nats.* in the file) need --nats-url: the embedded NATS listens on loopback without credentials")
 	}
+	validateSpokeAuth(errs, &c.NATS)
 	if c.NATS.URL != "" {
 		if u, err := url.Parse(c.NATS.URL); err != nil || u.Host == "" {
 			errs.Addf("nats.url", "want a URL such as nats://10.0.0.6:4222 (got %q)", c.NATS.URL)
@@ -242,4 +243,23 @@ func (c *HubConfiguration) PlaintextNonLoopback() []string {
 		}
 	}
 	return out
+}
+
+func validateSpokeAuth(errs *cc.ErrorList, n *NATS) {
+	sa := n.SpokeAuth
+	files := sa.OperatorSigningKeyFile != "" || sa.SystemCredsFile != ""
+	switch {
+	case files && !sa.Enabled:
+		errs.Addf("nats.spokeAuth.enabled", "nats.spokeAuth.operatorSigningKeyFile and systemCredsFile need --nats-spoke-auth")
+	case !sa.Enabled:
+	case n.URL == "" && files:
+		errs.Addf("nats.spokeAuth.operatorSigningKeyFile", "is for an external NATS (--nats-url); with the embedded NATS the hub makes its own operator")
+	case n.URL != "" && sa.OperatorSigningKeyFile == "":
+		errs.Addf("nats.spokeAuth.operatorSigningKeyFile", "required with --nats-spoke-auth and --nats-url: the seed of the operator's signing key (--nats-operator-signing-key)")
+	case n.URL != "" && sa.SystemCredsFile == "":
+		errs.Addf("nats.spokeAuth.systemCredsFile", "required with --nats-spoke-auth and --nats-url: a system-account user's .creds (--nats-system-creds)")
+	}
+	if sa.Enabled && (n.CredsFile != "" || n.NKeyFile != "" || n.User != "" || n.Token != "" || n.TokenFile != "") {
+		errs.Addf("nats.credsFile", "the hub issues its own NATS user with --nats-spoke-auth; drop its --nats-creds, --nats-nkey, --nats-user or token")
+	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/dispatch"
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/retention"
+	"github.com/meridian-gpu/meridian/hub/spokeauth"
 	"github.com/meridian-gpu/meridian/hub/store"
 	"github.com/meridian-gpu/meridian/hub/ui"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
@@ -132,6 +133,10 @@ type Config struct {
 	// Security says who may use the API (authentication, authorization),
 	// over what transport (TLS), and where the audit log goes.
 	Security Security
+	// SpokeAuth, when set, gives each cluster's agent its own
+	// least-privilege NATS credential (spokeauth.go); nil leaves NATS
+	// authentication to NATSOptions, as before.
+	SpokeAuth *SpokeAuth
 }
 
 // DefaultHealthInterval is how often the gRPC health service re-checks
@@ -162,6 +167,9 @@ func (c *Config) validate() error {
 	if err := c.validateRetention(); err != nil {
 		return err
 	}
+	if err := c.validateSpokeAuth(); err != nil {
+		return err
+	}
 	for name, d := range map[string]time.Duration{"SchedulePeriod": c.SchedulePeriod, "ClusterTimeout": c.ClusterTimeout, "LeaderTTL": c.LeaderTTL} {
 		if d < 0 {
 			return fmt.Errorf("server: Config.%s %s is negative", name, d)
@@ -189,6 +197,7 @@ type Server struct {
 	st      *store.Store
 	cache   *store.Cache
 	bus     *natsbus.Bus
+	spoke   *spokeauth.Authority // nil without Config.SpokeAuth
 	elector *leader.Elector
 	loop    *dispatch.Loop
 	retain  *retention.Runner // nil with NoScheduler or retention off
@@ -354,8 +363,15 @@ func (s *Server) startEtcd(ctx context.Context) error {
 
 func (s *Server) startNATS(ctx context.Context) error {
 	url := s.cfg.NATSURL
+	var sec *embednats.Security
+	if s.cfg.SpokeAuth != nil {
+		var err error
+		if sec, err = s.openSpokeAuth(ctx); err != nil {
+			return err
+		}
+	}
 	if url == "" {
-		n, err := embednats.Start(embednats.Config{StoreDir: filepath.Join(s.cfg.DataDir, "nats"), Port: s.cfg.EmbeddedNATSPort, Logger: s.log.With("component", "nats")})
+		n, err := embednats.Start(embednats.Config{StoreDir: filepath.Join(s.cfg.DataDir, "nats"), Port: s.cfg.EmbeddedNATSPort, Logger: s.log.With("component", "nats"), Security: sec})
 		if err != nil {
 			return fmt.Errorf("server: embedded NATS: %w", err)
 		}
@@ -365,6 +381,13 @@ func (s *Server) startNATS(ctx context.Context) error {
 	s.natsURL = url
 	opts := append([]natsbus.Option{natsbus.WithName("meridian-hub-" + s.cfg.HubID), natsbus.WithLogger(s.log.With("component", "natsbus")),
 		natsbus.WithTracerProvider(s.cfg.TracerProvider)}, s.cfg.NATSOptions...)
+	if s.spoke != nil {
+		hubCred, err := s.spokeHubOptions(ctx, url)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, hubCred...)
+	}
 	bus, err := natsbus.Connect(ctx, url, opts...)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -372,6 +395,11 @@ func (s *Server) startNATS(ctx context.Context) error {
 	s.bus = bus
 	if err := bus.EnsureStreams(ctx); err != nil {
 		return fmt.Errorf("server: %w", err)
+	}
+	if s.spoke != nil {
+		if err := s.spoke.Start(ctx, bus); err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
 	}
 	return nil
 }
@@ -398,6 +426,9 @@ func (s *Server) buildAPI() error {
 		Logger: s.log.With("component", "api"), Clock: s.cfg.Clock,
 		Health:       map[string]api.HealthCheck{"nats": s.natsHealth, "cache": s.cacheHealth},
 		ClassWeights: s.cfg.Dispatch.ClassWeights,
+	}
+	if s.spoke != nil {
+		d.SpokeAuth = s.spoke
 	}
 	if s.loop != nil {
 		d.Clusters, d.Explainer, d.QueueStatus = s.loop, s.loop, s.loop
@@ -710,6 +741,9 @@ func (s *Server) Close() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = s.elector.Resign(ctx)
 			cancel()
+		}
+		if s.spoke != nil {
+			s.spoke.Close()
 		}
 		if s.bus != nil {
 			s.bus.Close()

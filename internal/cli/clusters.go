@@ -51,6 +51,7 @@ func (a *app) clustersCommand() *cobra.Command {
 			return a.printClusters(resp.GetClusters())
 		},
 	}
+	cmd.AddCommand(a.clusterCredentialCommands()...)
 	cmd.Flags().StringVar(&state, "state", "", "only clusters in this state: ready, lost or draining")
 	cmd.Flags().StringArrayVarP(&labels, "selector", "l", nil, "label selector key=value or key!=value (repeatable)")
 	return cmd

@@ -25,16 +25,20 @@ func startHub(t *testing.T) string {
 
 // startHubNATS is startHub that also returns the hub's NATS URL, for
 // agents.
-func startHubNATS(t *testing.T) (string, string) {
+func startHubNATS(t *testing.T, mutate ...func(*server.Config)) (string, string) {
 	t.Helper()
-	s, err := server.New(server.Config{
+	cfg := server.Config{
 		DataDir:        t.TempDir(),
 		HubID:          "hub-cli-e2e",
 		Version:        "v0-cli-e2e",
 		UnsafeNoFsync:  true,
 		LeaderTTL:      time.Second,
 		SchedulePeriod: 100 * time.Millisecond,
-	})
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("start hub: %v", err)
 	}
@@ -170,6 +174,13 @@ func TestEndToEndWithHub(t *testing.T) {
 // unless its labels say otherwise.
 func startAgent(t *testing.T, natsURL, clusterID, example string, duration time.Duration) {
 	t.Helper()
+	startAgentWith(t, natsURL, clusterID, example, duration)
+}
+
+// startAgentWith is startAgent with extra NATS options (a credential) and
+// returns the agent's bus.
+func startAgentWith(t *testing.T, natsURL, clusterID, example string, duration time.Duration, busOpts ...natsbus.Option) *natsbus.Bus {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg, err := simcluster.Example(example)
 	if err != nil {
@@ -180,7 +191,7 @@ func startAgent(t *testing.T, natsURL, clusterID, example string, duration time.
 		t.Fatal(err)
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-	bus, err := natsbus.Connect(cctx, natsURL)
+	bus, err := natsbus.Connect(cctx, natsURL, busOpts...)
 	ccancel()
 	if err != nil {
 		t.Fatalf("connect the agent to NATS: %v", err)
@@ -204,6 +215,7 @@ func startAgent(t *testing.T, natsURL, clusterID, example string, duration time.
 		sim.Close()
 		bus.Close()
 	})
+	return bus
 }
 
 // waitPhase polls `get` until the workload reaches phase.

@@ -109,6 +109,9 @@ func startHub(t testing.TB) *fixture {
 		DataDir: filepath.Join(f.dir, "data"), HubID: "security", Version: "test", UnsafeNoFsync: true,
 		Logger:    slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		LeaderTTL: time.Second, SchedulePeriod: 200 * time.Millisecond,
+		// The cluster credential RPCs answer only where the hub issues
+		// NATS credentials.
+		SpokeAuth: &server.SpokeAuth{},
 		Security: server.Security{
 			Mode:           server.AuthOn,
 			OIDC:           []auth.IssuerConfig{{IssuerURL: f.iss.URL, Audience: audience, RootCAs: f.iss.CAPool}},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -271,6 +272,36 @@ func matrixOps() []matrixOp {
 		{name: "ResumeCluster", method: clSvc + "ResumeCluster", targets: noTarget, expect: row("nf", "PD", "PD", "PD", "PD", "UA"),
 			prepare: func(t *testing.T, w *world, target string, n int) prepared {
 				return prepared{&meridianv1.ResumeClusterRequest{Id: missingCluster}, &meridianv1.Cluster{}, http.MethodPost, "/v1/clusters/" + missingCluster + ":resume", []byte("{}")}
+			}},
+		// A cluster's NATS credentials: clusters.manage only (the admin
+		// here). Each allowed register names a new cluster, so it is OK;
+		// the others name one never registered.
+		{name: "RegisterCluster", method: clSvc + "RegisterCluster", targets: noTarget, expect: row("OK", "PD", "PD", "PD", "PD", "UA"),
+			prepare: func(t *testing.T, w *world, target string, n int) prepared {
+				id := fmt.Sprintf("reg-%d", n)
+				return prepared{&meridianv1.RegisterClusterRequest{Id: id}, &meridianv1.RegisterClusterResponse{}, http.MethodPost, "/v1/clusters:register", map[string]any{"id": id}}
+			},
+			check: func(t *testing.T, w *world, role, target string, resp proto.Message) {
+				r := resp.(*meridianv1.RegisterClusterResponse)
+				if !strings.Contains(r.GetNatsCreds(), "NKEY SEED") || !strings.HasPrefix(r.GetCredential().GetPublicKey(), "U") {
+					t.Fatalf("RegisterCluster answered no credential: %v", r.GetCredential())
+				}
+				// The seed is secret: never in the hub's logs or audit log.
+				seed := r.GetNatsCreds()[strings.Index(r.GetNatsCreds(), "SU"):]
+				seed = seed[:strings.IndexAny(seed, "\r\n")]
+				audit, _ := os.ReadFile(w.auditFile)
+				if strings.Contains(w.logs.String(), seed) || strings.Contains(string(audit), seed) {
+					t.Fatal("the issued nkey seed appears in the hub's logs or audit log")
+				}
+			}},
+		{name: "ListClusterCredentials", method: clSvc + "ListClusterCredentials", targets: noTarget, expect: row("nf", "PD", "PD", "PD", "PD", "UA"),
+			prepare: func(t *testing.T, w *world, target string, n int) prepared {
+				return prepared{&meridianv1.ListClusterCredentialsRequest{Id: missingCluster}, &meridianv1.ListClusterCredentialsResponse{}, http.MethodGet, "/v1/clusters/" + missingCluster + "/credentials", nil}
+			}},
+		{name: "RevokeClusterCredentials", method: clSvc + "RevokeClusterCredentials", targets: noTarget, expect: row("nf", "PD", "PD", "PD", "PD", "UA"),
+			prepare: func(t *testing.T, w *world, target string, n int) prepared {
+				return prepared{&meridianv1.RevokeClusterCredentialsRequest{Id: missingCluster, All: true}, &meridianv1.RevokeClusterCredentialsResponse{}, http.MethodPost,
+					"/v1/clusters/" + missingCluster + "/credentials:revoke", map[string]any{"all": true}}
 			}},
 
 		{name: "GetLeader", method: admSvc + "GetLeader", targets: noTarget, expect: allAuthenticated("OK", noTarget),

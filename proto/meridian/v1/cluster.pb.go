@@ -361,6 +361,406 @@ func (x *Cluster) GetAdvertisementSeq() int64 {
 	return 0
 }
 
+// RegisterClusterRequest names the cluster to register.
+type RegisterClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Cluster id: a DNS-1123 label, as the agent's cluster id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Issue another credential for a cluster already registered (the first
+	// step of a rotation) instead of refusing it.
+	Rotate        bool `protobuf:"varint,2,opt,name=rotate,proto3" json:"rotate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterClusterRequest) Reset() {
+	*x = RegisterClusterRequest{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterClusterRequest) ProtoMessage() {}
+
+func (x *RegisterClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterClusterRequest.ProtoReflect.Descriptor instead.
+func (*RegisterClusterRequest) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RegisterClusterRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RegisterClusterRequest) GetRotate() bool {
+	if x != nil {
+		return x.Rotate
+	}
+	return false
+}
+
+// ClusterCredential is one NATS user issued to a cluster.
+type ClusterCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's public nkey (U...); name it to revoke the credential.
+	PublicKey string `protobuf:"bytes,1,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	// When it was issued.
+	IssueTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=issue_time,json=issueTime,proto3" json:"issue_time,omitempty"`
+	// When it was revoked; unset while it is valid.
+	RevokeTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterCredential) Reset() {
+	*x = ClusterCredential{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterCredential) ProtoMessage() {}
+
+func (x *ClusterCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterCredential.ProtoReflect.Descriptor instead.
+func (*ClusterCredential) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ClusterCredential) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
+	}
+	return ""
+}
+
+func (x *ClusterCredential) GetIssueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IssueTime
+	}
+	return nil
+}
+
+func (x *ClusterCredential) GetRevokeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokeTime
+	}
+	return nil
+}
+
+// RegisterClusterResponse carries the new credential, once.
+type RegisterClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster id.
+	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The credential's public part.
+	Credential *ClusterCredential `protobuf:"bytes,2,opt,name=credential,proto3" json:"credential,omitempty"`
+	// The NATS credentials file (user JWT and nkey seed), ready for the
+	// agent's Secret (`hub.auth.existingSecret`, key `nats.creds`). Secret:
+	// shown here only.
+	NatsCreds string `protobuf:"bytes,3,opt,name=nats_creds,json=natsCreds,proto3" json:"nats_creds,omitempty"`
+	// The reply-subject prefix the agent uses; meridian-agent sets it from
+	// its cluster id.
+	InboxPrefix   string `protobuf:"bytes,4,opt,name=inbox_prefix,json=inboxPrefix,proto3" json:"inbox_prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterClusterResponse) Reset() {
+	*x = RegisterClusterResponse{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterClusterResponse) ProtoMessage() {}
+
+func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterClusterResponse.ProtoReflect.Descriptor instead.
+func (*RegisterClusterResponse) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RegisterClusterResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *RegisterClusterResponse) GetCredential() *ClusterCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+func (x *RegisterClusterResponse) GetNatsCreds() string {
+	if x != nil {
+		return x.NatsCreds
+	}
+	return ""
+}
+
+func (x *RegisterClusterResponse) GetInboxPrefix() string {
+	if x != nil {
+		return x.InboxPrefix
+	}
+	return ""
+}
+
+// ListClusterCredentialsRequest names the cluster.
+type ListClusterCredentialsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Cluster id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClusterCredentialsRequest) Reset() {
+	*x = ListClusterCredentialsRequest{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClusterCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClusterCredentialsRequest) ProtoMessage() {}
+
+func (x *ListClusterCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClusterCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*ListClusterCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListClusterCredentialsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// ListClusterCredentialsResponse lists a cluster's credentials.
+type ListClusterCredentialsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order they were issued.
+	Credentials   []*ClusterCredential `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClusterCredentialsResponse) Reset() {
+	*x = ListClusterCredentialsResponse{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClusterCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClusterCredentialsResponse) ProtoMessage() {}
+
+func (x *ListClusterCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClusterCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*ListClusterCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListClusterCredentialsResponse) GetCredentials() []*ClusterCredential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+// RevokeClusterCredentialsRequest says what to revoke.
+type RevokeClusterCredentialsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Cluster id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The credential to revoke (its public key, U...). Empty revokes all of
+	// the cluster's credentials, which requires `all`.
+	PublicKey string `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	// Revoke every credential of the cluster; guards against revoking all
+	// by leaving public_key out by mistake.
+	All           bool `protobuf:"varint,3,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeClusterCredentialsRequest) Reset() {
+	*x = RevokeClusterCredentialsRequest{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeClusterCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeClusterCredentialsRequest) ProtoMessage() {}
+
+func (x *RevokeClusterCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeClusterCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*RevokeClusterCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RevokeClusterCredentialsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RevokeClusterCredentialsRequest) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
+	}
+	return ""
+}
+
+func (x *RevokeClusterCredentialsRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+// RevokeClusterCredentialsResponse lists what was revoked now.
+type RevokeClusterCredentialsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The credentials this call revoked; empty when they already were.
+	Revoked       []*ClusterCredential `protobuf:"bytes,1,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeClusterCredentialsResponse) Reset() {
+	*x = RevokeClusterCredentialsResponse{}
+	mi := &file_meridian_v1_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeClusterCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeClusterCredentialsResponse) ProtoMessage() {}
+
+func (x *RevokeClusterCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeClusterCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*RevokeClusterCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RevokeClusterCredentialsResponse) GetRevoked() []*ClusterCredential {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
 // ListClustersRequest selects clusters.
 type ListClustersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -374,7 +774,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[2]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +786,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[2]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +799,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListClustersRequest) GetState() ClusterState {
@@ -427,7 +827,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[3]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +839,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[3]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +852,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -473,7 +873,7 @@ type GetClusterRequest struct {
 
 func (x *GetClusterRequest) Reset() {
 	*x = GetClusterRequest{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[4]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +885,7 @@ func (x *GetClusterRequest) String() string {
 func (*GetClusterRequest) ProtoMessage() {}
 
 func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[4]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +898,7 @@ func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetClusterRequest) GetId() string {
@@ -521,7 +921,7 @@ type DrainClusterRequest struct {
 
 func (x *DrainClusterRequest) Reset() {
 	*x = DrainClusterRequest{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[5]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +933,7 @@ func (x *DrainClusterRequest) String() string {
 func (*DrainClusterRequest) ProtoMessage() {}
 
 func (x *DrainClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[5]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +946,7 @@ func (x *DrainClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainClusterRequest.ProtoReflect.Descriptor instead.
 func (*DrainClusterRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DrainClusterRequest) GetId() string {
@@ -574,7 +974,7 @@ type ResumeClusterRequest struct {
 
 func (x *ResumeClusterRequest) Reset() {
 	*x = ResumeClusterRequest{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[6]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +986,7 @@ func (x *ResumeClusterRequest) String() string {
 func (*ResumeClusterRequest) ProtoMessage() {}
 
 func (x *ResumeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[6]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +999,7 @@ func (x *ResumeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeClusterRequest.ProtoReflect.Descriptor instead.
 func (*ResumeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeClusterRequest) GetId() string {
@@ -620,7 +1020,7 @@ type GetClusterTopologyRequest struct {
 
 func (x *GetClusterTopologyRequest) Reset() {
 	*x = GetClusterTopologyRequest{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[7]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +1032,7 @@ func (x *GetClusterTopologyRequest) String() string {
 func (*GetClusterTopologyRequest) ProtoMessage() {}
 
 func (x *GetClusterTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[7]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +1045,7 @@ func (x *GetClusterTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetClusterTopologyRequest) GetId() string {
@@ -680,7 +1080,7 @@ type NodeCapacity struct {
 
 func (x *NodeCapacity) Reset() {
 	*x = NodeCapacity{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[8]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +1092,7 @@ func (x *NodeCapacity) String() string {
 func (*NodeCapacity) ProtoMessage() {}
 
 func (x *NodeCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[8]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +1105,7 @@ func (x *NodeCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCapacity.ProtoReflect.Descriptor instead.
 func (*NodeCapacity) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeCapacity) GetName() string {
@@ -789,7 +1189,7 @@ type TopologyDomain struct {
 
 func (x *TopologyDomain) Reset() {
 	*x = TopologyDomain{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[9]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +1201,7 @@ func (x *TopologyDomain) String() string {
 func (*TopologyDomain) ProtoMessage() {}
 
 func (x *TopologyDomain) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[9]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +1214,7 @@ func (x *TopologyDomain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyDomain.ProtoReflect.Descriptor instead.
 func (*TopologyDomain) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TopologyDomain) GetKind() string {
@@ -888,7 +1288,7 @@ type ClusterTopology struct {
 
 func (x *ClusterTopology) Reset() {
 	*x = ClusterTopology{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[10]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1300,7 @@ func (x *ClusterTopology) String() string {
 func (*ClusterTopology) ProtoMessage() {}
 
 func (x *ClusterTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[10]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1313,7 @@ func (x *ClusterTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterTopology.ProtoReflect.Descriptor instead.
 func (*ClusterTopology) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ClusterTopology) GetClusterId() string {
@@ -946,7 +1346,7 @@ type ListAcceleratorClassesRequest struct {
 
 func (x *ListAcceleratorClassesRequest) Reset() {
 	*x = ListAcceleratorClassesRequest{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[11]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1358,7 @@ func (x *ListAcceleratorClassesRequest) String() string {
 func (*ListAcceleratorClassesRequest) ProtoMessage() {}
 
 func (x *ListAcceleratorClassesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[11]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1371,7 @@ func (x *ListAcceleratorClassesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcceleratorClassesRequest.ProtoReflect.Descriptor instead.
 func (*ListAcceleratorClassesRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 // AcceleratorClass is one accelerator class the hub knows and where it
@@ -999,7 +1399,7 @@ type AcceleratorClass struct {
 
 func (x *AcceleratorClass) Reset() {
 	*x = AcceleratorClass{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[12]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1411,7 @@ func (x *AcceleratorClass) String() string {
 func (*AcceleratorClass) ProtoMessage() {}
 
 func (x *AcceleratorClass) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[12]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1424,7 @@ func (x *AcceleratorClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceleratorClass.ProtoReflect.Descriptor instead.
 func (*AcceleratorClass) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AcceleratorClass) GetName() string {
@@ -1087,7 +1487,7 @@ type ListAcceleratorClassesResponse struct {
 
 func (x *ListAcceleratorClassesResponse) Reset() {
 	*x = ListAcceleratorClassesResponse{}
-	mi := &file_meridian_v1_cluster_proto_msgTypes[13]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1499,7 @@ func (x *ListAcceleratorClassesResponse) String() string {
 func (*ListAcceleratorClassesResponse) ProtoMessage() {}
 
 func (x *ListAcceleratorClassesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_cluster_proto_msgTypes[13]
+	mi := &file_meridian_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1512,7 @@ func (x *ListAcceleratorClassesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcceleratorClassesResponse.ProtoReflect.Descriptor instead.
 func (*ListAcceleratorClassesResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_meridian_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListAcceleratorClassesResponse) GetClasses() []*AcceleratorClass {
@@ -1150,7 +1550,37 @@ const file_meridian_v1_cluster_proto_rawDesc = "" +
 	"\x11advertisement_seq\x18\v \x01(\x03R\x10advertisementSeq\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\x16RegisterClusterRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06rotate\x18\x02 \x01(\bR\x06rotate\"\xaa\x01\n" +
+	"\x11ClusterCredential\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x01 \x01(\tR\tpublicKey\x129\n" +
+	"\n" +
+	"issue_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tissueTime\x12;\n" +
+	"\vrevoke_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"revokeTime\"\xba\x01\n" +
+	"\x17RegisterClusterResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12>\n" +
+	"\n" +
+	"credential\x18\x02 \x01(\v2\x1e.meridian.v1.ClusterCredentialR\n" +
+	"credential\x12\x1d\n" +
+	"\n" +
+	"nats_creds\x18\x03 \x01(\tR\tnatsCreds\x12!\n" +
+	"\finbox_prefix\x18\x04 \x01(\tR\vinboxPrefix\"/\n" +
+	"\x1dListClusterCredentialsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"b\n" +
+	"\x1eListClusterCredentialsResponse\x12@\n" +
+	"\vcredentials\x18\x01 \x03(\v2\x1e.meridian.v1.ClusterCredentialR\vcredentials\"b\n" +
+	"\x1fRevokeClusterCredentialsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x02 \x01(\tR\tpublicKey\x12\x10\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"\\\n" +
+	" RevokeClusterCredentialsResponse\x128\n" +
+	"\arevoked\x18\x01 \x03(\v2\x1e.meridian.v1.ClusterCredentialR\arevoked\"m\n" +
 	"\x13ListClustersRequest\x12/\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x19.meridian.v1.ClusterStateR\x05state\x12%\n" +
 	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\"H\n" +
@@ -1215,7 +1645,7 @@ const file_meridian_v1_cluster_proto_rawDesc = "" +
 	"\x19CLUSTER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CLUSTER_STATE_READY\x10\x01\x12\x16\n" +
 	"\x12CLUSTER_STATE_LOST\x10\x02\x12\x1a\n" +
-	"\x16CLUSTER_STATE_DRAINING\x10\x032\xc9\x05\n" +
+	"\x16CLUSTER_STATE_DRAINING\x10\x032\x8f\t\n" +
 	"\x0eClusterService\x12i\n" +
 	"\fListClusters\x12 .meridian.v1.ListClustersRequest\x1a!.meridian.v1.ListClustersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/clusters\x12]\n" +
 	"\n" +
@@ -1223,7 +1653,10 @@ const file_meridian_v1_cluster_proto_rawDesc = "" +
 	"\x12GetClusterTopology\x12&.meridian.v1.GetClusterTopologyRequest\x1a\x1c.meridian.v1.ClusterTopology\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/clusters/{id}:topology\x12j\n" +
 	"\fDrainCluster\x12 .meridian.v1.DrainClusterRequest\x1a\x14.meridian.v1.Cluster\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/clusters/{id}:drain\x12\x91\x01\n" +
 	"\x16ListAcceleratorClasses\x12*.meridian.v1.ListAcceleratorClassesRequest\x1a+.meridian.v1.ListAcceleratorClassesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/acceleratorClasses\x12m\n" +
-	"\rResumeCluster\x12!.meridian.v1.ResumeClusterRequest\x1a\x14.meridian.v1.Cluster\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/clusters/{id}:resumeB?Z=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
+	"\rResumeCluster\x12!.meridian.v1.ResumeClusterRequest\x1a\x14.meridian.v1.Cluster\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/clusters/{id}:resume\x12~\n" +
+	"\x0fRegisterCluster\x12#.meridian.v1.RegisterClusterRequest\x1a$.meridian.v1.RegisterClusterResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/clusters:register\x12\x98\x01\n" +
+	"\x16ListClusterCredentials\x12*.meridian.v1.ListClusterCredentialsRequest\x1a+.meridian.v1.ListClusterCredentialsResponse\"%\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/clusters/{id}/credentials\x12\xa8\x01\n" +
+	"\x18RevokeClusterCredentials\x12,.meridian.v1.RevokeClusterCredentialsRequest\x1a-.meridian.v1.RevokeClusterCredentialsResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/v1/clusters/{id}/credentials:revokeB?Z=github.com/meridian-gpu/meridian/proto/meridian/v1;meridianv1b\x06proto3"
 
 var (
 	file_meridian_v1_cluster_proto_rawDescOnce sync.Once
@@ -1238,57 +1671,75 @@ func file_meridian_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_meridian_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_meridian_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_meridian_v1_cluster_proto_goTypes = []any{
-	(ConnectorKind)(0),                     // 0: meridian.v1.ConnectorKind
-	(ClusterState)(0),                      // 1: meridian.v1.ClusterState
-	(*ClassCapacity)(nil),                  // 2: meridian.v1.ClassCapacity
-	(*Cluster)(nil),                        // 3: meridian.v1.Cluster
-	(*ListClustersRequest)(nil),            // 4: meridian.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),           // 5: meridian.v1.ListClustersResponse
-	(*GetClusterRequest)(nil),              // 6: meridian.v1.GetClusterRequest
-	(*DrainClusterRequest)(nil),            // 7: meridian.v1.DrainClusterRequest
-	(*ResumeClusterRequest)(nil),           // 8: meridian.v1.ResumeClusterRequest
-	(*GetClusterTopologyRequest)(nil),      // 9: meridian.v1.GetClusterTopologyRequest
-	(*NodeCapacity)(nil),                   // 10: meridian.v1.NodeCapacity
-	(*TopologyDomain)(nil),                 // 11: meridian.v1.TopologyDomain
-	(*ClusterTopology)(nil),                // 12: meridian.v1.ClusterTopology
-	(*ListAcceleratorClassesRequest)(nil),  // 13: meridian.v1.ListAcceleratorClassesRequest
-	(*AcceleratorClass)(nil),               // 14: meridian.v1.AcceleratorClass
-	(*ListAcceleratorClassesResponse)(nil), // 15: meridian.v1.ListAcceleratorClassesResponse
-	nil,                                    // 16: meridian.v1.Cluster.LabelsEntry
-	(FractionalMode)(0),                    // 17: meridian.v1.FractionalMode
-	(*timestamppb.Timestamp)(nil),          // 18: google.protobuf.Timestamp
+	(ConnectorKind)(0),                       // 0: meridian.v1.ConnectorKind
+	(ClusterState)(0),                        // 1: meridian.v1.ClusterState
+	(*ClassCapacity)(nil),                    // 2: meridian.v1.ClassCapacity
+	(*Cluster)(nil),                          // 3: meridian.v1.Cluster
+	(*RegisterClusterRequest)(nil),           // 4: meridian.v1.RegisterClusterRequest
+	(*ClusterCredential)(nil),                // 5: meridian.v1.ClusterCredential
+	(*RegisterClusterResponse)(nil),          // 6: meridian.v1.RegisterClusterResponse
+	(*ListClusterCredentialsRequest)(nil),    // 7: meridian.v1.ListClusterCredentialsRequest
+	(*ListClusterCredentialsResponse)(nil),   // 8: meridian.v1.ListClusterCredentialsResponse
+	(*RevokeClusterCredentialsRequest)(nil),  // 9: meridian.v1.RevokeClusterCredentialsRequest
+	(*RevokeClusterCredentialsResponse)(nil), // 10: meridian.v1.RevokeClusterCredentialsResponse
+	(*ListClustersRequest)(nil),              // 11: meridian.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),             // 12: meridian.v1.ListClustersResponse
+	(*GetClusterRequest)(nil),                // 13: meridian.v1.GetClusterRequest
+	(*DrainClusterRequest)(nil),              // 14: meridian.v1.DrainClusterRequest
+	(*ResumeClusterRequest)(nil),             // 15: meridian.v1.ResumeClusterRequest
+	(*GetClusterTopologyRequest)(nil),        // 16: meridian.v1.GetClusterTopologyRequest
+	(*NodeCapacity)(nil),                     // 17: meridian.v1.NodeCapacity
+	(*TopologyDomain)(nil),                   // 18: meridian.v1.TopologyDomain
+	(*ClusterTopology)(nil),                  // 19: meridian.v1.ClusterTopology
+	(*ListAcceleratorClassesRequest)(nil),    // 20: meridian.v1.ListAcceleratorClassesRequest
+	(*AcceleratorClass)(nil),                 // 21: meridian.v1.AcceleratorClass
+	(*ListAcceleratorClassesResponse)(nil),   // 22: meridian.v1.ListAcceleratorClassesResponse
+	nil,                                      // 23: meridian.v1.Cluster.LabelsEntry
+	(FractionalMode)(0),                      // 24: meridian.v1.FractionalMode
+	(*timestamppb.Timestamp)(nil),            // 25: google.protobuf.Timestamp
 }
 var file_meridian_v1_cluster_proto_depIdxs = []int32{
-	16, // 0: meridian.v1.Cluster.labels:type_name -> meridian.v1.Cluster.LabelsEntry
+	23, // 0: meridian.v1.Cluster.labels:type_name -> meridian.v1.Cluster.LabelsEntry
 	1,  // 1: meridian.v1.Cluster.state:type_name -> meridian.v1.ClusterState
-	17, // 2: meridian.v1.Cluster.fractional_modes:type_name -> meridian.v1.FractionalMode
-	18, // 3: meridian.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	24, // 2: meridian.v1.Cluster.fractional_modes:type_name -> meridian.v1.FractionalMode
+	25, // 3: meridian.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 4: meridian.v1.Cluster.capacity:type_name -> meridian.v1.ClassCapacity
 	0,  // 5: meridian.v1.Cluster.connector:type_name -> meridian.v1.ConnectorKind
-	1,  // 6: meridian.v1.ListClustersRequest.state:type_name -> meridian.v1.ClusterState
-	3,  // 7: meridian.v1.ListClustersResponse.clusters:type_name -> meridian.v1.Cluster
-	11, // 8: meridian.v1.ClusterTopology.domains:type_name -> meridian.v1.TopologyDomain
-	10, // 9: meridian.v1.ClusterTopology.nodes:type_name -> meridian.v1.NodeCapacity
-	14, // 10: meridian.v1.ListAcceleratorClassesResponse.classes:type_name -> meridian.v1.AcceleratorClass
-	4,  // 11: meridian.v1.ClusterService.ListClusters:input_type -> meridian.v1.ListClustersRequest
-	6,  // 12: meridian.v1.ClusterService.GetCluster:input_type -> meridian.v1.GetClusterRequest
-	9,  // 13: meridian.v1.ClusterService.GetClusterTopology:input_type -> meridian.v1.GetClusterTopologyRequest
-	7,  // 14: meridian.v1.ClusterService.DrainCluster:input_type -> meridian.v1.DrainClusterRequest
-	13, // 15: meridian.v1.ClusterService.ListAcceleratorClasses:input_type -> meridian.v1.ListAcceleratorClassesRequest
-	8,  // 16: meridian.v1.ClusterService.ResumeCluster:input_type -> meridian.v1.ResumeClusterRequest
-	5,  // 17: meridian.v1.ClusterService.ListClusters:output_type -> meridian.v1.ListClustersResponse
-	3,  // 18: meridian.v1.ClusterService.GetCluster:output_type -> meridian.v1.Cluster
-	12, // 19: meridian.v1.ClusterService.GetClusterTopology:output_type -> meridian.v1.ClusterTopology
-	3,  // 20: meridian.v1.ClusterService.DrainCluster:output_type -> meridian.v1.Cluster
-	15, // 21: meridian.v1.ClusterService.ListAcceleratorClasses:output_type -> meridian.v1.ListAcceleratorClassesResponse
-	3,  // 22: meridian.v1.ClusterService.ResumeCluster:output_type -> meridian.v1.Cluster
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	25, // 6: meridian.v1.ClusterCredential.issue_time:type_name -> google.protobuf.Timestamp
+	25, // 7: meridian.v1.ClusterCredential.revoke_time:type_name -> google.protobuf.Timestamp
+	5,  // 8: meridian.v1.RegisterClusterResponse.credential:type_name -> meridian.v1.ClusterCredential
+	5,  // 9: meridian.v1.ListClusterCredentialsResponse.credentials:type_name -> meridian.v1.ClusterCredential
+	5,  // 10: meridian.v1.RevokeClusterCredentialsResponse.revoked:type_name -> meridian.v1.ClusterCredential
+	1,  // 11: meridian.v1.ListClustersRequest.state:type_name -> meridian.v1.ClusterState
+	3,  // 12: meridian.v1.ListClustersResponse.clusters:type_name -> meridian.v1.Cluster
+	18, // 13: meridian.v1.ClusterTopology.domains:type_name -> meridian.v1.TopologyDomain
+	17, // 14: meridian.v1.ClusterTopology.nodes:type_name -> meridian.v1.NodeCapacity
+	21, // 15: meridian.v1.ListAcceleratorClassesResponse.classes:type_name -> meridian.v1.AcceleratorClass
+	11, // 16: meridian.v1.ClusterService.ListClusters:input_type -> meridian.v1.ListClustersRequest
+	13, // 17: meridian.v1.ClusterService.GetCluster:input_type -> meridian.v1.GetClusterRequest
+	16, // 18: meridian.v1.ClusterService.GetClusterTopology:input_type -> meridian.v1.GetClusterTopologyRequest
+	14, // 19: meridian.v1.ClusterService.DrainCluster:input_type -> meridian.v1.DrainClusterRequest
+	20, // 20: meridian.v1.ClusterService.ListAcceleratorClasses:input_type -> meridian.v1.ListAcceleratorClassesRequest
+	15, // 21: meridian.v1.ClusterService.ResumeCluster:input_type -> meridian.v1.ResumeClusterRequest
+	4,  // 22: meridian.v1.ClusterService.RegisterCluster:input_type -> meridian.v1.RegisterClusterRequest
+	7,  // 23: meridian.v1.ClusterService.ListClusterCredentials:input_type -> meridian.v1.ListClusterCredentialsRequest
+	9,  // 24: meridian.v1.ClusterService.RevokeClusterCredentials:input_type -> meridian.v1.RevokeClusterCredentialsRequest
+	12, // 25: meridian.v1.ClusterService.ListClusters:output_type -> meridian.v1.ListClustersResponse
+	3,  // 26: meridian.v1.ClusterService.GetCluster:output_type -> meridian.v1.Cluster
+	19, // 27: meridian.v1.ClusterService.GetClusterTopology:output_type -> meridian.v1.ClusterTopology
+	3,  // 28: meridian.v1.ClusterService.DrainCluster:output_type -> meridian.v1.Cluster
+	22, // 29: meridian.v1.ClusterService.ListAcceleratorClasses:output_type -> meridian.v1.ListAcceleratorClassesResponse
+	3,  // 30: meridian.v1.ClusterService.ResumeCluster:output_type -> meridian.v1.Cluster
+	6,  // 31: meridian.v1.ClusterService.RegisterCluster:output_type -> meridian.v1.RegisterClusterResponse
+	8,  // 32: meridian.v1.ClusterService.ListClusterCredentials:output_type -> meridian.v1.ListClusterCredentialsResponse
+	10, // 33: meridian.v1.ClusterService.RevokeClusterCredentials:output_type -> meridian.v1.RevokeClusterCredentialsResponse
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_cluster_proto_init() }
@@ -1297,14 +1748,14 @@ func file_meridian_v1_cluster_proto_init() {
 		return
 	}
 	file_meridian_v1_resources_proto_init()
-	file_meridian_v1_cluster_proto_msgTypes[12].OneofWrappers = []any{}
+	file_meridian_v1_cluster_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_cluster_proto_rawDesc), len(file_meridian_v1_cluster_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

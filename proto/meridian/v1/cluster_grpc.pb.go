@@ -22,12 +22,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClusterService_ListClusters_FullMethodName           = "/meridian.v1.ClusterService/ListClusters"
-	ClusterService_GetCluster_FullMethodName             = "/meridian.v1.ClusterService/GetCluster"
-	ClusterService_GetClusterTopology_FullMethodName     = "/meridian.v1.ClusterService/GetClusterTopology"
-	ClusterService_DrainCluster_FullMethodName           = "/meridian.v1.ClusterService/DrainCluster"
-	ClusterService_ListAcceleratorClasses_FullMethodName = "/meridian.v1.ClusterService/ListAcceleratorClasses"
-	ClusterService_ResumeCluster_FullMethodName          = "/meridian.v1.ClusterService/ResumeCluster"
+	ClusterService_ListClusters_FullMethodName             = "/meridian.v1.ClusterService/ListClusters"
+	ClusterService_GetCluster_FullMethodName               = "/meridian.v1.ClusterService/GetCluster"
+	ClusterService_GetClusterTopology_FullMethodName       = "/meridian.v1.ClusterService/GetClusterTopology"
+	ClusterService_DrainCluster_FullMethodName             = "/meridian.v1.ClusterService/DrainCluster"
+	ClusterService_ListAcceleratorClasses_FullMethodName   = "/meridian.v1.ClusterService/ListAcceleratorClasses"
+	ClusterService_ResumeCluster_FullMethodName            = "/meridian.v1.ClusterService/ResumeCluster"
+	ClusterService_RegisterCluster_FullMethodName          = "/meridian.v1.ClusterService/RegisterCluster"
+	ClusterService_ListClusterCredentials_FullMethodName   = "/meridian.v1.ClusterService/ListClusterCredentials"
+	ClusterService_RevokeClusterCredentials_FullMethodName = "/meridian.v1.ClusterService/RevokeClusterCredentials"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -55,6 +58,24 @@ type ClusterServiceClient interface {
 	ListAcceleratorClasses(ctx context.Context, in *ListAcceleratorClassesRequest, opts ...grpc.CallOption) (*ListAcceleratorClassesResponse, error)
 	// Reopen a drained cluster to new dispatches. Idempotent.
 	ResumeCluster(ctx context.Context, in *ResumeClusterRequest, opts ...grpc.CallOption) (*Cluster, error)
+	// Register a cluster: record it, make its durable dispatch consumer and
+	// issue its agent a NATS credential that may publish only the cluster's
+	// own subjects, read only its own dispatches and use only its own reply
+	// inbox. The credential (a .creds file) is in this answer only: the hub
+	// keeps its public key, never its seed. A registered cluster is refused
+	// with ALREADY_EXISTS unless `rotate` is set, which issues one more
+	// credential and leaves the others valid until they are revoked.
+	// Needs clusters.manage. FAILED_PRECONDITION when the hub does not issue
+	// NATS credentials (see docs/operators.md).
+	RegisterCluster(ctx context.Context, in *RegisterClusterRequest, opts ...grpc.CallOption) (*RegisterClusterResponse, error)
+	// A registered cluster's NATS credentials, active and revoked, by public
+	// key. Needs clusters.manage.
+	ListClusterCredentials(ctx context.Context, in *ListClusterCredentialsRequest, opts ...grpc.CallOption) (*ListClusterCredentialsResponse, error)
+	// Revoke one of a cluster's NATS credentials, or all of them. NATS
+	// disconnects the agents using them within seconds and refuses them
+	// from then on; no restart of the hub, NATS or other agents. Revoking a
+	// revoked credential is not an error. Needs clusters.manage.
+	RevokeClusterCredentials(ctx context.Context, in *RevokeClusterCredentialsRequest, opts ...grpc.CallOption) (*RevokeClusterCredentialsResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -125,6 +146,36 @@ func (c *clusterServiceClient) ResumeCluster(ctx context.Context, in *ResumeClus
 	return out, nil
 }
 
+func (c *clusterServiceClient) RegisterCluster(ctx context.Context, in *RegisterClusterRequest, opts ...grpc.CallOption) (*RegisterClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterClusterResponse)
+	err := c.cc.Invoke(ctx, ClusterService_RegisterCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) ListClusterCredentials(ctx context.Context, in *ListClusterCredentialsRequest, opts ...grpc.CallOption) (*ListClusterCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListClusterCredentialsResponse)
+	err := c.cc.Invoke(ctx, ClusterService_ListClusterCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) RevokeClusterCredentials(ctx context.Context, in *RevokeClusterCredentialsRequest, opts ...grpc.CallOption) (*RevokeClusterCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeClusterCredentialsResponse)
+	err := c.cc.Invoke(ctx, ClusterService_RevokeClusterCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -150,6 +201,24 @@ type ClusterServiceServer interface {
 	ListAcceleratorClasses(context.Context, *ListAcceleratorClassesRequest) (*ListAcceleratorClassesResponse, error)
 	// Reopen a drained cluster to new dispatches. Idempotent.
 	ResumeCluster(context.Context, *ResumeClusterRequest) (*Cluster, error)
+	// Register a cluster: record it, make its durable dispatch consumer and
+	// issue its agent a NATS credential that may publish only the cluster's
+	// own subjects, read only its own dispatches and use only its own reply
+	// inbox. The credential (a .creds file) is in this answer only: the hub
+	// keeps its public key, never its seed. A registered cluster is refused
+	// with ALREADY_EXISTS unless `rotate` is set, which issues one more
+	// credential and leaves the others valid until they are revoked.
+	// Needs clusters.manage. FAILED_PRECONDITION when the hub does not issue
+	// NATS credentials (see docs/operators.md).
+	RegisterCluster(context.Context, *RegisterClusterRequest) (*RegisterClusterResponse, error)
+	// A registered cluster's NATS credentials, active and revoked, by public
+	// key. Needs clusters.manage.
+	ListClusterCredentials(context.Context, *ListClusterCredentialsRequest) (*ListClusterCredentialsResponse, error)
+	// Revoke one of a cluster's NATS credentials, or all of them. NATS
+	// disconnects the agents using them within seconds and refuses them
+	// from then on; no restart of the hub, NATS or other agents. Revoking a
+	// revoked credential is not an error. Needs clusters.manage.
+	RevokeClusterCredentials(context.Context, *RevokeClusterCredentialsRequest) (*RevokeClusterCredentialsResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -177,6 +246,15 @@ func (UnimplementedClusterServiceServer) ListAcceleratorClasses(context.Context,
 }
 func (UnimplementedClusterServiceServer) ResumeCluster(context.Context, *ResumeClusterRequest) (*Cluster, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeCluster not implemented")
+}
+func (UnimplementedClusterServiceServer) RegisterCluster(context.Context, *RegisterClusterRequest) (*RegisterClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterCluster not implemented")
+}
+func (UnimplementedClusterServiceServer) ListClusterCredentials(context.Context, *ListClusterCredentialsRequest) (*ListClusterCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListClusterCredentials not implemented")
+}
+func (UnimplementedClusterServiceServer) RevokeClusterCredentials(context.Context, *RevokeClusterCredentialsRequest) (*RevokeClusterCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeClusterCredentials not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -307,6 +385,60 @@ func _ClusterService_ResumeCluster_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_RegisterCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).RegisterCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_RegisterCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).RegisterCluster(ctx, req.(*RegisterClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_ListClusterCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListClusterCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).ListClusterCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_ListClusterCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).ListClusterCredentials(ctx, req.(*ListClusterCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_RevokeClusterCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeClusterCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).RevokeClusterCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_RevokeClusterCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).RevokeClusterCredentials(ctx, req.(*RevokeClusterCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -337,6 +469,18 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeCluster",
 			Handler:    _ClusterService_ResumeCluster_Handler,
+		},
+		{
+			MethodName: "RegisterCluster",
+			Handler:    _ClusterService_RegisterCluster_Handler,
+		},
+		{
+			MethodName: "ListClusterCredentials",
+			Handler:    _ClusterService_ListClusterCredentials_Handler,
+		},
+		{
+			MethodName: "RevokeClusterCredentials",
+			Handler:    _ClusterService_RevokeClusterCredentials_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
