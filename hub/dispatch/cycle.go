@@ -141,10 +141,12 @@ func (l *Loop) requeueStatus(w *meridianv1.Workload, now time.Time, why string, 
 	}
 	// Attempts count dispatches; a requeue keeps them.
 	st.Cluster, st.DispatchId = "", ""
+	clearFolded(st)
 }
 
 // requeue returns a mutation that requeues an active workload (see
-// requeueStatus) and deletes its dispatch record.
+// requeueStatus) and deletes its dispatch record when an older hub wrote
+// one.
 func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool) (mutation, error) {
 	nw := cloneWorkload(w.w)
 	l.requeueStatus(nw, now, why, avoid)
@@ -153,7 +155,7 @@ func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool) (mu
 		return mutation{}, err
 	}
 	ops := []store.Op{store.PutIfModRev(w.key, b, w.modRev)}
-	if r != nil {
+	if r != nil && r.key != "" { // a folded record goes with the workload's put
 		ops = append(ops, store.Delete(r.key, r.modRev))
 	}
 	return mutation{ops: ops, size: len(b) + len(w.key)}, nil
@@ -250,28 +252,21 @@ func (l *Loop) cycle(t *term) (err error) {
 		st.PendingReason, st.PendingReasonCode, st.Message = "", "", ""
 		st.StartTime, st.EndTime, st.ExitCode = nil, nil, nil
 		st.Placement = placementOf(d.Decision)
+		r := &Record{DispatchID: id, WorkloadID: d.WorkloadID, Queue: nw.GetQueue(), Cluster: d.Cluster, Attempt: st.Attempts,
+			Placement: d.Placement, Usage: d.Usage, CreatedAt: now, LeaderTerm: t.fence.Rev, TraceParent: ct.traceParent(d.WorkloadID)}
+		ct.describe(r)
+		// The dispatch record lives in the workload: one put commits both
+		// the decision and the outbox entry that republishStale works from.
+		foldRecord(st, r)
 		wb, err := l.stamp(nw, now)
 		if err != nil {
 			l.log.Error("encode workload", "workload", d.WorkloadID, "err", err)
 			continue
 		}
-		r := &Record{DispatchID: id, WorkloadID: d.WorkloadID, Queue: nw.GetQueue(), Cluster: d.Cluster, Attempt: st.Attempts,
-			Placement: d.Placement, Usage: d.Usage, CreatedAt: now, LeaderTerm: t.fence.Rev, TraceParent: ct.traceParent(d.WorkloadID)}
-		ct.describe(r)
-		rb, err := encodeRecord(r)
-		if err != nil {
-			l.log.Error("encode dispatch record", "workload", d.WorkloadID, "err", err)
-			continue
-		}
-		rk, err := DispatchKey(id)
-		if err != nil {
-			l.log.Error("dispatch key", "id", id, "err", err)
-			continue
-		}
 		dispatched[d.WorkloadID] = true
 		dms = append(dms, mutation{
-			ops:  []store.Op{store.PutIfModRev(w.key, wb, w.modRev), store.PutIfModRev(rk, rb, 0)},
-			size: len(wb) + len(rb) + len(w.key) + len(rk),
+			ops:  []store.Op{store.PutIfModRev(w.key, wb, w.modRev)},
+			size: len(wb) + len(w.key),
 			after: func() {
 				observeWait()
 				cmu.Lock()
@@ -716,8 +711,11 @@ func (l *Loop) republishStale(t *term, s *state, now time.Time) {
 	}
 }
 
-// republishUnacked runs when a term starts: every unacknowledged dispatch is
-// published again, read straight from etcd.
+// republishUnacked runs when a term starts: every unacknowledged dispatch
+// an older hub recorded under its own key is published again, read
+// straight from etcd. Dispatches kept in their workloads need no walk
+// here: the term's first cycle finds them unacknowledged in the mirror and
+// publishes them (republishStale), since this term has published none.
 func (l *Loop) republishUnacked(t *term) error {
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()

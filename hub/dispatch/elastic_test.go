@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -22,18 +21,21 @@ func TestElasticSizeIsWhatIsChargedAndLaunched(t *testing.T) {
 	e.submit(w)
 	var rec *Record
 	e.waitFor("the elastic workload to be dispatched", 20*time.Second, func() bool {
-		items, _, err := e.st.List(e.ctx, store.Prefix(store.KindDispatches), 0)
-		if err != nil || len(items) == 0 {
+		w, _ := e.workload("el")
+		if !folded(w) {
 			return false
 		}
-		rec, err = decodeRecord(items[0].Value)
-		return err == nil
+		rec = recordOf(w)
+		return true
 	})
 	if len(rec.Placement) != 1 || len(rec.Placement[0].Replicas) != 3 {
 		t.Fatalf("placement %+v, want 3 replicas (the quota's 3 GPUs)", rec.Placement)
 	}
 	if len(rec.Usage) != 1 || rec.Usage[0].Milli != 3000 {
 		t.Fatalf("usage %+v, want 3000 milli charged", rec.Usage)
+	}
+	if n := len(e.dispatchKeys()); n != 0 {
+		t.Fatalf("%d dispatch records stored under their own keys; the dispatch belongs in the workload", n)
 	}
 	stored, _ := e.workload("el")
 	msg := dispatchMsg(stored, rec)

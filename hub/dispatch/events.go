@@ -186,36 +186,17 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 		}
 		return nil
 	}
-	rk, err := DispatchKey(id)
-	if err != nil {
-		return stale(err.Error())
-	}
-	ri, err := x.record(rk)
+	r, ri, wi, why, err := l.findDispatch(x, id, ev.GetWorkloadId())
 	if err != nil {
 		return err
 	}
-	if ri == nil {
-		return stale("no dispatch record")
+	if why != "" {
+		return stale(why)
 	}
-	r := ri.r
 	if r.Cluster != cluster {
 		return stale(fmt.Sprintf("dispatch belongs to cluster %s", r.Cluster))
 	}
-	wk, err := WorkloadKey(r.WorkloadID)
-	if err != nil {
-		return stale(err.Error())
-	}
-	wi, err := x.workload(wk)
-	if err != nil {
-		return err
-	}
-	if wi == nil {
-		return stale("workload is gone")
-	}
 	w := wi.w
-	if w.GetStatus().GetDispatchId() != id || !active(w.GetStatus().GetPhase()) {
-		return stale("workload points at another dispatch")
-	}
 	when := now
 	if ev.GetTime() != nil {
 		when = ev.GetTime().AsTime()
@@ -270,7 +251,7 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 		}
 		st.PendingReason, st.PendingReasonCode = "", ""
 		wi.dirty = true
-		ri.dirty, ri.deleted = true, true
+		ri.drop()
 		l.markFinished(t, id)
 	case agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_PREEMPTED, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED:
 		rejected := ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED
@@ -300,11 +281,67 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 			w.Status.PendingReasonCode = CodeWaitingForScheduler
 		}
 		wi.dirty = true
-		ri.dirty, ri.deleted = true, true
+		ri.drop()
 		l.markFinished(t, id)
 		l.log.Info("requeueing", "workload", r.WorkloadID, "dispatch", id, "why", why)
 	}
 	return nil
+}
+
+// findDispatch finds the current dispatch id an event names: in the
+// workload the event names when that workload keeps its dispatch (every
+// dispatch this hub commits), else as an older hub's record and the
+// workload that record names. why says, when not empty, why the dispatch
+// is not current; ri is nil for a folded record.
+func (l *Loop) findDispatch(x *evTx, id, workloadID string) (r *Record, ri, wi *txItem, why string, err error) {
+	if workloadID != "" {
+		wk, kerr := WorkloadKey(workloadID)
+		if kerr != nil {
+			return nil, nil, nil, kerr.Error(), nil
+		}
+		if wi, err = x.workload(wk); err != nil {
+			return nil, nil, nil, "", err
+		}
+		if wi != nil && wi.w.GetStatus().GetDispatchId() == id && folded(wi.w) {
+			if !active(wi.w.GetStatus().GetPhase()) {
+				return nil, nil, nil, "the dispatch has finished", nil
+			}
+			return recordOf(wi.w), nil, wi, "", nil
+		}
+	}
+	rk, err := DispatchKey(id)
+	if err != nil {
+		return nil, nil, nil, err.Error(), nil
+	}
+	if ri, err = x.record(rk); err != nil {
+		return nil, nil, nil, "", err
+	}
+	if ri == nil {
+		return nil, nil, nil, "no dispatch record", nil
+	}
+	r = ri.r
+	wk, err := WorkloadKey(r.WorkloadID)
+	if err != nil {
+		return nil, nil, nil, err.Error(), nil
+	}
+	if wi, err = x.workload(wk); err != nil {
+		return nil, nil, nil, "", err
+	}
+	if wi == nil {
+		return nil, nil, nil, "workload is gone", nil
+	}
+	if wi.w.GetStatus().GetDispatchId() != id || !active(wi.w.GetStatus().GetPhase()) {
+		return nil, nil, nil, "workload points at another dispatch", nil
+	}
+	return r, ri, wi, "", nil
+}
+
+// drop deletes a stored dispatch record with the transaction; nothing for a
+// folded one (nil), which goes with its workload's write.
+func (it *txItem) drop() {
+	if it != nil {
+		it.dirty, it.deleted = true, true
+	}
 }
 
 // applyBatch applies events in order as one transaction set; it returns the
@@ -323,8 +360,8 @@ func (l *Loop) applyBatch(t *term, evs []batchEvent, fromCache bool) error {
 		return err
 	}
 	if len(ops) > min(l.st.MaxTxnOps(), 1024) {
-		// A workload and its record must commit together; rather than
-		// pair them up, let the caller go one event at a time.
+		// A workload and an older hub's record must commit together;
+		// rather than pair them up, let the caller go one event at a time.
 		return errBatchTooLarge
 	}
 	if _, err = l.commit(t, ops...); err != nil {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/leader"
+	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -16,8 +17,20 @@ import (
 
 // TestEventAgainstLaggingCache: the agent can answer a dispatch before the
 // hub's watch cache has seen the commit. The event must be applied from
-// etcd, not ignored (and the work cancelled) as stale.
+// etcd, not ignored (and the work cancelled) as stale. Both forms of a
+// dispatch are covered: kept in the workload (what this hub writes) and
+// an older hub's record under its own key, which a finish must delete.
 func TestEventAgainstLaggingCache(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		name := "folded"
+		if legacy {
+			name = "legacy-record"
+		}
+		t.Run(name, func(t *testing.T) { testEventAgainstLaggingCache(t, legacy) })
+	}
+}
+
+func testEventAgainstLaggingCache(t *testing.T, legacy bool) {
 	e := newEnv(t, fastConfig())
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
@@ -56,24 +69,39 @@ func TestEventAgainstLaggingCache(t *testing.T) {
 	tm := &term{fence: fence, ctx: ctx, cancel: cancel, accruedTo: map[string]time.Time{}, published: map[string]time.Time{},
 		cancelled: map[string]time.Time{}, finished: map[string]time.Time{}, started: time.Now()}
 
-	// Commit a dispatch behind the cache's back, as the cycle would.
+	// Commit a dispatch behind the cache's back, as the cycle would (or as
+	// an older hub did, with a record of its own).
 	w, rev := e.workload("w")
 	w.Status.Phase, w.Status.Cluster, w.Status.DispatchId, w.Status.Attempts = meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED, "east", "d-1", 1
-	wb, _ := encodeWorkload(w)
-	rb, _ := encodeRecord(&Record{DispatchID: "d-1", WorkloadID: "w", Queue: w.Queue, Cluster: "east", Attempt: 1, CreatedAt: time.Now()})
+	r := &Record{DispatchID: "d-1", WorkloadID: "w", Queue: w.Queue, Cluster: "east", Attempt: 1, CreatedAt: time.Now(),
+		Usage: []scheduler.ClassMilli{{Class: "a100", Milli: 1000}}, LeaderTerm: fence.Rev}
 	wk, _ := WorkloadKey("w")
 	rk, _ := DispatchKey("d-1")
-	if _, err := st.Commit(ctx, &fence, store.PutIfModRev(wk, wb, rev), store.PutIfModRev(rk, rb, 0)); err != nil {
+	ops := []store.Op{}
+	if legacy {
+		r.LeaderTerm = 0 // older hubs kept the term in the record only
+		rb, _ := encodeRecord(r)
+		ops = append(ops, store.PutIfModRev(rk, rb, 0))
+	} else {
+		foldRecord(w.Status, r)
+	}
+	wb, _ := encodeWorkload(w)
+	ops = append(ops, store.PutIfModRev(wk, wb, rev))
+	if _, err := st.Commit(ctx, &fence, ops...); err != nil {
 		t.Fatal(err)
 	}
 	if it, ok := cache.Get(wk); !ok || it.ModRev != rev {
 		t.Fatal("the cache was supposed to lag")
 	}
 
-	ev := &agentv1.DispatchEvent{DispatchId: "d-1", WorkloadId: "w", ClusterId: "east", Type: agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED, Time: timestamppb.Now()}
-	if err := l.applyBatch(tm, []batchEvent{{cluster: "east", ev: ev}}, true); err != nil {
-		t.Fatal(err)
+	send := func(typ agentv1.DispatchEventType) {
+		t.Helper()
+		ev := &agentv1.DispatchEvent{DispatchId: "d-1", WorkloadId: "w", ClusterId: "east", Type: typ, Time: timestamppb.Now()}
+		if err := l.applyBatch(tm, []batchEvent{{cluster: "east", ev: ev}}, true); err != nil {
+			t.Fatal(err)
+		}
 	}
+	send(agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED)
 	got, _ := e.workload("w")
 	if got.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_ACCEPTED {
 		t.Fatalf("phase = %v, want ACCEPTED: the event was judged on the lagging cache", got.GetStatus().GetPhase())
@@ -81,17 +109,77 @@ func TestEventAgainstLaggingCache(t *testing.T) {
 	if len(tm.cancelled) != 0 {
 		t.Fatalf("cancels sent: %v", tm.cancelled)
 	}
-	rbNow, rrev, err := st.Get(ctx, rk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := decodeRecord(rbNow); !acked(r, got) || got.GetStatus().GetAcceptTime() == nil {
+	if got.GetStatus().GetAcceptTime() == nil {
 		t.Fatal("dispatch not acknowledged: the workload has no accept time")
 	}
-	// The acceptance went into the workload only: the record was not
-	// written again.
 	_, wrev, _ := st.Get(ctx, wk)
-	if rrev >= wrev {
-		t.Fatalf("record revision %d not older than the workload's %d: the ACCEPTED event rewrote the record", rrev, wrev)
+	if legacy {
+		// The acceptance went into the workload only: the record was not
+		// written again.
+		_, rrev, err := st.Get(ctx, rk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rrev >= wrev {
+			t.Fatalf("record revision %d not older than the workload's %d: the ACCEPTED event rewrote the record", rrev, wrev)
+		}
+	} else if gr := recordOf(got); gr.LeaderTerm != fence.Rev || len(gr.Usage) != 1 || gr.Usage[0] != r.Usage[0] {
+		t.Fatalf("the workload lost its dispatch: %+v", gr)
+	}
+
+	send(agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED)
+	got, _ = e.workload("w")
+	if got.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED {
+		t.Fatalf("phase = %v, want SUCCEEDED", got.GetStatus().GetPhase())
+	}
+	if _, _, err := st.Get(ctx, rk); !store.IsNotFound(err) {
+		t.Fatalf("dispatch record after the finish: err = %v, want it deleted (or never written)", err)
+	}
+	// A redelivered finish is stale and changes nothing.
+	_, before, _ := st.Get(ctx, wk)
+	send(agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED)
+	if _, after, _ := st.Get(ctx, wk); after != before {
+		t.Fatalf("a repeated finish rewrote the workload (revision %d -> %d)", before, after)
+	}
+}
+
+// TestUpgradeFromRecordKeys: an older hub left an unacknowledged dispatch
+// with its record under its own key. A hub that keeps dispatches in their
+// workloads takes over: it publishes that dispatch again, the agent
+// launches it once, and its finish deletes the record, while new work is
+// dispatched the new way beside it.
+func TestUpgradeFromRecordKeys(t *testing.T) {
+	e := newEnv(t, fastConfig())
+	e.putQueue("acme/ml/train", 2)
+	e.submit(gpuWorkload("old", "acme/ml/train", 1))
+	w, rev := e.workload("old")
+	w.Status.Phase, w.Status.Cluster, w.Status.DispatchId, w.Status.Attempts = meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED, "east", "d-old", 1
+	w.Status.DispatchTime = timestamppb.Now()
+	rb, _ := encodeRecord(&Record{DispatchID: "d-old", WorkloadID: "old", Queue: w.Queue, Cluster: "east", Attempt: 1, CreatedAt: time.Now(),
+		Placement: []scheduler.PodSetPlacement{{PodSet: w.PodSets[0].Name, Replicas: []scheduler.ReplicaPlacement{{Node: "east-n0", GPUs: []int{0}}}}},
+		Usage:     []scheduler.ClassMilli{{Class: "a100", Milli: 1000}}, LeaderTerm: 1})
+	wb, _ := encodeWorkload(w)
+	wk, _ := WorkloadKey("old")
+	rk, _ := DispatchKey("d-old")
+	if _, err := e.st.Commit(e.ctx, nil, store.PutIfModRev(wk, wb, rev), store.PutIfModRev(rk, rb, 0)); err != nil {
+		t.Fatal(err)
+	}
+
+	ag := e.startAgent("east", 2, 4, 300*time.Millisecond)
+	h := e.startHub("hub-new")
+	e.waitFor("leadership", 10*time.Second, h.leading)
+	e.submit(gpuWorkload("new", "acme/ml/train", 1))
+	e.waitFor("both to succeed", 20*time.Second, func() bool {
+		return e.countPhase(meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED) == 2
+	})
+	byW := ag.checkLaunchedOnce(t)
+	if !byW["old"]["d-old"] || len(byW["old"]) != 1 {
+		t.Fatalf("the older hub's dispatch was launched as %v, want once as d-old", byW["old"])
+	}
+	if keys := e.dispatchKeys(); len(keys) != 0 {
+		t.Fatalf("records left after both finished: %v", keys)
+	}
+	if nw, _ := e.workload("new"); !folded(nw) || nw.GetStatus().GetDispatchTerm() <= 0 || len(nw.GetStatus().GetQuotaCharge()) != 1 {
+		t.Fatalf("the new dispatch is not kept in its workload: %v", nw.GetStatus())
 	}
 }

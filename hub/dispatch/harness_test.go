@@ -249,12 +249,34 @@ func (e *env) countPhase(p meridianv1.WorkloadPhase) int {
 	return n
 }
 
+// dispatchKeys lists the dispatch records stored under their own keys.
+func (e *env) dispatchKeys() []string {
+	items, _, err := e.st.List(e.ctx, prefDispatches, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	keys := make([]string, 0, len(items))
+	for _, it := range items {
+		keys = append(keys, it.Key)
+	}
+	return keys
+}
+
+// dispatchRecords counts the dispatches the hub still holds: records
+// stored under their own key (older hubs) and workloads that keep a
+// current dispatch in their status.
 func (e *env) dispatchRecords() int {
 	items, _, err := e.st.List(e.ctx, prefDispatches, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return len(items)
+	n := len(items)
+	for _, w := range e.workloads() {
+		if active(w.GetStatus().GetPhase()) && folded(w) {
+			n++
+		}
+	}
+	return n
 }
 
 // ---- a simulated agent over real NATS ----

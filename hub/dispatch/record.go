@@ -35,8 +35,13 @@ const (
 // LedgerKey holds the fairshare ledger's JSON.
 const LedgerKey = store.Root + "/ledger"
 
-// Record is the hub-internal dispatch record at /meridian/dispatches/<id>.
-// It is JSON: only the hub reads it.
+// Record is what the hub knows of one dispatch. A hub now keeps it inside
+// the workload's status (assignment, quota_charge, dispatch_term,
+// dispatch_trace_parent; see foldRecord), written in the same put that
+// marks the workload DISPATCHED, so a dispatch costs no key of its own.
+// Hubs before that wrote it as JSON at /meridian/dispatches/<id>; those
+// records are still read, acknowledged, requeued and deleted as before
+// (legacyRecord), so an upgrade mid-flight loses nothing.
 type Record struct {
 	DispatchID string `json:"dispatchId"`
 	WorkloadID string `json:"workloadId"`
@@ -75,6 +80,82 @@ func ClusterKey(id string) (string, error) { return store.Key(store.KindClusters
 type clusterSettings struct {
 	Draining bool   `json:"draining"`
 	Reason   string `json:"reason,omitempty"`
+}
+
+// foldRecord writes r into the workload status st, the dispatch's only
+// stored copy: the scheduler's placement, the quota charged, the leader
+// term and the trace parent (dispatch id, cluster, attempt and dispatch
+// time are status fields already).
+func foldRecord(st *meridianv1.WorkloadStatus, r *Record) {
+	st.Assignment = make([]*meridianv1.PodSetAssignment, 0, len(r.Placement))
+	for _, p := range r.Placement {
+		a := &meridianv1.PodSetAssignment{PodSet: p.PodSet, MigProfile: p.MIG, Replicas: make([]*meridianv1.ReplicaAssignment, 0, len(p.Replicas))}
+		for _, rp := range p.Replicas {
+			ra := &meridianv1.ReplicaAssignment{Node: rp.Node}
+			if len(rp.GPUs) > 0 {
+				ra.Gpus = make([]int32, len(rp.GPUs))
+				for i, g := range rp.GPUs {
+					ra.Gpus[i] = int32(g)
+				}
+			}
+			a.Replicas = append(a.Replicas, ra)
+		}
+		st.Assignment = append(st.Assignment, a)
+	}
+	st.QuotaCharge = make([]*meridianv1.ClassCharge, 0, len(r.Usage))
+	for _, u := range r.Usage {
+		st.QuotaCharge = append(st.QuotaCharge, &meridianv1.ClassCharge{AcceleratorClass: u.Class, MilliGpus: u.Milli})
+	}
+	st.DispatchTerm = r.LeaderTerm
+	st.DispatchTraceParent = r.TraceParent
+}
+
+// clearFolded forgets the dispatch a requeue takes the workload away from.
+func clearFolded(st *meridianv1.WorkloadStatus) {
+	st.Assignment, st.QuotaCharge, st.DispatchTerm, st.DispatchTraceParent = nil, nil, 0, ""
+}
+
+// folded reports whether w's current dispatch is kept in the workload
+// itself: a dispatch committed by a hub that folds records has a leader
+// term (election revisions start at 1); an older hub's has a record key.
+func folded(w *meridianv1.Workload) bool {
+	st := w.GetStatus()
+	return st.GetDispatchId() != "" && st.GetDispatchTerm() > 0
+}
+
+// recordOf rebuilds the Record of w's current dispatch from its status.
+// Only for a folded workload (see folded).
+func recordOf(w *meridianv1.Workload) *Record {
+	st := w.GetStatus()
+	r := &Record{DispatchID: st.GetDispatchId(), WorkloadID: w.GetId(), Queue: w.GetQueue(), Cluster: st.GetCluster(),
+		Attempt: st.GetAttempts(), LeaderTerm: st.GetDispatchTerm(), TraceParent: st.GetDispatchTraceParent()}
+	if dt := st.GetDispatchTime(); dt != nil {
+		r.CreatedAt = dt.AsTime()
+	}
+	if len(st.GetAssignment()) > 0 {
+		r.Placement = make([]scheduler.PodSetPlacement, 0, len(st.GetAssignment()))
+	}
+	for _, a := range st.GetAssignment() {
+		p := scheduler.PodSetPlacement{PodSet: a.GetPodSet(), MIG: a.GetMigProfile(), Replicas: make([]scheduler.ReplicaPlacement, 0, len(a.GetReplicas()))}
+		for _, ra := range a.GetReplicas() {
+			rp := scheduler.ReplicaPlacement{Node: ra.GetNode()}
+			if len(ra.GetGpus()) > 0 {
+				rp.GPUs = make([]int, len(ra.GetGpus()))
+				for i, g := range ra.GetGpus() {
+					rp.GPUs[i] = int(g)
+				}
+			}
+			p.Replicas = append(p.Replicas, rp)
+		}
+		r.Placement = append(r.Placement, p)
+	}
+	if len(st.GetQuotaCharge()) > 0 {
+		r.Usage = make([]scheduler.ClassMilli, 0, len(st.GetQuotaCharge()))
+	}
+	for _, c := range st.GetQuotaCharge() {
+		r.Usage = append(r.Usage, scheduler.ClassMilli{Class: c.GetAcceleratorClass(), Milli: c.GetMilliGpus()})
+	}
+	return r
 }
 
 func decodeRecord(b []byte) (*Record, error) {

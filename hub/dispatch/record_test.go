@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,49 @@ func TestAcked(t *testing.T) {
 			gotAt, ok := ackedAt(&tc.r, tc.w)
 			if ok != tc.want || !gotAt.Equal(tc.wantAt) || acked(&tc.r, tc.w) != tc.want {
 				t.Fatalf("ackedAt = %v, %v; want %v, %v", gotAt, ok, tc.wantAt, tc.want)
+			}
+		})
+	}
+}
+
+// A dispatch kept in the workload reads back as the record it was made
+// from, through the workload's encoding.
+func TestFoldedRecordRoundTrip(t *testing.T) {
+	at := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	for name, r := range map[string]*Record{
+		"gang with gpus and mig": {DispatchID: "d-1", WorkloadID: "w", Queue: "acme/ml", Cluster: "east", Attempt: 3, CreatedAt: at,
+			LeaderTerm: 42, TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+			Placement: []scheduler.PodSetPlacement{
+				{PodSet: "workers", Replicas: []scheduler.ReplicaPlacement{{Node: "n1", GPUs: []int{0, 1}}, {Node: "n2", GPUs: []int{7}}}},
+				{PodSet: "mig", MIG: "3g.40gb", Replicas: []scheduler.ReplicaPlacement{{Node: "n3", GPUs: []int{2}}}},
+				{PodSet: "cpu-only", Replicas: []scheduler.ReplicaPlacement{{Node: "n4"}}},
+			},
+			Usage: []scheduler.ClassMilli{{Class: "a100", Milli: 3000}, {Class: "h100", Milli: 500}}},
+		"no placement, no usage": {DispatchID: "d-2", WorkloadID: "w", Queue: "q", Cluster: "west", Attempt: 1, CreatedAt: at, LeaderTerm: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := &meridianv1.Workload{Id: r.WorkloadID, Queue: r.Queue, Status: &meridianv1.WorkloadStatus{
+				Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED, Cluster: r.Cluster, DispatchId: r.DispatchID,
+				Attempts: r.Attempt, DispatchTime: timestamppb.New(at)}}
+			foldRecord(w.Status, r)
+			b, err := encodeWorkload(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := decodeWorkload(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !folded(back) {
+				t.Fatal("folded() = false for a workload that keeps its dispatch")
+			}
+			got := recordOf(back)
+			if !reflect.DeepEqual(got, r) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, r)
+			}
+			clearFolded(back.Status)
+			if folded(back) || len(back.Status.Assignment) != 0 || len(back.Status.QuotaCharge) != 0 || back.Status.DispatchTraceParent != "" {
+				t.Fatalf("clearFolded left %v", back.Status)
 			}
 		})
 	}

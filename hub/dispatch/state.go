@@ -35,9 +35,13 @@ type wl struct {
 	// changing it. swErr says why it does not convert.
 	sw    *scheduler.Workload
 	swErr error
+	// vrec is the record of the current dispatch when the workload keeps
+	// it (folded): the mirror files it like a stored record with no key.
+	vrec *rec
 }
 
-// rec is a dispatch record with its revision.
+// rec is a dispatch record with its revision. key is empty for a record
+// folded into its workload (modRev is then the workload's).
 type rec struct {
 	key    string
 	modRev int64
@@ -273,10 +277,41 @@ func (m *mirror) workloadChanged(id string) {
 	}
 }
 
+// addRec files a record (stored or folded) under its dispatch id and its
+// workload.
+func (m *mirror) addRec(e *rec) {
+	r := e.r
+	m.byDispatch[r.DispatchID] = e
+	if m.recsOf[r.WorkloadID] == nil {
+		m.recsOf[r.WorkloadID] = map[string]bool{}
+	}
+	m.recsOf[r.WorkloadID][r.DispatchID] = true
+}
+
+// dropRec forgets a record if it is still the one filed under its
+// dispatch id, and refiles the dispatch.
+func (m *mirror) dropRec(e *rec) {
+	d := e.r.DispatchID
+	if m.byDispatch[d] != e {
+		return
+	}
+	delete(m.byDispatch, d)
+	if set := m.recsOf[e.r.WorkloadID]; set != nil {
+		delete(set, d)
+		if len(set) == 0 {
+			delete(m.recsOf, e.r.WorkloadID)
+		}
+	}
+	m.classify(d)
+}
+
 // remove forgets key, whatever it held.
 func (m *mirror) remove(k string) {
 	if w, ok := m.workloads[k]; ok {
 		delete(m.workloads, k)
+		if w.vrec != nil {
+			m.dropRec(w.vrec)
+		}
 		if id := w.w.GetId(); m.byID[id] == w {
 			delete(m.byID, id)
 			m.workloadChanged(id)
@@ -284,16 +319,7 @@ func (m *mirror) remove(k string) {
 	}
 	if r, ok := m.dispatches[k]; ok {
 		delete(m.dispatches, k)
-		if d := r.r.DispatchID; m.byDispatch[d] == r {
-			delete(m.byDispatch, d)
-			if set := m.recsOf[r.r.WorkloadID]; set != nil {
-				delete(set, d)
-				if len(set) == 0 {
-					delete(m.recsOf, r.r.WorkloadID)
-				}
-			}
-			m.classify(d)
-		}
+		m.dropRec(r)
 	}
 	delete(m.queues, k)
 	if strings.HasPrefix(k, prefClusters) {
@@ -327,6 +353,10 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			sw, swErr := convert.Workload(w, nil)
 			e := &wl{key: k, modRev: it.ModRev, w: w, sw: sw, swErr: swErr}
 			m.workloads[k], m.byID[w.GetId()] = e, e
+			if active(w.GetStatus().GetPhase()) && folded(w) {
+				e.vrec = &rec{modRev: it.ModRev, r: recordOf(w)}
+				m.addRec(e.vrec)
+			}
 			m.workloadChanged(w.GetId())
 			if !had && swErr == nil && m.shapes != nil {
 				m.shapes.Observe(sw.CreatedAt, sw)
@@ -336,11 +366,8 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 		var r *Record
 		if r, err = decodeRecord(it.Value); err == nil {
 			e := &rec{key: k, modRev: it.ModRev, r: r}
-			m.dispatches[k], m.byDispatch[r.DispatchID] = e, e
-			if m.recsOf[r.WorkloadID] == nil {
-				m.recsOf[r.WorkloadID] = map[string]bool{}
-			}
-			m.recsOf[r.WorkloadID][r.DispatchID] = true
+			m.dispatches[k] = e
+			m.addRec(e)
 			m.classify(r.DispatchID)
 		}
 	case strings.HasPrefix(k, prefQueues):

@@ -585,7 +585,11 @@ func (h *fakeHub) seed() {
 		{Id: "wl-04", Name: "pretrain", Queue: "acme/vision/train", Priority: 100, Labels: map[string]string{"team": "vision", "tier": "prod"},
 			PodSets: gang(4, 8000), CreateTime: ts(40*time.Minute + 30*time.Second),
 			Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING, Cluster: "east-h100", DispatchId: "d-04-1",
-				Attempts: 1, DispatchTime: ts(41 * time.Minute), StartTime: ts(42 * time.Minute)}},
+				Attempts: 1, DispatchTime: ts(41 * time.Minute), StartTime: ts(42 * time.Minute),
+				Assignment: []*meridianv1.PodSetAssignment{{PodSet: "worker", Replicas: []*meridianv1.ReplicaAssignment{
+					{Node: "h100-a1", Gpus: []int32{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "h100-a2", Gpus: []int32{0, 1, 2, 3, 4, 5, 6, 7}},
+					{Node: "h100-b1", Gpus: []int32{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "h100-b2", Gpus: []int32{0, 1, 2, 4, 6, 7}}}}},
+				QuotaCharge: []*meridianv1.ClassCharge{{AcceleratorClass: "nvidia-h100-80gb", MilliGpus: 32000}}}},
 		{Id: "wl-03", Queue: "acme/vision", Labels: map[string]string{"team": "vision", "tier": "batch"},
 			PodSets: gang(2, 1000), CreateTime: ts(30 * time.Minute),
 			Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED, PendingReason: "no cluster fits: largest NVLink domain has 1 free GPU"}},

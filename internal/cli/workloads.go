@@ -188,6 +188,12 @@ func (a *app) describeWorkload(w *meridianv1.Workload) error {
 	}
 	kv.row("Cluster:", dash(st.GetCluster()))
 	kv.row("Dispatch:", dash(st.GetDispatchId()))
+	if len(st.GetAssignment()) > 0 {
+		kv.row("Planned on:", assignmentString(st.GetAssignment()))
+	}
+	if len(st.GetQuotaCharge()) > 0 {
+		kv.row("Quota charged:", chargeString(st.GetQuotaCharge()))
+	}
 	kv.row("Priority:", fmt.Sprint(w.GetPriority()))
 	kv.row("Preemptible:", yesNo(w.GetPreemptible()))
 	kv.row("GPUs:", gpus(requestedMilli(w)))
@@ -688,4 +694,55 @@ func (a *app) printEvent(ev *meridianv1.WorkloadEvent, header *bool) error {
 	}
 	_, err := fmt.Fprintf(a.env.Stdout, watchFormat, timestamp(ev.GetTime()), evType, w.GetId(), phaseName(st.GetPhase()), dash(st.GetCluster()), dash(cellReplacer.Replace(reason)))
 	return err
+}
+
+// assignmentString shows where the scheduler planned each replica, as
+// "workers: n1[0-3] n2[7]; ps: n3[2] (3g.40gb)".
+func assignmentString(as []*meridianv1.PodSetAssignment) string {
+	parts := make([]string, 0, len(as))
+	for _, a := range as {
+		var b strings.Builder
+		b.WriteString(a.GetPodSet())
+		b.WriteString(":")
+		for _, r := range a.GetReplicas() {
+			b.WriteString(" ")
+			b.WriteString(r.GetNode())
+			if len(r.GetGpus()) > 0 {
+				b.WriteString("[" + indexRanges(r.GetGpus()) + "]")
+			}
+		}
+		if a.GetMigProfile() != "" {
+			b.WriteString(" (" + a.GetMigProfile() + ")")
+		}
+		parts = append(parts, b.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// chargeString shows the quota an attempt is charged, in GPUs per class,
+// as "2 a100, 0.5 h100".
+func chargeString(cs []*meridianv1.ClassCharge) string {
+	parts := make([]string, 0, len(cs))
+	for _, c := range cs {
+		parts = append(parts, gpus(c.GetMilliGpus())+" "+c.GetAcceleratorClass())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// indexRanges writes GPU indexes with runs folded: 0,1,2,3,6 -> "0-3,6".
+func indexRanges(idx []int32) string {
+	var parts []string
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(idx[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
 }

@@ -557,9 +557,24 @@ type WorkloadStatus struct {
 	// When the cluster accepted the current attempt (the hub's clock, when
 	// it applied the agent's first answer: ACCEPTED, or RUNNING for work that
 	// ran at once). Unset before then.
-	AcceptTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=accept_time,json=acceptTime,proto3" json:"accept_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AcceptTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=accept_time,json=acceptTime,proto3" json:"accept_time,omitempty"`
+	// Output only. Where the scheduler planned the current or last attempt's
+	// replicas, per pod set in the workload's order: a node and the GPU
+	// indexes on it for each replica. The cluster's own scheduler may place
+	// them elsewhere; the plan showed that the whole gang fits. Set with the
+	// dispatch, cleared by a requeue.
+	Assignment []*PodSetAssignment `protobuf:"bytes,16,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	// Output only. The quota the current or last attempt is charged, per
+	// accelerator class. Set with the dispatch, cleared by a requeue.
+	QuotaCharge []*ClassCharge `protobuf:"bytes,17,rep,name=quota_charge,json=quotaCharge,proto3" json:"quota_charge,omitempty"`
+	// Output only. The election term of the hub leader that committed the
+	// current or last dispatch; agents fence dispatches on it.
+	DispatchTerm int64 `protobuf:"varint,18,opt,name=dispatch_term,json=dispatchTerm,proto3" json:"dispatch_term,omitempty"`
+	// Output only. The W3C traceparent of the span that dispatched the
+	// current or last attempt, when the hub traced it; empty otherwise.
+	DispatchTraceParent string `protobuf:"bytes,19,opt,name=dispatch_trace_parent,json=dispatchTraceParent,proto3" json:"dispatch_trace_parent,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *WorkloadStatus) Reset() {
@@ -697,6 +712,210 @@ func (x *WorkloadStatus) GetAcceptTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WorkloadStatus) GetAssignment() []*PodSetAssignment {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *WorkloadStatus) GetQuotaCharge() []*ClassCharge {
+	if x != nil {
+		return x.QuotaCharge
+	}
+	return nil
+}
+
+func (x *WorkloadStatus) GetDispatchTerm() int64 {
+	if x != nil {
+		return x.DispatchTerm
+	}
+	return 0
+}
+
+func (x *WorkloadStatus) GetDispatchTraceParent() string {
+	if x != nil {
+		return x.DispatchTraceParent
+	}
+	return ""
+}
+
+// PodSetAssignment is where the scheduler planned one pod set's replicas.
+type PodSetAssignment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pod set name.
+	PodSet string `protobuf:"bytes,1,opt,name=pod_set,json=podSet,proto3" json:"pod_set,omitempty"`
+	// One entry per admitted replica (an elastic pod set may have fewer
+	// than `replicas`).
+	Replicas []*ReplicaAssignment `protobuf:"bytes,2,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// For a MIG pod set, the MIG profile every replica gets, for example
+	// `3g.40gb`; empty otherwise.
+	MigProfile    string `protobuf:"bytes,3,opt,name=mig_profile,json=migProfile,proto3" json:"mig_profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodSetAssignment) Reset() {
+	*x = PodSetAssignment{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodSetAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodSetAssignment) ProtoMessage() {}
+
+func (x *PodSetAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodSetAssignment.ProtoReflect.Descriptor instead.
+func (*PodSetAssignment) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PodSetAssignment) GetPodSet() string {
+	if x != nil {
+		return x.PodSet
+	}
+	return ""
+}
+
+func (x *PodSetAssignment) GetReplicas() []*ReplicaAssignment {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PodSetAssignment) GetMigProfile() string {
+	if x != nil {
+		return x.MigProfile
+	}
+	return ""
+}
+
+// ReplicaAssignment is one replica's planned node and GPUs.
+type ReplicaAssignment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node name.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Indexes of the GPUs on that node; empty for a replica without GPUs.
+	Gpus          []int32 `protobuf:"varint,2,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaAssignment) Reset() {
+	*x = ReplicaAssignment{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaAssignment) ProtoMessage() {}
+
+func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaAssignment.ProtoReflect.Descriptor instead.
+func (*ReplicaAssignment) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReplicaAssignment) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReplicaAssignment) GetGpus() []int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+// ClassCharge is quota charged in one accelerator class.
+type ClassCharge struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Accelerator class.
+	AcceleratorClass string `protobuf:"bytes,1,opt,name=accelerator_class,json=acceleratorClass,proto3" json:"accelerator_class,omitempty"`
+	// GPUs charged, in thousandths of a GPU.
+	MilliGpus     int64 `protobuf:"varint,2,opt,name=milli_gpus,json=milliGpus,proto3" json:"milli_gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassCharge) Reset() {
+	*x = ClassCharge{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassCharge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassCharge) ProtoMessage() {}
+
+func (x *ClassCharge) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassCharge.ProtoReflect.Descriptor instead.
+func (*ClassCharge) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ClassCharge) GetAcceleratorClass() string {
+	if x != nil {
+		return x.AcceleratorClass
+	}
+	return ""
+}
+
+func (x *ClassCharge) GetMilliGpus() int64 {
+	if x != nil {
+		return x.MilliGpus
+	}
+	return 0
+}
+
 // PlacementDecision records why the scheduler chose a cluster.
 type PlacementDecision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -711,7 +930,7 @@ type PlacementDecision struct {
 
 func (x *PlacementDecision) Reset() {
 	*x = PlacementDecision{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[3]
+	mi := &file_meridian_v1_workload_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +942,7 @@ func (x *PlacementDecision) String() string {
 func (*PlacementDecision) ProtoMessage() {}
 
 func (x *PlacementDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[3]
+	mi := &file_meridian_v1_workload_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +955,7 @@ func (x *PlacementDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementDecision.ProtoReflect.Descriptor instead.
 func (*PlacementDecision) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{3}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PlacementDecision) GetClusters() []*ClusterScore {
@@ -771,7 +990,7 @@ type ClusterScore struct {
 
 func (x *ClusterScore) Reset() {
 	*x = ClusterScore{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[4]
+	mi := &file_meridian_v1_workload_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +1002,7 @@ func (x *ClusterScore) String() string {
 func (*ClusterScore) ProtoMessage() {}
 
 func (x *ClusterScore) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[4]
+	mi := &file_meridian_v1_workload_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +1015,7 @@ func (x *ClusterScore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterScore.ProtoReflect.Descriptor instead.
 func (*ClusterScore) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{4}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ClusterScore) GetCluster() string {
@@ -844,7 +1063,7 @@ type SubmitWorkloadRequest struct {
 
 func (x *SubmitWorkloadRequest) Reset() {
 	*x = SubmitWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[5]
+	mi := &file_meridian_v1_workload_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1075,7 @@ func (x *SubmitWorkloadRequest) String() string {
 func (*SubmitWorkloadRequest) ProtoMessage() {}
 
 func (x *SubmitWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[5]
+	mi := &file_meridian_v1_workload_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1088,7 @@ func (x *SubmitWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*SubmitWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{5}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitWorkloadRequest) GetWorkload() *Workload {
@@ -900,7 +1119,7 @@ type SubmitWorkloadResponse struct {
 
 func (x *SubmitWorkloadResponse) Reset() {
 	*x = SubmitWorkloadResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[6]
+	mi := &file_meridian_v1_workload_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1131,7 @@ func (x *SubmitWorkloadResponse) String() string {
 func (*SubmitWorkloadResponse) ProtoMessage() {}
 
 func (x *SubmitWorkloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[6]
+	mi := &file_meridian_v1_workload_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1144,7 @@ func (x *SubmitWorkloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkloadResponse.ProtoReflect.Descriptor instead.
 func (*SubmitWorkloadResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{6}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SubmitWorkloadResponse) GetWorkload() *Workload {
@@ -953,7 +1172,7 @@ type GetWorkloadRequest struct {
 
 func (x *GetWorkloadRequest) Reset() {
 	*x = GetWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[7]
+	mi := &file_meridian_v1_workload_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1184,7 @@ func (x *GetWorkloadRequest) String() string {
 func (*GetWorkloadRequest) ProtoMessage() {}
 
 func (x *GetWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[7]
+	mi := &file_meridian_v1_workload_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1197,7 @@ func (x *GetWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{7}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetWorkloadRequest) GetId() string {
@@ -1013,7 +1232,7 @@ type ListWorkloadsRequest struct {
 
 func (x *ListWorkloadsRequest) Reset() {
 	*x = ListWorkloadsRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[8]
+	mi := &file_meridian_v1_workload_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1244,7 @@ func (x *ListWorkloadsRequest) String() string {
 func (*ListWorkloadsRequest) ProtoMessage() {}
 
 func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[8]
+	mi := &file_meridian_v1_workload_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1257,7 @@ func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{8}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListWorkloadsRequest) GetPageSize() int32 {
@@ -1096,7 +1315,7 @@ type ListWorkloadsResponse struct {
 
 func (x *ListWorkloadsResponse) Reset() {
 	*x = ListWorkloadsResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[9]
+	mi := &file_meridian_v1_workload_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1327,7 @@ func (x *ListWorkloadsResponse) String() string {
 func (*ListWorkloadsResponse) ProtoMessage() {}
 
 func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[9]
+	mi := &file_meridian_v1_workload_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1340,7 @@ func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{9}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListWorkloadsResponse) GetWorkloads() []*Workload {
@@ -1151,7 +1370,7 @@ type CancelWorkloadRequest struct {
 
 func (x *CancelWorkloadRequest) Reset() {
 	*x = CancelWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[10]
+	mi := &file_meridian_v1_workload_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1382,7 @@ func (x *CancelWorkloadRequest) String() string {
 func (*CancelWorkloadRequest) ProtoMessage() {}
 
 func (x *CancelWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[10]
+	mi := &file_meridian_v1_workload_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1395,7 @@ func (x *CancelWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*CancelWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{10}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelWorkloadRequest) GetId() string {
@@ -1204,7 +1423,7 @@ type ExplainWorkloadRequest struct {
 
 func (x *ExplainWorkloadRequest) Reset() {
 	*x = ExplainWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[11]
+	mi := &file_meridian_v1_workload_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1435,7 @@ func (x *ExplainWorkloadRequest) String() string {
 func (*ExplainWorkloadRequest) ProtoMessage() {}
 
 func (x *ExplainWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[11]
+	mi := &file_meridian_v1_workload_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1448,7 @@ func (x *ExplainWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*ExplainWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{11}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExplainWorkloadRequest) GetId() string {
@@ -1260,7 +1479,7 @@ type QuotaCheck struct {
 
 func (x *QuotaCheck) Reset() {
 	*x = QuotaCheck{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[12]
+	mi := &file_meridian_v1_workload_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1491,7 @@ func (x *QuotaCheck) String() string {
 func (*QuotaCheck) ProtoMessage() {}
 
 func (x *QuotaCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[12]
+	mi := &file_meridian_v1_workload_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1504,7 @@ func (x *QuotaCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaCheck.ProtoReflect.Descriptor instead.
 func (*QuotaCheck) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{12}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QuotaCheck) GetAcceleratorClass() string {
@@ -1340,7 +1559,7 @@ type ClusterFit struct {
 
 func (x *ClusterFit) Reset() {
 	*x = ClusterFit{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[13]
+	mi := &file_meridian_v1_workload_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1571,7 @@ func (x *ClusterFit) String() string {
 func (*ClusterFit) ProtoMessage() {}
 
 func (x *ClusterFit) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[13]
+	mi := &file_meridian_v1_workload_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1584,7 @@ func (x *ClusterFit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterFit.ProtoReflect.Descriptor instead.
 func (*ClusterFit) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{13}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClusterFit) GetCluster() string {
@@ -1421,7 +1640,7 @@ type ExplainWorkloadResponse struct {
 
 func (x *ExplainWorkloadResponse) Reset() {
 	*x = ExplainWorkloadResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[14]
+	mi := &file_meridian_v1_workload_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1652,7 @@ func (x *ExplainWorkloadResponse) String() string {
 func (*ExplainWorkloadResponse) ProtoMessage() {}
 
 func (x *ExplainWorkloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[14]
+	mi := &file_meridian_v1_workload_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1665,7 @@ func (x *ExplainWorkloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainWorkloadResponse.ProtoReflect.Descriptor instead.
 func (*ExplainWorkloadResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{14}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExplainWorkloadResponse) GetWorkloadId() string {
@@ -1538,7 +1757,7 @@ type WatchWorkloadsRequest struct {
 
 func (x *WatchWorkloadsRequest) Reset() {
 	*x = WatchWorkloadsRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[15]
+	mi := &file_meridian_v1_workload_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1769,7 @@ func (x *WatchWorkloadsRequest) String() string {
 func (*WatchWorkloadsRequest) ProtoMessage() {}
 
 func (x *WatchWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[15]
+	mi := &file_meridian_v1_workload_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1782,7 @@ func (x *WatchWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{15}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchWorkloadsRequest) GetQueue() string {
@@ -1612,7 +1831,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[16]
+	mi := &file_meridian_v1_workload_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1843,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[16]
+	mi := &file_meridian_v1_workload_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1856,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{16}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -1697,7 +1916,7 @@ type SearchWorkloadsRequest struct {
 
 func (x *SearchWorkloadsRequest) Reset() {
 	*x = SearchWorkloadsRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[17]
+	mi := &file_meridian_v1_workload_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1928,7 @@ func (x *SearchWorkloadsRequest) String() string {
 func (*SearchWorkloadsRequest) ProtoMessage() {}
 
 func (x *SearchWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[17]
+	mi := &file_meridian_v1_workload_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1941,7 @@ func (x *SearchWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*SearchWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{17}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SearchWorkloadsRequest) GetPageSize() int32 {
@@ -1794,7 +2013,7 @@ type WorkloadCount struct {
 
 func (x *WorkloadCount) Reset() {
 	*x = WorkloadCount{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[18]
+	mi := &file_meridian_v1_workload_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +2025,7 @@ func (x *WorkloadCount) String() string {
 func (*WorkloadCount) ProtoMessage() {}
 
 func (x *WorkloadCount) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[18]
+	mi := &file_meridian_v1_workload_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +2038,7 @@ func (x *WorkloadCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadCount.ProtoReflect.Descriptor instead.
 func (*WorkloadCount) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{18}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WorkloadCount) GetKey() string {
@@ -1858,7 +2077,7 @@ type SearchWorkloadsResponse struct {
 
 func (x *SearchWorkloadsResponse) Reset() {
 	*x = SearchWorkloadsResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[19]
+	mi := &file_meridian_v1_workload_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2089,7 @@ func (x *SearchWorkloadsResponse) String() string {
 func (*SearchWorkloadsResponse) ProtoMessage() {}
 
 func (x *SearchWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[19]
+	mi := &file_meridian_v1_workload_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2102,7 @@ func (x *SearchWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*SearchWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{19}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SearchWorkloadsResponse) GetWorkloads() []*Workload {
@@ -1964,7 +2183,7 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\x0e2\x1c.meridian.v1.ConditionStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
-	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xdd\x05\n" +
+	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xb2\a\n" +
 	"\x0eWorkloadStatus\x120\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x1a.meridian.v1.WorkloadPhaseR\x05phase\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1f\n" +
@@ -1987,9 +2206,27 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x13pending_reason_code\x18\r \x01(\tR\x11pendingReasonCode\x12<\n" +
 	"\tplacement\x18\x0e \x01(\v2\x1e.meridian.v1.PlacementDecisionR\tplacement\x12;\n" +
 	"\vaccept_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"acceptTimeB\f\n" +
+	"acceptTime\x12=\n" +
 	"\n" +
-	"_exit_code\"^\n" +
+	"assignment\x18\x10 \x03(\v2\x1d.meridian.v1.PodSetAssignmentR\n" +
+	"assignment\x12;\n" +
+	"\fquota_charge\x18\x11 \x03(\v2\x18.meridian.v1.ClassChargeR\vquotaCharge\x12#\n" +
+	"\rdispatch_term\x18\x12 \x01(\x03R\fdispatchTerm\x122\n" +
+	"\x15dispatch_trace_parent\x18\x13 \x01(\tR\x13dispatchTraceParentB\f\n" +
+	"\n" +
+	"_exit_code\"\x88\x01\n" +
+	"\x10PodSetAssignment\x12\x17\n" +
+	"\apod_set\x18\x01 \x01(\tR\x06podSet\x12:\n" +
+	"\breplicas\x18\x02 \x03(\v2\x1e.meridian.v1.ReplicaAssignmentR\breplicas\x12\x1f\n" +
+	"\vmig_profile\x18\x03 \x01(\tR\n" +
+	"migProfile\";\n" +
+	"\x11ReplicaAssignment\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04gpus\x18\x02 \x03(\x05R\x04gpus\"Y\n" +
+	"\vClassCharge\x12+\n" +
+	"\x11accelerator_class\x18\x01 \x01(\tR\x10acceleratorClass\x12\x1d\n" +
+	"\n" +
+	"milli_gpus\x18\x02 \x01(\x03R\tmilliGpus\"^\n" +
 	"\x11PlacementDecision\x125\n" +
 	"\bclusters\x18\x01 \x03(\v2\x19.meridian.v1.ClusterScoreR\bclusters\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\"n\n" +
@@ -2131,7 +2368,7 @@ func file_meridian_v1_workload_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_meridian_v1_workload_proto_goTypes = []any{
 	(WorkloadPhase)(0),              // 0: meridian.v1.WorkloadPhase
 	(ConditionStatus)(0),            // 1: meridian.v1.ConditionStatus
@@ -2139,84 +2376,90 @@ var file_meridian_v1_workload_proto_goTypes = []any{
 	(*Workload)(nil),                // 3: meridian.v1.Workload
 	(*Condition)(nil),               // 4: meridian.v1.Condition
 	(*WorkloadStatus)(nil),          // 5: meridian.v1.WorkloadStatus
-	(*PlacementDecision)(nil),       // 6: meridian.v1.PlacementDecision
-	(*ClusterScore)(nil),            // 7: meridian.v1.ClusterScore
-	(*SubmitWorkloadRequest)(nil),   // 8: meridian.v1.SubmitWorkloadRequest
-	(*SubmitWorkloadResponse)(nil),  // 9: meridian.v1.SubmitWorkloadResponse
-	(*GetWorkloadRequest)(nil),      // 10: meridian.v1.GetWorkloadRequest
-	(*ListWorkloadsRequest)(nil),    // 11: meridian.v1.ListWorkloadsRequest
-	(*ListWorkloadsResponse)(nil),   // 12: meridian.v1.ListWorkloadsResponse
-	(*CancelWorkloadRequest)(nil),   // 13: meridian.v1.CancelWorkloadRequest
-	(*ExplainWorkloadRequest)(nil),  // 14: meridian.v1.ExplainWorkloadRequest
-	(*QuotaCheck)(nil),              // 15: meridian.v1.QuotaCheck
-	(*ClusterFit)(nil),              // 16: meridian.v1.ClusterFit
-	(*ExplainWorkloadResponse)(nil), // 17: meridian.v1.ExplainWorkloadResponse
-	(*WatchWorkloadsRequest)(nil),   // 18: meridian.v1.WatchWorkloadsRequest
-	(*WorkloadEvent)(nil),           // 19: meridian.v1.WorkloadEvent
-	(*SearchWorkloadsRequest)(nil),  // 20: meridian.v1.SearchWorkloadsRequest
-	(*WorkloadCount)(nil),           // 21: meridian.v1.WorkloadCount
-	(*SearchWorkloadsResponse)(nil), // 22: meridian.v1.SearchWorkloadsResponse
-	nil,                             // 23: meridian.v1.Workload.ClusterSelectorEntry
-	nil,                             // 24: meridian.v1.Workload.LabelsEntry
-	(*PodSet)(nil),                  // 25: meridian.v1.PodSet
-	(*RuntimeTemplate)(nil),         // 26: meridian.v1.RuntimeTemplate
-	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 28: google.protobuf.Duration
+	(*PodSetAssignment)(nil),        // 6: meridian.v1.PodSetAssignment
+	(*ReplicaAssignment)(nil),       // 7: meridian.v1.ReplicaAssignment
+	(*ClassCharge)(nil),             // 8: meridian.v1.ClassCharge
+	(*PlacementDecision)(nil),       // 9: meridian.v1.PlacementDecision
+	(*ClusterScore)(nil),            // 10: meridian.v1.ClusterScore
+	(*SubmitWorkloadRequest)(nil),   // 11: meridian.v1.SubmitWorkloadRequest
+	(*SubmitWorkloadResponse)(nil),  // 12: meridian.v1.SubmitWorkloadResponse
+	(*GetWorkloadRequest)(nil),      // 13: meridian.v1.GetWorkloadRequest
+	(*ListWorkloadsRequest)(nil),    // 14: meridian.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),   // 15: meridian.v1.ListWorkloadsResponse
+	(*CancelWorkloadRequest)(nil),   // 16: meridian.v1.CancelWorkloadRequest
+	(*ExplainWorkloadRequest)(nil),  // 17: meridian.v1.ExplainWorkloadRequest
+	(*QuotaCheck)(nil),              // 18: meridian.v1.QuotaCheck
+	(*ClusterFit)(nil),              // 19: meridian.v1.ClusterFit
+	(*ExplainWorkloadResponse)(nil), // 20: meridian.v1.ExplainWorkloadResponse
+	(*WatchWorkloadsRequest)(nil),   // 21: meridian.v1.WatchWorkloadsRequest
+	(*WorkloadEvent)(nil),           // 22: meridian.v1.WorkloadEvent
+	(*SearchWorkloadsRequest)(nil),  // 23: meridian.v1.SearchWorkloadsRequest
+	(*WorkloadCount)(nil),           // 24: meridian.v1.WorkloadCount
+	(*SearchWorkloadsResponse)(nil), // 25: meridian.v1.SearchWorkloadsResponse
+	nil,                             // 26: meridian.v1.Workload.ClusterSelectorEntry
+	nil,                             // 27: meridian.v1.Workload.LabelsEntry
+	(*PodSet)(nil),                  // 28: meridian.v1.PodSet
+	(*RuntimeTemplate)(nil),         // 29: meridian.v1.RuntimeTemplate
+	(*timestamppb.Timestamp)(nil),   // 30: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 31: google.protobuf.Duration
 }
 var file_meridian_v1_workload_proto_depIdxs = []int32{
-	23, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
-	25, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
-	26, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
-	24, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
-	27, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	26, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
+	28, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
+	29, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
+	27, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
+	30, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
 	5,  // 5: meridian.v1.Workload.status:type_name -> meridian.v1.WorkloadStatus
-	28, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
+	31, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
 	1,  // 7: meridian.v1.Condition.status:type_name -> meridian.v1.ConditionStatus
-	27, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	30, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	0,  // 9: meridian.v1.WorkloadStatus.phase:type_name -> meridian.v1.WorkloadPhase
-	27, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	27, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	30, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	30, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
 	4,  // 12: meridian.v1.WorkloadStatus.conditions:type_name -> meridian.v1.Condition
-	27, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
-	27, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 15: meridian.v1.WorkloadStatus.placement:type_name -> meridian.v1.PlacementDecision
-	27, // 16: meridian.v1.WorkloadStatus.accept_time:type_name -> google.protobuf.Timestamp
-	7,  // 17: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
-	3,  // 18: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
-	3,  // 19: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
-	0,  // 20: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 21: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	0,  // 22: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
-	15, // 23: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
-	16, // 24: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
-	27, // 25: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
-	7,  // 26: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
-	2,  // 27: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
-	3,  // 28: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
-	27, // 29: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 30: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 31: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	21, // 32: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
-	21, // 33: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
-	8,  // 34: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
-	10, // 35: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
-	11, // 36: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
-	13, // 37: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
-	14, // 38: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
-	20, // 39: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
-	18, // 40: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
-	9,  // 41: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
-	3,  // 42: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
-	12, // 43: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
-	3,  // 44: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
-	17, // 45: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
-	22, // 46: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
-	19, // 47: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
-	41, // [41:48] is the sub-list for method output_type
-	34, // [34:41] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
+	30, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
+	9,  // 15: meridian.v1.WorkloadStatus.placement:type_name -> meridian.v1.PlacementDecision
+	30, // 16: meridian.v1.WorkloadStatus.accept_time:type_name -> google.protobuf.Timestamp
+	6,  // 17: meridian.v1.WorkloadStatus.assignment:type_name -> meridian.v1.PodSetAssignment
+	8,  // 18: meridian.v1.WorkloadStatus.quota_charge:type_name -> meridian.v1.ClassCharge
+	7,  // 19: meridian.v1.PodSetAssignment.replicas:type_name -> meridian.v1.ReplicaAssignment
+	10, // 20: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
+	3,  // 21: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
+	3,  // 22: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
+	0,  // 23: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 24: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	0,  // 25: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
+	18, // 26: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
+	19, // 27: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
+	30, // 28: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
+	10, // 29: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
+	2,  // 30: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
+	3,  // 31: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
+	30, // 32: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 33: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 34: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	24, // 35: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
+	24, // 36: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
+	11, // 37: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
+	13, // 38: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
+	14, // 39: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
+	16, // 40: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
+	17, // 41: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
+	23, // 42: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
+	21, // 43: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
+	12, // 44: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
+	3,  // 45: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
+	15, // 46: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
+	3,  // 47: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
+	20, // 48: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
+	25, // 49: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
+	22, // 50: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
+	44, // [44:51] is the sub-list for method output_type
+	37, // [37:44] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_workload_proto_init() }
@@ -2232,7 +2475,7 @@ func file_meridian_v1_workload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_workload_proto_rawDesc), len(file_meridian_v1_workload_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
