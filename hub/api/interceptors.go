@@ -92,6 +92,11 @@ func requestSubject(req any) []any {
 	switch r := req.(type) {
 	case *meridianv1.SubmitWorkloadRequest:
 		return []any{"workload_name", r.GetWorkload().GetName(), "queue", r.GetWorkload().GetQueue()}
+	case *meridianv1.SubmitWorkloadsRequest:
+		if ws := r.GetWorkloads(); len(ws) > 0 {
+			return []any{"workloads", len(ws), "queue", ws[0].GetQueue()}
+		}
+		return nil
 	case interface{ GetId() string }:
 		return []any{"id", r.GetId()}
 	case interface{ GetPath() string }:

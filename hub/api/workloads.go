@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/attribute"
@@ -103,36 +104,11 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "submit: %v", err)
 		}
-		stored := proto.Clone(w).(*meridianv1.Workload)
-		stored.Id = id
-		if c := callerFrom(ctx); c != nil && c.Principal.Method != auth.MethodNone {
-			stored.SubmittedBy = c.Principal.User
-		}
-		stored.CreateTime = timestamppb.New(now)
-		// The submit's span, when sampled, is where the scheduling cycle
-		// and the agent continue the workload's trace.
-		stored.TraceParent = ""
-		if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
-			stored.TraceParent = telemetry.TraceParent(sc)
-		}
-		stored.Status = &meridianv1.WorkloadStatus{
-			Phase:             meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
-			PendingReason:     PendingWaitingForScheduler,
-			PendingReasonCode: PendingCodeWaitingForScheduler,
-			UpdateTime:        timestamppb.New(now),
-		}
-		wkey, err := WorkloadKey(id)
+		stored, ops, err := s.newWorkload(ctx, w, id, now)
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "submit: %v", err)
+			return nil, err
 		}
-		b, err := marshal(stored)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "submit: %v", err)
-		}
-		ops := []store.Op{store.PutIfModRev(wkey, b, 0), store.Check(qkey, qrev)}
-		if k := w.GetIdempotencyKey(); k != "" {
-			ops = append(ops, store.PutIfModRev(IdempotencyKey(w.GetQueue(), k), []byte(id), 0))
-		}
+		ops = append(ops, store.Check(qkey, qrev))
 		err = s.submits.Commit(ctx, ops)
 		if err == nil {
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -147,6 +123,43 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		// The queue changed or another submit with the same key won the
 		// race; look again.
 	}
+}
+
+// newWorkload makes the stored form of a submitted workload (id, the
+// submitter, create time, trace parent, QUEUED status) and the ops that
+// create it: its key and, with an idempotency key, that key's.
+func (s *Service) newWorkload(ctx context.Context, w *meridianv1.Workload, id string, now time.Time) (*meridianv1.Workload, []store.Op, error) {
+	stored := proto.Clone(w).(*meridianv1.Workload)
+	stored.Id = id
+	if c := callerFrom(ctx); c != nil && c.Principal.Method != auth.MethodNone {
+		stored.SubmittedBy = c.Principal.User
+	}
+	stored.CreateTime = timestamppb.New(now)
+	// The submit's span, when sampled, is where the scheduling cycle
+	// and the agent continue the workload's trace.
+	stored.TraceParent = ""
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		stored.TraceParent = telemetry.TraceParent(sc)
+	}
+	stored.Status = &meridianv1.WorkloadStatus{
+		Phase:             meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
+		PendingReason:     PendingWaitingForScheduler,
+		PendingReasonCode: PendingCodeWaitingForScheduler,
+		UpdateTime:        timestamppb.New(now),
+	}
+	wkey, err := WorkloadKey(id)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Internal, "submit: %v", err)
+	}
+	b, err := marshal(stored)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Internal, "submit: %v", err)
+	}
+	ops := []store.Op{store.PutIfModRev(wkey, b, 0)}
+	if k := w.GetIdempotencyKey(); k != "" {
+		ops = append(ops, store.PutIfModRev(IdempotencyKey(w.GetQueue(), k), []byte(id), 0))
+	}
+	return stored, ops, nil
 }
 
 // preflightResult is what a submit reads before it writes.

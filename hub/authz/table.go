@@ -45,6 +45,11 @@ const (
 var table = []Rule{
 	// WorkloadService
 	{Method: workloadSvc + "SubmitWorkload", Action: ActWorkloadSubmit, Resource: ResourceQueue, Extract: submitTarget},
+	// A batch names one queue (the handler refuses a second one before
+	// storing anything) and is decided as one submit of its most
+	// demanding workload: the highest priority, non-preemptible if any
+	// workload is.
+	{Method: workloadSvc + "SubmitWorkloads", Action: ActWorkloadSubmit, Resource: ResourceQueue, Extract: submitBatchTarget},
 	{Method: workloadSvc + "GetWorkload", Action: ActWorkloadGet, Resource: ResourceWorkload, Extract: workloadTarget},
 	{Method: workloadSvc + "ListWorkloads", Action: ActWorkloadList, Resource: ResourceFiltered, Extract: listWorkloadsTarget},
 	{Method: workloadSvc + "CancelWorkload", Action: ActWorkloadCancel, Resource: ResourceWorkload, Extract: workloadTarget},
@@ -124,6 +129,23 @@ func submitTarget(req any) (Target, bool) {
 	}
 	w := m.GetWorkload()
 	return Target{Queue: w.GetQueue(), Priority: w.GetPriority(), Preemptible: w.GetPreemptible()}, true
+}
+
+func submitBatchTarget(req any) (Target, bool) {
+	m, ok := req.(*meridianv1.SubmitWorkloadsRequest)
+	if !ok {
+		return Target{}, false
+	}
+	ws := m.GetWorkloads()
+	if len(ws) == 0 {
+		return Target{}, true // refused as invalid by the handler
+	}
+	t := Target{Queue: ws[0].GetQueue(), Priority: ws[0].GetPriority(), Preemptible: true}
+	for _, w := range ws {
+		t.Priority = max(t.Priority, w.GetPriority())
+		t.Preemptible = t.Preemptible && w.GetPreemptible()
+	}
+	return t, true
 }
 
 func workloadTarget(req any) (Target, bool) {

@@ -163,6 +163,26 @@ func TestEndToEndWithHub(t *testing.T) {
 	if r.stdout != "" {
 		t.Errorf("nothing should be queued after the cancel:\n%s", r.stdout)
 	}
+
+	// An array: five copies in one call, found by their index label;
+	// repeating the command submits nothing twice.
+	r = mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml", "--count", "5", "--idempotency-key", "cli-array")
+	if !strings.HasPrefix(r.stdout, "5 workloads submitted to queue acme/research (wl-") {
+		t.Errorf("array submit printed %q", r.stdout)
+	}
+	r = mustRun(t, addr, "", "list", "-l", "array-index=3")
+	if rows := strings.Count(strings.TrimSpace(r.stdout), "\n"); rows != 1 || !strings.Contains(r.stdout, "-3") {
+		t.Errorf("list -l array-index=3 =\n%s", r.stdout)
+	}
+	r = mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml", "--count", "5", "--idempotency-key", "cli-array")
+	if !strings.HasPrefix(r.stdout, "0 workloads submitted") || !strings.Contains(r.stdout, "5 already submitted") {
+		t.Errorf("repeated array submit printed %q", r.stdout)
+	}
+	r = runCLI(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml", "--count", "0")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "--count") {
+		t.Errorf("--count 0: exit %d, %q", r.code, r.stderr)
+	}
+
 	r = mustRun(t, addr, "", "version")
 	if !strings.Contains(r.stdout, "Hub:    v0-cli-e2e (hub-cli-e2e at HUB, SERVING)") {
 		t.Errorf("version =\n%s", r.stdout)

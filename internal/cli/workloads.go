@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-gpu/meridian/hub/api/validation"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -50,6 +51,7 @@ func displayName(name string) string {
 func (a *app) submitCommand() *cobra.Command {
 	var file, key string
 	var dryRun, rejectNeverFits bool
+	var count int
 	cmd := &cobra.Command{
 		Use:   "submit -f FILE",
 		Short: "Submit a workload described in a YAML or JSON file (- for stdin)",
@@ -61,9 +63,17 @@ again returns the first workload instead of creating a second one.
 
 The queue must exist ('meridianctl queues' lists them). A workload that no
 registered cluster or quota could ever hold is stored and waits with
-reason code NeverFits; --reject-if-never-fits refuses it instead.`,
+reason code NeverFits; --reject-if-never-fits refuses it instead.
+
+--count N submits an array: N copies of the workload in as few calls as
+possible (up to 1000 workloads each, every call stored whole or not at
+all). Copy i is labelled array-index=i, its name (when the file gives one)
+and idempotency key get the suffix -i, so 'meridianctl list -l
+array-index=3' finds one copy and repeating the command submits nothing
+twice.`,
 		Example: `  meridianctl submit -f examples/workloads/gang.yaml
   meridianctl submit -f job.yaml --idempotency-key nightly-2026-12-01
+  meridianctl submit -f sweep.yaml --count 200 --idempotency-key sweep-7
   cat job.yaml | meridianctl submit -f - -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -83,6 +93,20 @@ reason code NeverFits; --reject-if-never-fits refuses it instead.`,
 					return invalidErrorf("%s", text)
 				}
 				return invalidErrorf("invalid workload in %s: %v", displayName(file), err)
+			}
+			if count < 1 || count > maxArray {
+				return usageErrorf("--count: must be between 1 and %d (got %d)", maxArray, count)
+			}
+			if count > 1 {
+				ws, err := arrayOf(w, count)
+				if err != nil {
+					return err
+				}
+				if dryRun {
+					fmt.Fprintf(a.env.Stdout, "%s: %d valid workloads for queue %s (%s GPUs requested each); not submitted (--dry-run)\n", displayName(file), count, w.GetQueue(), gpus(requestedMilli(w)))
+					return nil
+				}
+				return a.submitArray(cmd, ws, rejectNeverFits)
 			}
 			if dryRun {
 				fmt.Fprintf(a.env.Stdout, "%s: valid workload for queue %s (%s GPUs requested); not submitted (--dry-run)\n", displayName(file), w.GetQueue(), gpus(requestedMilli(w)))
@@ -112,8 +136,85 @@ reason code NeverFits; --reject-if-never-fits refuses it instead.`,
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "workload file, YAML or JSON (- for stdin)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "make the submission idempotent (overrides idempotency_key in the file)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "decode and validate the file only; send nothing")
+	cmd.Flags().IntVar(&count, "count", 1, "submit an array of this many copies (labelled array-index=i; name and idempotency key get the suffix -i)")
 	cmd.Flags().BoolVar(&rejectNeverFits, "reject-if-never-fits", false, "refuse the workload, storing nothing, when no registered cluster or quota could ever hold it (default: store it; it waits with reason NeverFits)")
 	return cmd
+}
+
+// maxArray bounds --count; arrayChunk is how many workloads one
+// SubmitWorkloads call carries (the API's limit).
+const (
+	maxArray   = 100000
+	arrayChunk = 1000
+)
+
+// arrayOf makes the n copies of an array submit, each checked as the
+// hub will check it.
+func arrayOf(w *meridianv1.Workload, n int) ([]*meridianv1.Workload, error) {
+	ws := make([]*meridianv1.Workload, n)
+	for i := range ws {
+		c := proto.Clone(w).(*meridianv1.Workload)
+		suffix := fmt.Sprintf("-%d", i)
+		if c.GetName() != "" {
+			c.Name += suffix
+		}
+		if c.GetIdempotencyKey() != "" {
+			c.IdempotencyKey += suffix
+		}
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		c.Labels["array-index"] = fmt.Sprint(i)
+		if err := validation.ValidateWorkload(c); err != nil {
+			if text, ok := violationsText(fmt.Sprintf("invalid array copy %d", i), err); ok {
+				return nil, invalidErrorf("%s", text)
+			}
+			return nil, invalidErrorf("invalid array copy %d: %v", i, err)
+		}
+		ws[i] = c
+	}
+	return ws, nil
+}
+
+// submitArray sends an array in chunks, each stored whole by the hub, and
+// reports progress on stderr when it takes more than one call.
+func (a *app) submitArray(cmd *cobra.Command, ws []*meridianv1.Workload, rejectNeverFits bool) error {
+	all := &meridianv1.SubmitWorkloadsResponse{}
+	replayed := 0
+	for start := 0; start < len(ws); start += arrayChunk {
+		chunk := ws[start:min(start+arrayChunk, len(ws))]
+		var resp *meridianv1.SubmitWorkloadsResponse
+		err := a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
+			var err error
+			resp, err = a.workloads(conn).SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: chunk, RejectIfNeverFits: rejectNeverFits})
+			return err
+		})
+		if err != nil {
+			if start > 0 {
+				fmt.Fprintf(a.env.Stderr, "%d of %d workloads were submitted before this error; submit again with the same --idempotency-key to send the rest without repeating them\n", start, len(ws))
+			}
+			return a.submitError(cmd.Context(), err, ws[0].GetQueue())
+		}
+		for _, r := range resp.GetResults() {
+			if r.GetReplayed() {
+				replayed++
+			}
+		}
+		all.Results = append(all.Results, resp.GetResults()...)
+		if len(ws) > arrayChunk {
+			fmt.Fprintf(a.env.Stderr, "submitted %d/%d\n", len(all.Results), len(ws))
+		}
+	}
+	if a.output != "table" {
+		return a.writeMessage(all)
+	}
+	first, last := all.Results[0].GetWorkload(), all.Results[len(all.Results)-1].GetWorkload()
+	fmt.Fprintf(a.env.Stdout, "%d workloads submitted to queue %s (%s … %s)", len(ws)-replayed, first.GetQueue(), first.GetId(), last.GetId())
+	if replayed > 0 {
+		fmt.Fprintf(a.env.Stdout, "; %d already submitted with their idempotency keys", replayed)
+	}
+	fmt.Fprintln(a.env.Stdout)
+	return nil
 }
 
 // submitError is rpcError for a submit, with the CLI's own advice when
@@ -122,7 +223,7 @@ func (a *app) submitError(ctx context.Context, err error, queue string) error {
 	out := a.rpcError(ctx, err, object{kind: "workload", action: "submit to queue " + queue})
 	missingQueue := false
 	for _, v := range validation.FieldViolations(err) {
-		if v.GetField() == "queue" && strings.Contains(v.GetDescription(), "does not exist") {
+		if (v.GetField() == "queue" || strings.HasSuffix(v.GetField(), "].queue")) && strings.Contains(v.GetDescription(), "does not exist") {
 			missingQueue = true
 		}
 	}

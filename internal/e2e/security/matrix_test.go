@@ -119,6 +119,13 @@ func matrixOps() []matrixOp {
 				wl := leafWorkload(leafOf(target), fmt.Sprintf("m-%d", n))
 				return prepared{&meridianv1.SubmitWorkloadRequest{Workload: wl}, &meridianv1.SubmitWorkloadResponse{}, http.MethodPost, "/v1/workloads", wl}
 			}},
+		{name: "SubmitWorkloads", method: wlSvc + "SubmitWorkloads", targets: bothTargets,
+			expect: row("OK OK", "OK NF", "OK NF", "PD NF", "NF OK", "UA UA"),
+			prepare: func(t *testing.T, w *world, target string, n int) prepared {
+				req := &meridianv1.SubmitWorkloadsRequest{Workloads: []*meridianv1.Workload{
+					leafWorkload(leafOf(target), fmt.Sprintf("mb-%d-0", n)), leafWorkload(leafOf(target), fmt.Sprintf("mb-%d-1", n))}}
+				return prepared{req, &meridianv1.SubmitWorkloadsResponse{}, http.MethodPost, "/v1/workloads:batchSubmit", req}
+			}},
 		{name: "GetWorkload", method: wlSvc + "GetWorkload", targets: bothTargets,
 			expect: row("OK OK", "OK NF", "OK NF", "OK NF", "NF OK", "UA UA"),
 			prepare: func(t *testing.T, w *world, target string, n int) prepared {

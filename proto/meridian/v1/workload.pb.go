@@ -1161,6 +1161,112 @@ func (x *SubmitWorkloadResponse) GetReplayed() bool {
 	return false
 }
 
+// SubmitWorkloadsRequest carries workloads for one queue.
+type SubmitWorkloadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. 1 to 1000 workloads, all naming the same queue;
+	// output-only fields must be empty. Idempotency keys, where given,
+	// must differ. With an external etcd the hub may take fewer per call
+	// (each workload is one or two operations of one transaction); it says
+	// how many when there are too many.
+	Workloads []*Workload `protobuf:"bytes,1,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	// As in SubmitWorkloadRequest, for every workload: if one can never
+	// run, nothing is stored.
+	RejectIfNeverFits bool `protobuf:"varint,2,opt,name=reject_if_never_fits,json=rejectIfNeverFits,proto3" json:"reject_if_never_fits,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SubmitWorkloadsRequest) Reset() {
+	*x = SubmitWorkloadsRequest{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitWorkloadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitWorkloadsRequest) ProtoMessage() {}
+
+func (x *SubmitWorkloadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitWorkloadsRequest.ProtoReflect.Descriptor instead.
+func (*SubmitWorkloadsRequest) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SubmitWorkloadsRequest) GetWorkloads() []*Workload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *SubmitWorkloadsRequest) GetRejectIfNeverFits() bool {
+	if x != nil {
+		return x.RejectIfNeverFits
+	}
+	return false
+}
+
+// SubmitWorkloadsResponse has one result per workload, in request order.
+type SubmitWorkloadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored workloads, each with its `replayed` flag.
+	Results       []*SubmitWorkloadResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitWorkloadsResponse) Reset() {
+	*x = SubmitWorkloadsResponse{}
+	mi := &file_meridian_v1_workload_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitWorkloadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitWorkloadsResponse) ProtoMessage() {}
+
+func (x *SubmitWorkloadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_v1_workload_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitWorkloadsResponse.ProtoReflect.Descriptor instead.
+func (*SubmitWorkloadsResponse) Descriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SubmitWorkloadsResponse) GetResults() []*SubmitWorkloadResponse {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 // GetWorkloadRequest names one workload.
 type GetWorkloadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1172,7 +1278,7 @@ type GetWorkloadRequest struct {
 
 func (x *GetWorkloadRequest) Reset() {
 	*x = GetWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[10]
+	mi := &file_meridian_v1_workload_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1290,7 @@ func (x *GetWorkloadRequest) String() string {
 func (*GetWorkloadRequest) ProtoMessage() {}
 
 func (x *GetWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[10]
+	mi := &file_meridian_v1_workload_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1303,7 @@ func (x *GetWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{10}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetWorkloadRequest) GetId() string {
@@ -1232,7 +1338,7 @@ type ListWorkloadsRequest struct {
 
 func (x *ListWorkloadsRequest) Reset() {
 	*x = ListWorkloadsRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[11]
+	mi := &file_meridian_v1_workload_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1350,7 @@ func (x *ListWorkloadsRequest) String() string {
 func (*ListWorkloadsRequest) ProtoMessage() {}
 
 func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[11]
+	mi := &file_meridian_v1_workload_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1363,7 @@ func (x *ListWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{11}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListWorkloadsRequest) GetPageSize() int32 {
@@ -1315,7 +1421,7 @@ type ListWorkloadsResponse struct {
 
 func (x *ListWorkloadsResponse) Reset() {
 	*x = ListWorkloadsResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[12]
+	mi := &file_meridian_v1_workload_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1433,7 @@ func (x *ListWorkloadsResponse) String() string {
 func (*ListWorkloadsResponse) ProtoMessage() {}
 
 func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[12]
+	mi := &file_meridian_v1_workload_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1446,7 @@ func (x *ListWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{12}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListWorkloadsResponse) GetWorkloads() []*Workload {
@@ -1370,7 +1476,7 @@ type CancelWorkloadRequest struct {
 
 func (x *CancelWorkloadRequest) Reset() {
 	*x = CancelWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[13]
+	mi := &file_meridian_v1_workload_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1488,7 @@ func (x *CancelWorkloadRequest) String() string {
 func (*CancelWorkloadRequest) ProtoMessage() {}
 
 func (x *CancelWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[13]
+	mi := &file_meridian_v1_workload_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1501,7 @@ func (x *CancelWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*CancelWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{13}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelWorkloadRequest) GetId() string {
@@ -1423,7 +1529,7 @@ type ExplainWorkloadRequest struct {
 
 func (x *ExplainWorkloadRequest) Reset() {
 	*x = ExplainWorkloadRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[14]
+	mi := &file_meridian_v1_workload_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1541,7 @@ func (x *ExplainWorkloadRequest) String() string {
 func (*ExplainWorkloadRequest) ProtoMessage() {}
 
 func (x *ExplainWorkloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[14]
+	mi := &file_meridian_v1_workload_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1554,7 @@ func (x *ExplainWorkloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainWorkloadRequest.ProtoReflect.Descriptor instead.
 func (*ExplainWorkloadRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{14}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExplainWorkloadRequest) GetId() string {
@@ -1479,7 +1585,7 @@ type QuotaCheck struct {
 
 func (x *QuotaCheck) Reset() {
 	*x = QuotaCheck{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[15]
+	mi := &file_meridian_v1_workload_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1597,7 @@ func (x *QuotaCheck) String() string {
 func (*QuotaCheck) ProtoMessage() {}
 
 func (x *QuotaCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[15]
+	mi := &file_meridian_v1_workload_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1610,7 @@ func (x *QuotaCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaCheck.ProtoReflect.Descriptor instead.
 func (*QuotaCheck) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{15}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QuotaCheck) GetAcceleratorClass() string {
@@ -1559,7 +1665,7 @@ type ClusterFit struct {
 
 func (x *ClusterFit) Reset() {
 	*x = ClusterFit{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[16]
+	mi := &file_meridian_v1_workload_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1677,7 @@ func (x *ClusterFit) String() string {
 func (*ClusterFit) ProtoMessage() {}
 
 func (x *ClusterFit) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[16]
+	mi := &file_meridian_v1_workload_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1690,7 @@ func (x *ClusterFit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterFit.ProtoReflect.Descriptor instead.
 func (*ClusterFit) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{16}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClusterFit) GetCluster() string {
@@ -1640,7 +1746,7 @@ type ExplainWorkloadResponse struct {
 
 func (x *ExplainWorkloadResponse) Reset() {
 	*x = ExplainWorkloadResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[17]
+	mi := &file_meridian_v1_workload_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1758,7 @@ func (x *ExplainWorkloadResponse) String() string {
 func (*ExplainWorkloadResponse) ProtoMessage() {}
 
 func (x *ExplainWorkloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[17]
+	mi := &file_meridian_v1_workload_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1771,7 @@ func (x *ExplainWorkloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainWorkloadResponse.ProtoReflect.Descriptor instead.
 func (*ExplainWorkloadResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{17}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExplainWorkloadResponse) GetWorkloadId() string {
@@ -1757,7 +1863,7 @@ type WatchWorkloadsRequest struct {
 
 func (x *WatchWorkloadsRequest) Reset() {
 	*x = WatchWorkloadsRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[18]
+	mi := &file_meridian_v1_workload_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1875,7 @@ func (x *WatchWorkloadsRequest) String() string {
 func (*WatchWorkloadsRequest) ProtoMessage() {}
 
 func (x *WatchWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[18]
+	mi := &file_meridian_v1_workload_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1888,7 @@ func (x *WatchWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{18}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchWorkloadsRequest) GetQueue() string {
@@ -1831,7 +1937,7 @@ type WorkloadEvent struct {
 
 func (x *WorkloadEvent) Reset() {
 	*x = WorkloadEvent{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[19]
+	mi := &file_meridian_v1_workload_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1949,7 @@ func (x *WorkloadEvent) String() string {
 func (*WorkloadEvent) ProtoMessage() {}
 
 func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[19]
+	mi := &file_meridian_v1_workload_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1962,7 @@ func (x *WorkloadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEvent.ProtoReflect.Descriptor instead.
 func (*WorkloadEvent) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{19}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WorkloadEvent) GetType() WorkloadEventType {
@@ -1916,7 +2022,7 @@ type SearchWorkloadsRequest struct {
 
 func (x *SearchWorkloadsRequest) Reset() {
 	*x = SearchWorkloadsRequest{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[20]
+	mi := &file_meridian_v1_workload_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2034,7 @@ func (x *SearchWorkloadsRequest) String() string {
 func (*SearchWorkloadsRequest) ProtoMessage() {}
 
 func (x *SearchWorkloadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[20]
+	mi := &file_meridian_v1_workload_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2047,7 @@ func (x *SearchWorkloadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchWorkloadsRequest.ProtoReflect.Descriptor instead.
 func (*SearchWorkloadsRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{20}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SearchWorkloadsRequest) GetPageSize() int32 {
@@ -2013,7 +2119,7 @@ type WorkloadCount struct {
 
 func (x *WorkloadCount) Reset() {
 	*x = WorkloadCount{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[21]
+	mi := &file_meridian_v1_workload_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2131,7 @@ func (x *WorkloadCount) String() string {
 func (*WorkloadCount) ProtoMessage() {}
 
 func (x *WorkloadCount) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[21]
+	mi := &file_meridian_v1_workload_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2144,7 @@ func (x *WorkloadCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadCount.ProtoReflect.Descriptor instead.
 func (*WorkloadCount) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{21}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WorkloadCount) GetKey() string {
@@ -2077,7 +2183,7 @@ type SearchWorkloadsResponse struct {
 
 func (x *SearchWorkloadsResponse) Reset() {
 	*x = SearchWorkloadsResponse{}
-	mi := &file_meridian_v1_workload_proto_msgTypes[22]
+	mi := &file_meridian_v1_workload_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2195,7 @@ func (x *SearchWorkloadsResponse) String() string {
 func (*SearchWorkloadsResponse) ProtoMessage() {}
 
 func (x *SearchWorkloadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_v1_workload_proto_msgTypes[22]
+	mi := &file_meridian_v1_workload_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2208,7 @@ func (x *SearchWorkloadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchWorkloadsResponse.ProtoReflect.Descriptor instead.
 func (*SearchWorkloadsResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{22}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchWorkloadsResponse) GetWorkloads() []*Workload {
@@ -2240,7 +2346,12 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\"g\n" +
 	"\x16SubmitWorkloadResponse\x121\n" +
 	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"$\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"~\n" +
+	"\x16SubmitWorkloadsRequest\x123\n" +
+	"\tworkloads\x18\x01 \x03(\v2\x15.meridian.v1.WorkloadR\tworkloads\x12/\n" +
+	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\"X\n" +
+	"\x17SubmitWorkloadsResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.meridian.v1.SubmitWorkloadResponseR\aresults\"$\n" +
 	"\x12GetWorkloadRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xdb\x01\n" +
 	"\x14ListWorkloadsRequest\x12\x1b\n" +
@@ -2334,11 +2445,12 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x19WORKLOAD_EVENT_TYPE_ADDED\x10\x01\x12 \n" +
 	"\x1cWORKLOAD_EVENT_TYPE_MODIFIED\x10\x02\x12\x1f\n" +
 	"\x1bWORKLOAD_EVENT_TYPE_DELETED\x10\x03\x12 \n" +
-	"\x1cWORKLOAD_EVENT_TYPE_BOOKMARK\x10\x042\xf1\v\n" +
+	"\x1cWORKLOAD_EVENT_TYPE_BOOKMARK\x10\x042\xf6\f\n" +
 	"\x0fWorkloadService\x12\xc5\x03\n" +
 	"\x0eSubmitWorkload\x12\".meridian.v1.SubmitWorkloadRequest\x1a#.meridian.v1.SubmitWorkloadResponse\"\xe9\x02\x92A\xc6\x02r\xc3\x02\n" +
 	"\xc0\x02\n" +
-	"\x0fIdempotency-Key\x12\xaa\x02Client-chosen key (at most 128 printable ASCII characters) that makes the submission idempotent within the queue; the same as the workload's idempotencyKey field (when both are given they must be equal). A repeated submit with the same key and spec returns the stored workload with replayed = true.\x18\x01\x82\xd3\xe4\x93\x02\x19:\bworkload\"\r/v1/workloads\x12a\n" +
+	"\x0fIdempotency-Key\x12\xaa\x02Client-chosen key (at most 128 printable ASCII characters) that makes the submission idempotent within the queue; the same as the workload's idempotencyKey field (when both are given they must be equal). A repeated submit with the same key and spec returns the stored workload with replayed = true.\x18\x01\x82\xd3\xe4\x93\x02\x19:\bworkload\"\r/v1/workloads\x12\x82\x01\n" +
+	"\x0fSubmitWorkloads\x12#.meridian.v1.SubmitWorkloadsRequest\x1a$.meridian.v1.SubmitWorkloadsResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/workloads:batchSubmit\x12a\n" +
 	"\vGetWorkload\x12\x1f.meridian.v1.GetWorkloadRequest\x1a\x15.meridian.v1.Workload\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/workloads/{id}\x12m\n" +
 	"\rListWorkloads\x12!.meridian.v1.ListWorkloadsRequest\x1a\".meridian.v1.ListWorkloadsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/workloads\x12q\n" +
 	"\x0eCancelWorkload\x12\".meridian.v1.CancelWorkloadRequest\x1a\x15.meridian.v1.Workload\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/workloads/{id}:cancel\x12\x80\x01\n" +
@@ -2368,7 +2480,7 @@ func file_meridian_v1_workload_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_meridian_v1_workload_proto_goTypes = []any{
 	(WorkloadPhase)(0),              // 0: meridian.v1.WorkloadPhase
 	(ConditionStatus)(0),            // 1: meridian.v1.ConditionStatus
@@ -2383,83 +2495,89 @@ var file_meridian_v1_workload_proto_goTypes = []any{
 	(*ClusterScore)(nil),            // 10: meridian.v1.ClusterScore
 	(*SubmitWorkloadRequest)(nil),   // 11: meridian.v1.SubmitWorkloadRequest
 	(*SubmitWorkloadResponse)(nil),  // 12: meridian.v1.SubmitWorkloadResponse
-	(*GetWorkloadRequest)(nil),      // 13: meridian.v1.GetWorkloadRequest
-	(*ListWorkloadsRequest)(nil),    // 14: meridian.v1.ListWorkloadsRequest
-	(*ListWorkloadsResponse)(nil),   // 15: meridian.v1.ListWorkloadsResponse
-	(*CancelWorkloadRequest)(nil),   // 16: meridian.v1.CancelWorkloadRequest
-	(*ExplainWorkloadRequest)(nil),  // 17: meridian.v1.ExplainWorkloadRequest
-	(*QuotaCheck)(nil),              // 18: meridian.v1.QuotaCheck
-	(*ClusterFit)(nil),              // 19: meridian.v1.ClusterFit
-	(*ExplainWorkloadResponse)(nil), // 20: meridian.v1.ExplainWorkloadResponse
-	(*WatchWorkloadsRequest)(nil),   // 21: meridian.v1.WatchWorkloadsRequest
-	(*WorkloadEvent)(nil),           // 22: meridian.v1.WorkloadEvent
-	(*SearchWorkloadsRequest)(nil),  // 23: meridian.v1.SearchWorkloadsRequest
-	(*WorkloadCount)(nil),           // 24: meridian.v1.WorkloadCount
-	(*SearchWorkloadsResponse)(nil), // 25: meridian.v1.SearchWorkloadsResponse
-	nil,                             // 26: meridian.v1.Workload.ClusterSelectorEntry
-	nil,                             // 27: meridian.v1.Workload.LabelsEntry
-	(*PodSet)(nil),                  // 28: meridian.v1.PodSet
-	(*RuntimeTemplate)(nil),         // 29: meridian.v1.RuntimeTemplate
-	(*timestamppb.Timestamp)(nil),   // 30: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 31: google.protobuf.Duration
+	(*SubmitWorkloadsRequest)(nil),  // 13: meridian.v1.SubmitWorkloadsRequest
+	(*SubmitWorkloadsResponse)(nil), // 14: meridian.v1.SubmitWorkloadsResponse
+	(*GetWorkloadRequest)(nil),      // 15: meridian.v1.GetWorkloadRequest
+	(*ListWorkloadsRequest)(nil),    // 16: meridian.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),   // 17: meridian.v1.ListWorkloadsResponse
+	(*CancelWorkloadRequest)(nil),   // 18: meridian.v1.CancelWorkloadRequest
+	(*ExplainWorkloadRequest)(nil),  // 19: meridian.v1.ExplainWorkloadRequest
+	(*QuotaCheck)(nil),              // 20: meridian.v1.QuotaCheck
+	(*ClusterFit)(nil),              // 21: meridian.v1.ClusterFit
+	(*ExplainWorkloadResponse)(nil), // 22: meridian.v1.ExplainWorkloadResponse
+	(*WatchWorkloadsRequest)(nil),   // 23: meridian.v1.WatchWorkloadsRequest
+	(*WorkloadEvent)(nil),           // 24: meridian.v1.WorkloadEvent
+	(*SearchWorkloadsRequest)(nil),  // 25: meridian.v1.SearchWorkloadsRequest
+	(*WorkloadCount)(nil),           // 26: meridian.v1.WorkloadCount
+	(*SearchWorkloadsResponse)(nil), // 27: meridian.v1.SearchWorkloadsResponse
+	nil,                             // 28: meridian.v1.Workload.ClusterSelectorEntry
+	nil,                             // 29: meridian.v1.Workload.LabelsEntry
+	(*PodSet)(nil),                  // 30: meridian.v1.PodSet
+	(*RuntimeTemplate)(nil),         // 31: meridian.v1.RuntimeTemplate
+	(*timestamppb.Timestamp)(nil),   // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 33: google.protobuf.Duration
 }
 var file_meridian_v1_workload_proto_depIdxs = []int32{
-	26, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
-	28, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
-	29, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
-	27, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
-	30, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	28, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
+	30, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
+	31, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
+	29, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
+	32, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
 	5,  // 5: meridian.v1.Workload.status:type_name -> meridian.v1.WorkloadStatus
-	31, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
+	33, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
 	1,  // 7: meridian.v1.Condition.status:type_name -> meridian.v1.ConditionStatus
-	30, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	32, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	0,  // 9: meridian.v1.WorkloadStatus.phase:type_name -> meridian.v1.WorkloadPhase
-	30, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	30, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	32, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	32, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
 	4,  // 12: meridian.v1.WorkloadStatus.conditions:type_name -> meridian.v1.Condition
-	30, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
-	30, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
+	32, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
+	32, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
 	9,  // 15: meridian.v1.WorkloadStatus.placement:type_name -> meridian.v1.PlacementDecision
-	30, // 16: meridian.v1.WorkloadStatus.accept_time:type_name -> google.protobuf.Timestamp
+	32, // 16: meridian.v1.WorkloadStatus.accept_time:type_name -> google.protobuf.Timestamp
 	6,  // 17: meridian.v1.WorkloadStatus.assignment:type_name -> meridian.v1.PodSetAssignment
 	8,  // 18: meridian.v1.WorkloadStatus.quota_charge:type_name -> meridian.v1.ClassCharge
 	7,  // 19: meridian.v1.PodSetAssignment.replicas:type_name -> meridian.v1.ReplicaAssignment
 	10, // 20: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
 	3,  // 21: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
 	3,  // 22: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
-	0,  // 23: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 24: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	0,  // 25: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
-	18, // 26: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
-	19, // 27: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
-	30, // 28: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
-	10, // 29: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
-	2,  // 30: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
-	3,  // 31: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
-	30, // 32: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 33: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 34: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	24, // 35: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
-	24, // 36: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
-	11, // 37: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
-	13, // 38: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
-	14, // 39: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
-	16, // 40: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
-	17, // 41: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
-	23, // 42: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
-	21, // 43: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
-	12, // 44: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
-	3,  // 45: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
-	15, // 46: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
-	3,  // 47: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
-	20, // 48: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
-	25, // 49: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
-	22, // 50: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
-	44, // [44:51] is the sub-list for method output_type
-	37, // [37:44] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	3,  // 23: meridian.v1.SubmitWorkloadsRequest.workloads:type_name -> meridian.v1.Workload
+	12, // 24: meridian.v1.SubmitWorkloadsResponse.results:type_name -> meridian.v1.SubmitWorkloadResponse
+	0,  // 25: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 26: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	0,  // 27: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
+	20, // 28: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
+	21, // 29: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
+	32, // 30: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
+	10, // 31: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
+	2,  // 32: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
+	3,  // 33: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
+	32, // 34: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 35: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 36: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	26, // 37: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
+	26, // 38: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
+	11, // 39: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
+	13, // 40: meridian.v1.WorkloadService.SubmitWorkloads:input_type -> meridian.v1.SubmitWorkloadsRequest
+	15, // 41: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
+	16, // 42: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
+	18, // 43: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
+	19, // 44: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
+	25, // 45: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
+	23, // 46: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
+	12, // 47: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
+	14, // 48: meridian.v1.WorkloadService.SubmitWorkloads:output_type -> meridian.v1.SubmitWorkloadsResponse
+	3,  // 49: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
+	17, // 50: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
+	3,  // 51: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
+	22, // 52: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
+	27, // 53: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
+	24, // 54: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
+	47, // [47:55] is the sub-list for method output_type
+	39, // [39:47] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_workload_proto_init() }
@@ -2475,7 +2593,7 @@ func file_meridian_v1_workload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_workload_proto_rawDesc), len(file_meridian_v1_workload_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	WorkloadService_SubmitWorkload_FullMethodName  = "/meridian.v1.WorkloadService/SubmitWorkload"
+	WorkloadService_SubmitWorkloads_FullMethodName = "/meridian.v1.WorkloadService/SubmitWorkloads"
 	WorkloadService_GetWorkload_FullMethodName     = "/meridian.v1.WorkloadService/GetWorkload"
 	WorkloadService_ListWorkloads_FullMethodName   = "/meridian.v1.WorkloadService/ListWorkloads"
 	WorkloadService_CancelWorkload_FullMethodName  = "/meridian.v1.WorkloadService/CancelWorkload"
@@ -43,6 +44,13 @@ type WorkloadServiceClient interface {
 	// idempotency key, a repeated submission returns the original workload
 	// and `replayed` = true.
 	SubmitWorkload(ctx context.Context, in *SubmitWorkloadRequest, opts ...grpc.CallOption) (*SubmitWorkloadResponse, error)
+	// Submit many workloads to one queue in one call, for job arrays and
+	// sweeps: all of them are stored, in one transaction, or none is. Each
+	// is validated as SubmitWorkload validates one (a violation names
+	// `workloads[i].<field>`); a workload whose idempotency key was used
+	// before is returned as stored, with `replayed` = true, and the others
+	// are created. Needs what SubmitWorkload needs on that queue.
+	SubmitWorkloads(ctx context.Context, in *SubmitWorkloadsRequest, opts ...grpc.CallOption) (*SubmitWorkloadsResponse, error)
 	// Get one workload by id.
 	GetWorkload(ctx context.Context, in *GetWorkloadRequest, opts ...grpc.CallOption) (*Workload, error)
 	// List workloads, newest first, a page at a time.
@@ -76,6 +84,16 @@ func (c *workloadServiceClient) SubmitWorkload(ctx context.Context, in *SubmitWo
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SubmitWorkloadResponse)
 	err := c.cc.Invoke(ctx, WorkloadService_SubmitWorkload_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workloadServiceClient) SubmitWorkloads(ctx context.Context, in *SubmitWorkloadsRequest, opts ...grpc.CallOption) (*SubmitWorkloadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitWorkloadsResponse)
+	err := c.cc.Invoke(ctx, WorkloadService_SubmitWorkloads_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +181,13 @@ type WorkloadServiceServer interface {
 	// idempotency key, a repeated submission returns the original workload
 	// and `replayed` = true.
 	SubmitWorkload(context.Context, *SubmitWorkloadRequest) (*SubmitWorkloadResponse, error)
+	// Submit many workloads to one queue in one call, for job arrays and
+	// sweeps: all of them are stored, in one transaction, or none is. Each
+	// is validated as SubmitWorkload validates one (a violation names
+	// `workloads[i].<field>`); a workload whose idempotency key was used
+	// before is returned as stored, with `replayed` = true, and the others
+	// are created. Needs what SubmitWorkload needs on that queue.
+	SubmitWorkloads(context.Context, *SubmitWorkloadsRequest) (*SubmitWorkloadsResponse, error)
 	// Get one workload by id.
 	GetWorkload(context.Context, *GetWorkloadRequest) (*Workload, error)
 	// List workloads, newest first, a page at a time.
@@ -194,6 +219,9 @@ type UnimplementedWorkloadServiceServer struct{}
 
 func (UnimplementedWorkloadServiceServer) SubmitWorkload(context.Context, *SubmitWorkloadRequest) (*SubmitWorkloadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitWorkload not implemented")
+}
+func (UnimplementedWorkloadServiceServer) SubmitWorkloads(context.Context, *SubmitWorkloadsRequest) (*SubmitWorkloadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitWorkloads not implemented")
 }
 func (UnimplementedWorkloadServiceServer) GetWorkload(context.Context, *GetWorkloadRequest) (*Workload, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetWorkload not implemented")
@@ -248,6 +276,24 @@ func _WorkloadService_SubmitWorkload_Handler(srv interface{}, ctx context.Contex
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(WorkloadServiceServer).SubmitWorkload(ctx, req.(*SubmitWorkloadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkloadService_SubmitWorkloads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitWorkloadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkloadServiceServer).SubmitWorkloads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkloadService_SubmitWorkloads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkloadServiceServer).SubmitWorkloads(ctx, req.(*SubmitWorkloadsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -363,6 +409,10 @@ var WorkloadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SubmitWorkload",
 			Handler:    _WorkloadService_SubmitWorkload_Handler,
+		},
+		{
+			MethodName: "SubmitWorkloads",
+			Handler:    _WorkloadService_SubmitWorkloads_Handler,
 		},
 		{
 			MethodName: "GetWorkload",
