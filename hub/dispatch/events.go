@@ -172,6 +172,16 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 	if cluster == "" {
 		cluster = subjectCluster
 	}
+	if subjectCluster != "" && cluster != subjectCluster {
+		// NATS permissions already keep an agent to its own subjects
+		// (docs/design/spoke-identity.md); a body that names another
+		// cluster is dropped all the same, and never answered with a
+		// cancel, so one cluster cannot act for another.
+		l.m.forgedEvents.Inc()
+		l.log.Warn("dropped an event whose body names another cluster than its subject", "subject_cluster", subjectCluster,
+			"body_cluster", cluster, "dispatch", id, "type", ev.GetType().String())
+		return nil
+	}
 	stillRuns := ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED || ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING
 	stale := func(why string) error {
 		if x.fromCache {

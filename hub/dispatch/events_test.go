@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/leader"
@@ -94,12 +95,23 @@ func testEventAgainstLaggingCache(t *testing.T, legacy bool) {
 		t.Fatal("the cache was supposed to lag")
 	}
 
-	send := func(typ agentv1.DispatchEventType) {
+	sendOn := func(subject string, typ agentv1.DispatchEventType) {
 		t.Helper()
 		ev := &agentv1.DispatchEvent{DispatchId: "d-1", WorkloadId: "w", ClusterId: "east", Type: typ, Time: timestamppb.Now()}
-		if err := l.applyBatch(tm, []batchEvent{{cluster: "east", ev: ev}}, true); err != nil {
+		if err := l.applyBatch(tm, []batchEvent{{cluster: subject, ev: ev}}, true); err != nil {
 			t.Fatal(err)
 		}
+	}
+	send := func(typ agentv1.DispatchEventType) { t.Helper(); sendOn("east", typ) }
+	// Another cluster's agent publishing east's event on its own subject
+	// changes nothing and earns no cancel.
+	sendOn("west", agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_FAILED)
+	if got, _ := e.workload("w"); got.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED || len(tm.cancelled) != 0 {
+		t.Fatalf("an event on west's subject naming east was applied: phase %v, cancels %v", got.GetStatus().GetPhase(), tm.cancelled)
+	}
+	var forged dto.Metric
+	if err := l.m.forgedEvents.Write(&forged); err != nil || forged.GetCounter().GetValue() != 1 {
+		t.Fatalf("meridian_forged_events_total = %v (%v), want 1", forged.GetCounter().GetValue(), err)
 	}
 	send(agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED)
 	got, _ := e.workload("w")

@@ -25,6 +25,7 @@ type metrics struct {
 	panics       prometheus.Counter
 	lostRequeues prometheus.Counter
 	staleEvents  prometheus.Counter
+	forgedEvents prometheus.Counter
 	events       *prometheus.CounterVec
 	pending      *prometheus.GaugeVec
 	leader       prometheus.Gauge
@@ -53,6 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		panics:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_scheduler_panics_total", Help: "Scheduler panics recovered."}),
 		lostRequeues: prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_lost_cluster_requeues_total", Help: "Workloads requeued because their cluster was lost."}),
 		staleEvents:  prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_stale_events_total", Help: "Agent events for dispatches that are not current."}),
+		forgedEvents: prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_forged_events_total", Help: "Agent events dropped because their body names another cluster than the subject they were published on."}),
 		events:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_agent_events_total", Help: "Agent events received, by type."}, []string{"type"}),
 		pending:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "meridian_pending_workloads", Help: "Pending workloads by reason code, as of the last cycle."}, []string{"reason"}),
 		leader:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_scheduler_leader", Help: "1 while this replica leads."}),
@@ -72,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.toDispatch.WithLabelValues(c)
 	}
 	for _, c := range []prometheus.Collector{m.cycle, m.dispatches, m.preemptions, m.evictions, m.toDispatch, m.toRunning, m.cancels, m.published, m.duplicates, m.republished,
-		m.conflicts, m.panics, m.lostRequeues, m.staleEvents, m.events, m.pending, m.leader} {
+		m.conflicts, m.panics, m.lostRequeues, m.staleEvents, m.forgedEvents, m.events, m.pending, m.leader} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("dispatch: register metrics: %w", err)
 		}
