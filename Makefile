@@ -108,6 +108,18 @@ k8s-up: ## Start a local Kubernetes control plane with 3 KWOK GPU nodes (root; f
 k8s-down: ## Stop the local Kubernetes control plane (ARGS=--purge also deletes its state)
 	scripts/k8s-down.sh $(ARGS)
 
+.PHONY: vault-build
+vault-build: ## Build the Vault test server once into ~/.cache/meridian (BUSL: tests only, never shipped)
+	bash tools/vault/build.sh
+
+.PHONY: vault-up
+vault-up: ## Start a local Vault dev server on loopback (KV v2 at secret/, root token "root"; builds it first when missing)
+	scripts/vault-up.sh
+
+.PHONY: vault-down
+vault-down: ## Stop the local Vault dev server (ARGS=--purge also deletes its state)
+	scripts/vault-down.sh $(ARGS)
+
 .PHONY: helm-lint
 helm-lint: ## Lint and render charts/meridian-agent and charts/meridian-hub with the pinned Helm CLI (installed by scripts/helm.sh) and run their tests
 	@HELM="$$(bash scripts/helm.sh)" && \

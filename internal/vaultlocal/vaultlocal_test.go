@@ -108,9 +108,13 @@ func TestVaultDevServerKVAndPKI(t *testing.T) {
 		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			t.Fatalf("the signed certificate does not verify against the root CA: %v", err)
 		}
-		// A name outside the role is refused.
+		// A CSR for a name outside the role is refused.
+		evil, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "evil.example.com"}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := c.Logical().WriteWithContext(ctx, "pki/sign/spoke", map[string]any{
-			"csr": string(csr), "common_name": "evil.example.com",
+			"csr": string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: evil})),
 		}); err == nil {
 			t.Fatal("the role signed a name outside allowed_domains")
 		}
@@ -187,6 +191,35 @@ func TestRunningWithoutVaultUp(t *testing.T) {
 	}
 	if _, err := vaultlocal.Running(context.Background()); !errors.Is(err, vaultlocal.ErrNotRunning) {
 		t.Fatalf("Running() with a dead address = %v, want ErrNotRunning", err)
+	}
+}
+
+// TestRunning: Running reads scripts/vault-up.sh's env file and checks
+// that the server answers (here a private one stands in for vault-up's).
+func TestRunning(t *testing.T) {
+	srv := vaultlocal.Start(t)
+	dir := t.TempDir()
+	t.Setenv("MERIDIAN_VAULT_DIR", dir)
+	env := "# written by scripts/vault-up.sh\nexport MERIDIAN_VAULT_ADDR=" + srv.Addr + "\nexport MERIDIAN_VAULT_TOKEN=" + srv.Token + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := vaultlocal.Running(context.Background())
+	if err != nil {
+		t.Fatalf("Running: %v", err)
+	}
+	if got.Addr != srv.Addr || got.Token != srv.Token {
+		t.Fatalf("Running = %s %s, want %s %s", got.Addr, got.Token, srv.Addr, srv.Token)
+	}
+	c, err := got.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sys().Health(); err != nil {
+		t.Fatalf("health through Running's client: %v", err)
+	}
+	if err := got.Stop(); err != nil { // a no-op: vault-up's server is not ours
+		t.Fatal(err)
 	}
 }
 

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Build the Vault server that the tests use (scripts/vault-up.sh,
+# internal/vaultlocal) into a cache outside the repository, keyed by version:
+#   ${MERIDIAN_VAULT_CACHE:-$HOME/.cache/meridian/vault-$VAULT_VERSION}/bin/vault
+# The build is skipped when the stamp matches. Prints the binary's path on
+# stdout. Exit codes: 0 built or cached; 4 impossible (no go, no module proxy,
+# compile error, time-out); 5 not cached and MERIDIAN_VAULT_NO_BUILD=1 (which
+# only looks).
+#
+# Vault is BUSL-licensed: it is a TEST DEPENDENCY ONLY. It runs as a local dev
+# server for tests; it never goes into an image, a chart or a release
+# artifact, and the project's own go.mod requires only its Apache-2.0 client
+# (github.com/hashicorp/vault/api).
+#
+# How, and why this way (cold build on 2 cores):
+#   * tools/vault/go.mod and go.sum pin the module graph (vault v1.21.0 and
+#     vault-plugin-auth-kubernetes v0.23.0), so the build downloads only the
+#     modules it compiles instead of the ~1 GB a `go mod tidy` of
+#     github.com/hashicorp/vault fetches.
+#   * It builds Vault's own main (github.com/hashicorp/vault, the real
+#     `vault server -dev`) with Vault's own `minimal` build tag (its
+#     Makefile's BUILD_MINIMAL): the core server with the token, approle,
+#     cert, jwt/oidc and userpass auth methods and the kv, pki, ssh and
+#     transit secrets engines, the inmem/file/raft storage backends, and
+#     without the cloud auth methods, database plugins and other storage
+#     backends. That takes the compiled Go source from 323 MB (2,576
+#     packages) to 143 MB (1,906 packages).
+#   * The minimal registry has no Kubernetes auth method, which spoke
+#     identity needs, so the module is copied into the throwaway directory
+#     (replace => ./vault) and the minimal registry's one hook,
+#     extendAddonPlugins in helper/builtinplugins/registry_min.go, is
+#     rewritten to register vault-plugin-auth-kubernetes. (go build -overlay
+#     refuses files in the module cache, hence the copy: ~60 MB, seconds.)
+#   * A custom main that runs vault.NewCore on the inmem backend behind
+#     vault/http was measured and not taken: the core package itself imports
+#     go-discover (the cloud auto-join providers), the KMS seal wrappers and
+#     the Okta SDK, so it still compiles 1,677 packages / 132 MB of source
+#     (65% of the packages, 8% less source than the minimal main) and would
+#     have to copy the dev-mode bootstrap of command/server.go.
+#   Measured cold on a shared 2-core machine (empty GOCACHE, modules already
+#   downloaded, nice 19, load average 5-17, mean 12, beside others' fuzzers
+#   and benchmarks):
+#     minimal (this script): 2,054 s wall (34 min), 1,255 CPU-seconds
+#       (user+sys) of go build and its compilers; on an idle 2-core machine
+#       that is about 11-12 min.
+#     module download for it (empty GOMODCACHE, pinned go.sum): 175 s,
+#       486 MB of zips (a go mod tidy of the full module fetches ~1 GB).
+#     full `vault` main (no tag): being measured; the project's notes give
+#       about 35 min cold on a loaded 2-core machine.
+set -euo pipefail
+
+VAULT_VERSION=${VAULT_VERSION:-v1.21.0}
+KUBE_AUTH_VERSION=v0.23.0 # vault-plugin-auth-kubernetes, as pinned in tools/vault/go.mod
+CACHE=${MERIDIAN_VAULT_CACHE:-$HOME/.cache/meridian/vault-$VAULT_VERSION}
+BUILD_TIMEOUT=${MERIDIAN_VAULT_BUILD_TIMEOUT:-2400}
+STAMP_WANT="vault=$VAULT_VERSION tags=minimal auth-kubernetes=$KUBE_AUTH_VERSION"
+
+here=$(cd "$(dirname "$0")" && pwd)
+log() { printf '[vault-build %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 4; }
+
+cached() { [[ -x "$CACHE/bin/vault" && -f "$CACHE/stamp" && "$(cat "$CACHE/stamp")" == "$STAMP_WANT" ]]; }
+if cached; then
+	printf '%s\n' "$CACHE/bin/vault"
+	exit 0
+fi
+if [[ ${MERIDIAN_VAULT_NO_BUILD:-0} == 1 ]]; then
+	log "not built: no vault with stamp \"$STAMP_WANT\" in $CACHE, and MERIDIAN_VAULT_NO_BUILD=1"
+	exit 5
+fi
+command -v go >/dev/null || die "go is not installed"
+mkdir -p "$CACHE/bin"
+# One build at a time (two test packages, or CI and a developer, may ask at once).
+exec 9>>"$CACHE/build.lock"
+if command -v flock >/dev/null; then
+	flock -w "$((BUILD_TIMEOUT + 300))" 9 || die "another build holds $CACHE/build.lock"
+	if cached; then
+		printf '%s\n' "$CACHE/bin/vault"
+		exit 0
+	fi
+fi
+rm -f "$CACHE/stamp"
+
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
+work=$(mktemp -d "${TMPDIR:-/tmp}/meridian-vault-build.XXXXXX")
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+t0=$(date +%s)
+
+# 1. The throwaway module: the pinned go.mod/go.sum when they name this
+#    version, else resolved afresh (slow: go mod tidy fetches ~1 GB).
+cp "$here/tools.go" "$work/tools.go"
+if [[ -f "$here/go.mod" && -f "$here/go.sum" ]] && grep -q "github.com/hashicorp/vault $VAULT_VERSION" "$here/go.mod"; then
+	log "using the pinned module in tools/vault (go.mod, go.sum)"
+	cp "$here/go.mod" "$here/go.sum" "$work/"
+else
+	log "resolving github.com/hashicorp/vault@$VAULT_VERSION (go mod tidy, several minutes)"
+	cat >"$work/go.mod" <<MOD
+module meridian.local/vault-tools
+
+go $(go env GOVERSION | sed 's/^go//')
+
+require (
+	github.com/hashicorp/vault $VAULT_VERSION
+	github.com/hashicorp/vault-plugin-auth-kubernetes $KUBE_AUTH_VERSION
+)
+MOD
+	(cd "$work" && timeout "$BUILD_TIMEOUT" go mod tidy >&2) || die "go mod tidy failed (module proxy unreachable?)"
+fi
+
+# 2. A copy of the vault module with the minimal registry's hook registering
+#    the Kubernetes auth method.
+vdir=$(cd "$work" && go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" |
+	sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+[[ -f "$vdir/helper/builtinplugins/registry_min.go" ]] ||
+	die "cannot download github.com/hashicorp/vault@$VAULT_VERSION (module proxy unreachable?)"
+mkdir "$work/vault"
+(cd "$vdir" && tar --exclude=./ui --exclude=./website --exclude=./enos -cf - .) | tar -xf - -C "$work/vault"
+chmod -R u+w "$work/vault"
+grep -q 'func extendAddonPlugins(_ \*registry)' "$work/vault/helper/builtinplugins/registry_min.go" ||
+	die "helper/builtinplugins/registry_min.go of vault $VAULT_VERSION is not the expected no-op hook"
+cat >"$work/vault/helper/builtinplugins/registry_min.go" <<'GO'
+//go:build minimal
+
+package builtinplugins
+
+import credKube "github.com/hashicorp/vault-plugin-auth-kubernetes"
+
+// extendAddonPlugins (rewritten by Meridian's tools/vault/build.sh) adds
+// the Kubernetes auth method to Vault's minimal build.
+func extendAddonPlugins(r *registry) {
+	r.credentialBackends["kubernetes"] = credentialBackend{Factory: credKube.Factory}
+}
+GO
+(cd "$work" && go mod edit -replace "github.com/hashicorp/vault=./vault") || die "go mod edit failed"
+
+# 3. Build (one go build; its progress every minute, as it is long and quiet).
+log "building vault $VAULT_VERSION -tags minimal (cold: see tools/vault/build.sh; time-box ${BUILD_TIMEOUT}s)"
+(
+	cd "$work"
+	timeout "$BUILD_TIMEOUT" go build -trimpath -tags minimal \
+		-ldflags "-s -w -X github.com/hashicorp/vault/version.GitCommit=meridian-test-build" \
+		-o "$work/vault.bin" github.com/hashicorp/vault >&2
+) &
+pid=$!
+while kill -0 "$pid" 2>/dev/null; do
+	for _ in $(seq 1 60); do
+		sleep 1
+		kill -0 "$pid" 2>/dev/null || break
+	done
+	kill -0 "$pid" 2>/dev/null && log "still building... $(($(date +%s) - t0))s elapsed (time-box ${BUILD_TIMEOUT}s)"
+done
+wait "$pid" || die "go build of github.com/hashicorp/vault failed or ran past ${BUILD_TIMEOUT}s"
+"$work/vault.bin" version >&2 || die "the built vault does not run"
+install -m 0755 "$work/vault.bin" "$CACHE/bin/vault"
+echo "$STAMP_WANT" >"$CACHE/stamp"
+log "built in $(($(date +%s) - t0))s: $CACHE/bin/vault"
+printf '%s\n' "$CACHE/bin/vault"
