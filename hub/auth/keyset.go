@@ -62,10 +62,25 @@ func (r *remoteKeys) VerifySignature(ctx context.Context, raw string) ([]byte, e
 	r.mu.Lock()
 	keys := r.keys
 	r.mu.Unlock()
+	return r.verify(ctx, jws, keys)
+}
+
+// verify checks jws with keys (as the caller last read them) and, when
+// none verifies, with the keys a refresh gives. A refresh refused as too
+// recent still gives the current keys: a fetch may have finished since
+// the caller read its keys (on a fresh hub, every request that read the
+// empty set before the first fetch finished), and those keys must be
+// tried before the token is called invalid.
+func (r *remoteKeys) verify(ctx context.Context, jws *jose.JSONWebSignature, keys []jose.JSONWebKey) ([]byte, error) {
 	if payload, err := verifyWithKeys(jws, keys); err == nil {
 		return payload, nil
 	}
-	keys, err = r.refresh(ctx)
+	keys, err := r.refresh(ctx)
+	if errors.Is(err, errKeysRecent) {
+		if payload, verr := verifyWithKeys(jws, keys); verr == nil {
+			return payload, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -95,15 +110,17 @@ func verifyWithKeys(jws *jose.JSONWebSignature, keys []jose.JSONWebKey) ([]byte,
 }
 
 // refresh fetches the keys unless a fetch started less than minRefresh ago
-// (the first fetch is always allowed); callers during a fetch wait for it,
-// at most until ctx is done.
+// (the first fetch is always allowed; too recent, it returns the current
+// keys with errKeysRecent); callers during a fetch wait for it, at most
+// until ctx is done.
 func (r *remoteKeys) refresh(ctx context.Context) ([]jose.JSONWebKey, error) {
 	r.mu.Lock()
 	if r.inflight == nil {
 		now := r.now()
 		if !r.fetched.IsZero() && now.Sub(r.fetched) < r.minRefresh && !now.Before(r.fetched) {
+			keys := r.keys
 			r.mu.Unlock()
-			return nil, errKeysRecent
+			return keys, errKeysRecent
 		}
 		r.fetched = now
 		r.inflight = make(chan struct{})

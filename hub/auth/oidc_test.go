@@ -1,12 +1,15 @@
 package auth
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -412,5 +415,42 @@ func TestOIDCConcurrentFirstUse(t *testing.T) {
 	}
 	if iss.DiscoveryHits() != 1 || iss.JWKSHits() != 1 {
 		t.Fatalf("discovery %d, JWKS %d; want 1 and 1", iss.DiscoveryHits(), iss.JWKSHits())
+	}
+}
+
+// A request that read the issuer's keys before the first fetch finished
+// (an empty set) and asks for a refresh just after it finished must be
+// verified with the fetched keys, not refused because the keys are "too
+// recent to fetch again". Under load a fresh hub refused a valid token
+// this way.
+func TestOIDCKeysFetchedMeanwhileAreUsed(t *testing.T) {
+	iss := testoidc.New(t)
+	r := &remoteKeys{url: iss.URL + "/keys", client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: iss.CAPool}}},
+		base: context.Background(), algs: []jose.SignatureAlgorithm{jose.RS256, jose.ES256}, minRefresh: DefaultKeyRefreshMinInterval, now: time.Now}
+	ctx := testCtx(t)
+	if _, err := r.refresh(ctx); err != nil { // the first fetch, by another request
+		t.Fatal(err)
+	}
+	jws, err := jose.ParseSigned(iss.Token(t, iss.Claims(aud, "alice"), nil), r.algs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.verify(ctx, jws, nil); err != nil { // nil: what this request read before the fetch
+		t.Fatalf("a valid token refused after the first fetch: %v", err)
+	}
+	if got := iss.JWKSHits(); got != 1 {
+		t.Fatalf("JWKS fetched %d times, want 1", got)
+	}
+	// A token no current key verifies is still refused, without a fetch.
+	forger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := jose.ParseSigned(testoidc.SignWith(t, testoidc.ES256, forger, iss.KeyID(), iss.Claims(aud, "mallory"), nil), r.algs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.verify(ctx, forged, nil); !errors.Is(err, errKeysRecent) {
+		t.Fatalf("forged token: err = %v, want errKeysRecent", err)
 	}
 }
