@@ -65,6 +65,22 @@ func pacedCases(b *testing.B) (rates []int, seconds int) {
 	return rates, seconds
 }
 
+// submitBatch is how many workloads each submit call carries
+// (MERIDIAN_BENCH_BATCH, default 1): above 1 the load arrives as arrays
+// sent with SubmitWorkloads, each array due, whole, at its first
+// workload's place in the schedule (rate stays workloads per second).
+func submitBatch(b *testing.B) int {
+	v := os.Getenv("MERIDIAN_BENCH_BATCH")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		b.Fatalf("MERIDIAN_BENCH_BATCH: %q is not between 1 and 1000", v)
+	}
+	return n
+}
+
 // benchRunFor is how long each workload runs once launched, and how many
 // must fit at once. The default (an hour) keeps every workload in flight;
 // MERIDIAN_BENCH_RUN_FOR (e.g. 5s) makes them finish, so the hub also
@@ -151,7 +167,11 @@ func BenchmarkSubmitToAccepted(b *testing.B) {
 	rates, seconds := pacedCases(b)
 	for _, rate := range rates {
 		m := rate * seconds
-		b.Run(fmt.Sprintf("paced=%d-per-s/workloads=%d", rate, m), func(b *testing.B) {
+		name := fmt.Sprintf("paced=%d-per-s/workloads=%d", rate, m)
+		if k := submitBatch(b); k > 1 {
+			name += fmt.Sprintf("/batch=%d", k)
+		}
+		b.Run(name, func(b *testing.B) {
 			for _, mode := range modes {
 				b.Run("auth="+mode, func(b *testing.B) {
 					for i := 0; i < b.N; i++ {
@@ -319,13 +339,17 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		failMsg   string
 		next      atomic.Int64
 	)
+	batch := 1
+	if rate > 0 {
+		batch = submitBatch(b) // paced runs only: their names say so
+	}
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			wl := userWL[c%benchUsers]
 			for {
-				j := int(next.Add(1) - 1)
+				j := int(next.Add(int64(batch)) - int64(batch))
 				if j >= n {
 					return
 				}
@@ -336,20 +360,32 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 						time.Sleep(d)
 					}
 				}
-				w := &meridianv1.Workload{
-					Name: workloadName(j), Queue: "bench/load", Preemptible: true,
-					Labels: map[string]string{simcluster.LabelDuration: runFor},
-					PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: 1, Resources: &meridianv1.Resources{
-						GpuMilli: 1000, CpuMilli: 1000, MemoryMib: 1024, AcceleratorClass: "nvidia-h100-80gb"}}},
+				end := min(j+batch, n)
+				ws := make([]*meridianv1.Workload, 0, end-j)
+				for k := j; k < end; k++ {
+					ws = append(ws, &meridianv1.Workload{
+						Name: workloadName(k), Queue: "bench/load", Preemptible: true,
+						Labels: map[string]string{simcluster.LabelDuration: runFor},
+						PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: 1, Resources: &meridianv1.Resources{
+							GpuMilli: 1000, CpuMilli: 1000, MemoryMib: 1024, AcceleratorClass: "nvidia-h100-80gb"}}},
+					})
 				}
 				t0 := time.Now()
-				if _, err := wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w}); err != nil {
-					failed.Add(1)
+				var err error
+				if batch == 1 {
+					_, err = wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: ws[0]})
+				} else {
+					_, err = wl.SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: ws})
+				}
+				if err != nil {
+					failed.Add(int64(len(ws)))
 					firstFail.Do(func() { failMsg = fmt.Sprintf("%s into the run: %v", time.Since(start).Round(time.Millisecond), err) })
 					continue
 				}
 				mu.Lock()
-				led.sent[j], led.due[j] = t0.UnixNano(), due.UnixNano()
+				for k := j; k < end; k++ {
+					led.sent[k], led.due[k] = t0.UnixNano(), due.UnixNano()
+				}
 				mu.Unlock()
 			}
 		}()
