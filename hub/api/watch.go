@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/api/validation"
@@ -185,9 +186,16 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 	// Every watcher sees every workload's changes: one that watches a
 	// queue it does not see, or another queue, tells so from the
 	// record's summary without decoding it.
-	if sm, err := records.SummarizeWorkload(ev.Value); err == nil && !f.matchQueue(sm.Queue) {
-		known[ev.Key] = true
-		return nil, false
+	if sm, err := records.SummarizeWorkload(ev.Value); err == nil {
+		if !f.matchQueue(sm.Queue) {
+			known[ev.Key] = true
+			return nil, false
+		}
+		if len(f.sel) == 0 {
+			known[ev.Key] = true
+			withStoredWorkload(we, ev.Value)
+			return we, true
+		}
 	}
 	w, err := DecodeWorkloadRecord(ev.Value)
 	if err != nil {
@@ -201,6 +209,22 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 	we.Workload = w
 	return we, true
 }
+
+// withStoredWorkload makes b, a workload as stored, the event's workload
+// without decoding it: b goes out as field 2 (workload) among the event's
+// unknown fields, which the marshaller writes verbatim. The store holds
+// the deterministic encoding, so the client receives what a decode and a
+// re-encode would have sent, for the price of a copy; a watcher with a
+// label selector still decodes, to match the labels.
+func withStoredWorkload(we *meridianv1.WorkloadEvent, b []byte) {
+	raw := make([]byte, 0, len(b)+protowire.SizeTag(workloadEventWorkloadField)+protowire.SizeVarint(uint64(len(b))))
+	raw = protowire.AppendTag(raw, workloadEventWorkloadField, protowire.BytesType)
+	raw = protowire.AppendBytes(raw, b)
+	we.ProtoReflect().SetUnknown(raw)
+}
+
+// workloadEventWorkloadField is WorkloadEvent.workload's field number.
+var workloadEventWorkloadField = protowire.Number((&meridianv1.WorkloadEvent{}).ProtoReflect().Descriptor().Fields().ByName("workload").Number())
 
 func (s *Service) watchEtcd(ctx context.Context, req *meridianv1.WatchWorkloadsRequest, f watchFilter, out eventSender) error {
 	prefix := store.Prefix(store.KindWorkloads)

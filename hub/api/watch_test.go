@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -212,5 +213,47 @@ func TestWatchBookmarksAndCompaction(t *testing.T) {
 	wantCode(t, err, codes.OutOfRange)
 	if !slices.Contains(fields(err), "since_revision") {
 		t.Fatalf("fields %v", fields(err))
+	}
+}
+
+// A watcher without a label selector is sent the stored encoding as it
+// is (withStoredWorkload); it must receive exactly the workload a get
+// returns, and the same as a watcher whose selector forces a decode.
+func TestWatchSendsTheStoredWorkload(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	tn := tenant(t)
+	leaf := tn + "/w"
+	e.mkQueues(t, tn, leaf)
+	open := func(sel string) meridianv1.WorkloadService_WatchWorkloadsClient {
+		s, err := e.wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: tn, LabelSelector: sel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bm := next(t, s); bm.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+			t.Fatalf("want the first bookmark, got %v", bm)
+		}
+		return s
+	}
+	plain, selected := open(""), open("team=vision")
+	w := validWorkload(leaf)
+	w.Labels["note"] = "x-y_z.1"
+	w.Name = "unicode-free-name"
+	resp, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := e.wl.GetWorkload(ctx, &meridianv1.GetWorkloadRequest{Id: resp.GetWorkload().GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]meridianv1.WorkloadService_WatchWorkloadsClient{"no selector": plain, "selector": selected} {
+		ev := next(t, s)
+		if ev.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED || !proto.Equal(ev.GetWorkload(), stored) {
+			t.Fatalf("%s: event %v\nwant the stored workload %v", name, ev, stored)
+		}
+		if len(ev.ProtoReflect().GetUnknown()) != 0 || len(ev.GetWorkload().ProtoReflect().GetUnknown()) != 0 {
+			t.Fatalf("%s: the client saw unknown fields", name)
+		}
 	}
 }
