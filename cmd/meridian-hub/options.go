@@ -28,9 +28,13 @@ func newOptions(c *hubconfig.HubConfiguration) (*options, error) {
 	o := &options{conf: c}
 	_ = o.logLevel.UnmarshalText([]byte(c.Logging.Level)) // validated
 	o.cfg = server.Config{
-		DataDir:           c.DataDir,
-		EtcdEndpoints:     c.Etcd.Endpoints,
-		EtcdMaxTxnOps:     c.Etcd.MaxTxnOps,
+		DataDir:       c.DataDir,
+		EtcdEndpoints: c.Etcd.Endpoints,
+		EtcdMaxTxnOps: c.Etcd.MaxTxnOps,
+		EtcdClient: server.EtcdClient{
+			CAFile: c.Etcd.TLS.CAFile, CertFile: c.Etcd.TLS.CertFile, KeyFile: c.Etcd.TLS.KeyFile,
+			Username: c.Etcd.Username, Password: c.Etcd.Password, PasswordFile: c.Etcd.PasswordFile,
+		},
 		NATSURL:           c.NATS.URL,
 		EmbeddedNATSPort:  c.NATS.EmbeddedPort,
 		EmbeddedEtcdPort:  c.Etcd.EmbeddedPort,

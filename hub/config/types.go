@@ -64,7 +64,26 @@ type Etcd struct {
 	MaxTxnOps int `yaml:"maxTxnOps"`
 	// EmbeddedPort is the embedded etcd's loopback client port; 0: free.
 	EmbeddedPort int `yaml:"embeddedPort"`
+	// TLS to the external etcd; any file turns it on (https:// endpoints).
+	TLS EtcdTLS `yaml:"tls"`
+	// Username is an etcd user of the external etcd; its password comes
+	// from PasswordFile or the environment (Password), never a flag.
+	Username     string `yaml:"username"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"passwordFile"`
 }
+
+// EtcdTLS is TLS to an external etcd: the CA bundle that signs its
+// servers' certificates and, for mutual TLS (etcd's --client-cert-auth),
+// the hub's client certificate and key.
+type EtcdTLS struct {
+	CAFile   string `yaml:"caFile"`
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+}
+
+// Enabled reports whether a TLS file is given.
+func (t EtcdTLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
 // NATS is the message bus: an external server with its credentials, or
 // the embedded server.

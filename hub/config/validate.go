@@ -96,6 +96,7 @@ func validateStores(errs *cc.ErrorList, c *HubConfiguration) {
 	if c.Etcd.MaxTxnOps < 0 {
 		errs.Addf("etcd.maxTxnOps", "must be 0 (stock 128) or positive (got %d)", c.Etcd.MaxTxnOps)
 	}
+	validateEtcdSecurity(errs, &c.Etcd)
 	checkPort(errs, "etcd.embeddedPort", c.Etcd.EmbeddedPort)
 	checkPort(errs, "nats.embeddedPort", c.NATS.EmbeddedPort)
 	embedded := len(c.Etcd.Endpoints) == 0 || c.NATS.URL == ""
@@ -261,5 +262,40 @@ func validateSpokeAuth(errs *cc.ErrorList, n *NATS) {
 	}
 	if sa.Enabled && (n.CredsFile != "" || n.NKeyFile != "" || n.User != "" || n.Token != "" || n.TokenFile != "") {
 		errs.Addf("nats.credsFile", "the hub issues its own NATS user with --nats-spoke-auth; drop its --nats-creds, --nats-nkey, --nats-user or token")
+	}
+}
+
+// validateEtcdSecurity checks the external etcd's TLS and user settings
+// against each other and the endpoints; the server reads the files.
+func validateEtcdSecurity(errs *cc.ErrorList, e *Etcd) {
+	user := e.Username != "" || e.Password != "" || e.PasswordFile != ""
+	if len(e.Endpoints) == 0 {
+		if e.TLS.Enabled() || user {
+			errs.Addf("etcd.endpoints", "the etcd TLS and user settings (--etcd-ca-file, --etcd-cert-file, --etcd-key-file, --etcd-username, "+
+				"their MERIDIAN_ETCD_* variables, etcd.* in the file) need --etcd-endpoints: the embedded etcd listens on loopback without them")
+		}
+		return
+	}
+	switch {
+	case e.TLS.CertFile != "" && e.TLS.KeyFile == "":
+		errs.Addf("etcd.tls.keyFile", "required with etcd.tls.certFile (--etcd-key-file with --etcd-cert-file)")
+	case e.TLS.KeyFile != "" && e.TLS.CertFile == "":
+		errs.Addf("etcd.tls.certFile", "required with etcd.tls.keyFile (--etcd-cert-file with --etcd-key-file)")
+	}
+	switch {
+	case e.Username == "" && (e.Password != "" || e.PasswordFile != ""):
+		errs.Addf("etcd.username", "a password (--etcd-password-file or env MERIDIAN_ETCD_PASSWORD) needs --etcd-username")
+	case e.Username != "" && e.Password == "" && e.PasswordFile == "":
+		errs.Addf("etcd.passwordFile", "--etcd-username %q needs --etcd-password-file or env MERIDIAN_ETCD_PASSWORD", e.Username)
+	case e.Password != "" && e.PasswordFile != "":
+		errs.Addf("etcd.passwordFile", "give the password once: --etcd-password-file or env MERIDIAN_ETCD_PASSWORD, not both")
+	}
+	if !e.TLS.Enabled() {
+		return
+	}
+	for i, ep := range e.Endpoints {
+		if u, err := url.Parse(ep); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs.Addf(fmt.Sprintf("etcd.endpoints[%d]", i), "the etcd TLS settings (--etcd-ca-file, --etcd-cert-file, --etcd-key-file) need https:// endpoints; %q would connect in plaintext", ep)
+		}
 	}
 }

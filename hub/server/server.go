@@ -64,6 +64,9 @@ type Config struct {
 	DataDir string
 	// EtcdEndpoints of an external etcd cluster; empty means embedded.
 	EtcdEndpoints []string
+	// EtcdClient is TLS and a user for the external etcd (etcdclient.go);
+	// the zero value connects in plaintext without one.
+	EtcdClient EtcdClient
 	// EtcdMaxTxnOps is the external etcd's --max-txn-ops; 0 means
 	// store.DefaultMaxTxnOps (the embedded server sets its own).
 	EtcdMaxTxnOps int
@@ -152,6 +155,9 @@ func (c *Config) validate() error {
 		if strings.TrimSpace(ep) == "" {
 			return fmt.Errorf("server: Config.EtcdEndpoints[%d] is empty", i)
 		}
+	}
+	if err := c.EtcdClient.check(c.EtcdEndpoints); err != nil {
+		return err
 	}
 	if c.EtcdMaxTxnOps < 0 {
 		return fmt.Errorf("server: Config.EtcdMaxTxnOps %d is negative", c.EtcdMaxTxnOps)
@@ -342,15 +348,19 @@ func (s *Server) startEtcd(ctx context.Context) error {
 		}
 		s.cli = cli
 	} else {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+		ecfg, err := s.cfg.EtcdClient.clientConfig(endpoints, s.log.With("component", "etcd-client"))
 		if err != nil {
-			return fmt.Errorf("server: etcd client for %v: %w", endpoints, err)
+			return err
+		}
+		cli, err := clientv3.New(ecfg)
+		if err != nil {
+			return fmt.Errorf("server: etcd client for %v: %w", endpoints, explainEtcdError(err, ecfg))
 		}
 		s.cli = cli
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if _, err := cli.Get(sctx, "/meridian/health-probe", clientv3.WithCountOnly()); err != nil {
-			return fmt.Errorf("server: etcd at %v is not reachable: %w", endpoints, err)
+			return fmt.Errorf("server: etcd at %v is not reachable: %w", endpoints, explainEtcdError(err, ecfg))
 		}
 	}
 	st, err := store.New(s.cli, store.Options{MaxTxnOps: maxOps, KV: kv, Logger: s.log.With("component", "store")})

@@ -16,6 +16,11 @@ type slogCore struct {
 	attrs []slog.Attr
 }
 
+// ClientLogger routes an etcd client's errors to l, as the embedded
+// member's own clients do; nil drops them. The hub gives it to its client
+// of an external etcd.
+func ClientLogger(l *slog.Logger) *zap.Logger { return newZapLogger(l, zapcore.ErrorLevel) }
+
 func newZapLogger(l *slog.Logger, min zapcore.Level) *zap.Logger {
 	if l == nil {
 		return zap.NewNop()

@@ -1,0 +1,388 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
+)
+
+// EtcdClient secures the hub's connection to an external etcd
+// (Config.EtcdEndpoints): TLS, with a client certificate for mutual TLS,
+// and etcd's own user/password authentication. The zero value is a
+// plaintext connection without a user, as before. The embedded etcd
+// ignores it.
+//
+// Errors name meridian-hub's flags (--etcd-ca-file and so on), the one
+// front end that fills this in.
+type EtcdClient struct {
+	// CAFile is a PEM bundle of the CAs that sign the etcd servers'
+	// certificates; empty: the system's roots. Any of CAFile, CertFile and
+	// KeyFile turns TLS on, and then every endpoint must be https://.
+	CAFile string
+	// CertFile and KeyFile are the hub's client certificate and its key
+	// (etcd's --client-cert-auth); give both or neither. They are read
+	// again when they change, for the next connection; CAFile is read once.
+	CertFile, KeyFile string
+	// Username is an etcd user (etcd's --auth, `etcdctl auth enable`);
+	// its password comes from Password or PasswordFile, never a flag.
+	Username string
+	// Password of Username; PasswordFile, when set, holds it instead (one
+	// line).
+	Password, PasswordFile string
+}
+
+// TLS reports whether a TLS setting is given.
+func (e EtcdClient) TLS() bool { return e.CAFile != "" || e.CertFile != "" || e.KeyFile != "" }
+
+// check validates the settings against the endpoints without reading any
+// file.
+func (e EtcdClient) check(endpoints []string) error {
+	if len(endpoints) == 0 {
+		if e.TLS() || e.Username != "" || e.Password != "" || e.PasswordFile != "" {
+			return errors.New("server: the etcd TLS and user settings (--etcd-ca-file, --etcd-cert-file, --etcd-key-file, --etcd-username) need --etcd-endpoints: the embedded etcd listens on loopback without them")
+		}
+		return nil
+	}
+	switch {
+	case e.CertFile != "" && e.KeyFile == "":
+		return fmt.Errorf("server: --etcd-cert-file %q is given without --etcd-key-file", e.CertFile)
+	case e.KeyFile != "" && e.CertFile == "":
+		return fmt.Errorf("server: --etcd-key-file %q is given without --etcd-cert-file", e.KeyFile)
+	}
+	if e.Username == "" && (e.Password != "" || e.PasswordFile != "") {
+		return fmt.Errorf("server: an etcd password (--etcd-password-file or env %s) needs --etcd-username", EnvEtcdPassword)
+	}
+	if e.Username != "" && e.Password == "" && e.PasswordFile == "" {
+		return fmt.Errorf("server: --etcd-username %q needs --etcd-password-file or env %s", e.Username, EnvEtcdPassword)
+	}
+	if e.Password != "" && e.PasswordFile != "" {
+		return fmt.Errorf("server: give the etcd password once: --etcd-password-file or env %s, not both", EnvEtcdPassword)
+	}
+	if strings.ContainsAny(e.Username, " \t\r\n") {
+		return fmt.Errorf("server: --etcd-username %q holds white space", e.Username)
+	}
+	for _, ep := range endpoints {
+		u, err := url.Parse(ep)
+		scheme := ""
+		if err == nil && u.Host != "" {
+			scheme = u.Scheme
+		}
+		if e.TLS() && scheme != "https" {
+			return fmt.Errorf("server: --etcd-endpoints %q: the etcd TLS settings (--etcd-ca-file, --etcd-cert-file, --etcd-key-file) need https:// endpoints; http:// would connect in plaintext", ep)
+		}
+	}
+	return nil
+}
+
+// EnvEtcdPassword is the environment variable meridian-hub reads the etcd
+// password from when no --etcd-password-file is given.
+const EnvEtcdPassword = "MERIDIAN_ETCD_PASSWORD"
+
+// clientConfig builds the client configuration for endpoints: it
+// reads and checks the files, so that a missing or damaged one is
+// reported by its flag before any connection attempt.
+func (e EtcdClient) clientConfig(endpoints []string, log *slog.Logger) (clientv3.Config, error) {
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: embedetcd.ClientLogger(log)}
+	if err := e.check(endpoints); err != nil {
+		return cfg, err
+	}
+	if e.TLS() {
+		tc, err := etcdTLSConfig(e, log)
+		if err != nil {
+			return cfg, fmt.Errorf("server: etcd TLS: %w", err)
+		}
+		cfg.TLS = tc
+	}
+	if e.Username != "" {
+		pw := e.Password
+		if e.PasswordFile != "" {
+			var err error
+			if pw, err = etcdReadSecret(e.PasswordFile); err != nil {
+				return cfg, fmt.Errorf("server: --etcd-password-file: %w", err)
+			}
+		}
+		cfg.Username, cfg.Password = e.Username, pw
+		if !e.TLS() {
+			for _, ep := range endpoints {
+				if u, err := url.Parse(ep); err == nil && u.Scheme == "http" && !isLoopback(u.Host) {
+					log.Warn("the etcd password goes over plaintext http; use https:// endpoints with --etcd-ca-file", "endpoint", ep)
+					break
+				}
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// etcdTLSConfig reads the CA bundle once and the client key pair now and
+// again on each new connection after the files changed.
+func etcdTLSConfig(e EtcdClient, log *slog.Logger) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if e.CAFile != "" {
+		b, err := etcdReadFile(e.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-ca-file: %w", err)
+		}
+		certs, err := etcdPEMCertificates(b)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-ca-file %q: %w", e.CAFile, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		for _, c := range certs {
+			cfg.RootCAs.AddCert(c)
+		}
+	}
+	if e.CertFile != "" {
+		kp := &keyPair{certFile: e.CertFile, keyFile: e.KeyFile, log: log}
+		if err := kp.load(); err != nil {
+			return nil, err
+		}
+		cfg.GetClientCertificate = kp.get
+	}
+	return cfg, nil
+}
+
+// keyPair is a client certificate read again, on a new handshake, when
+// its files' size or modification time changed (looked at most once a
+// second). A pair that fails to load keeps the last good one: a rotation
+// caught half-way.
+type keyPair struct {
+	certFile, keyFile string
+	log               *slog.Logger
+
+	mu      sync.Mutex
+	checked time.Time
+	stamp   string
+	cert    *tls.Certificate
+}
+
+func (k *keyPair) stampNow() (string, error) {
+	s := ""
+	for _, f := range []struct{ flag, name string }{{"--etcd-cert-file", k.certFile}, {"--etcd-key-file", k.keyFile}} {
+		fi, err := os.Stat(f.name)
+		if err != nil {
+			return "", fmt.Errorf("%s %q: %w", f.flag, f.name, err)
+		}
+		s += fmt.Sprintf("%d:%d;", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return s, nil
+}
+
+// load reads and checks both files; its errors name the flag.
+func (k *keyPair) load() error {
+	stamp, _ := k.stampNow()
+	cb, err := etcdReadFile(k.certFile)
+	if err != nil {
+		return fmt.Errorf("--etcd-cert-file: %w", err)
+	}
+	if _, err := etcdPEMCertificates(cb); err != nil {
+		return fmt.Errorf("--etcd-cert-file %q: %w", k.certFile, err)
+	}
+	kb, err := etcdReadFile(k.keyFile)
+	if err != nil {
+		return fmt.Errorf("--etcd-key-file: %w", err)
+	}
+	if blk, _ := pem.Decode(kb); blk == nil || !strings.Contains(blk.Type, "PRIVATE KEY") {
+		return fmt.Errorf("--etcd-key-file %q: no PEM private key in it", k.keyFile)
+	}
+	pair, err := tls.X509KeyPair(cb, kb)
+	if err != nil {
+		return fmt.Errorf("--etcd-cert-file %q and --etcd-key-file %q do not make a key pair: %w", k.certFile, k.keyFile, err)
+	}
+	k.mu.Lock()
+	k.cert, k.stamp, k.checked = &pair, stamp, time.Now()
+	k.mu.Unlock()
+	return nil
+}
+
+func (k *keyPair) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	k.mu.Lock()
+	recent := time.Since(k.checked) < time.Second
+	cur, stamp := k.cert, k.stamp
+	if !recent {
+		k.checked = time.Now()
+	}
+	k.mu.Unlock()
+	if recent {
+		return cur, nil
+	}
+	if now, err := k.stampNow(); err != nil || now == stamp {
+		return cur, nil
+	}
+	if err := k.load(); err != nil {
+		k.log.Error("etcd TLS: reloading the client certificate failed; using the last good one", "err", err)
+		return cur, nil
+	}
+	k.log.Info("etcd TLS: client certificate reloaded", "cert", k.certFile)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cert, nil
+}
+
+// etcdPEMCertificates parses every CERTIFICATE block of b; it fails when
+// there is none or one is damaged.
+func etcdPEMCertificates(b []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", len(out)+1, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM certificate in it")
+	}
+	return out, nil
+}
+
+// etcdReadFile reads path, turning the usual failures into short messages
+// that carry the path once.
+func etcdReadFile(path string) ([]byte, error) {
+	if strings.TrimSpace(path) == "" {
+		return nil, errors.New("file name is empty")
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%q does not exist", path)
+	case err != nil:
+		return nil, fmt.Errorf("%q: %w", path, err)
+	case st.IsDir():
+		return nil, fmt.Errorf("%q is a directory, want a file", path)
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%q is not readable (permission denied)", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", path, err)
+	}
+	return b, nil
+}
+
+// etcdReadSecret reads a one-line secret.
+func etcdReadSecret(path string) (string, error) {
+	b, err := etcdReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%q is empty", path)
+	}
+	if strings.ContainsAny(s, "\r\n") {
+		return "", fmt.Errorf("%q has more than one line; want the password alone", path)
+	}
+	return s, nil
+}
+
+// explainEtcdError adds to a failed first etcd call what the hub can
+// tell about its cause: a refused user or password, a missing
+// permission, or, with TLS, the handshake's own error (gRPC reports a
+// failed handshake as a bare deadline).
+func explainEtcdError(err error, cfg clientv3.Config) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, rpctypes.ErrAuthFailed.Error()):
+		return fmt.Errorf("etcd refused user %q (--etcd-username) with this password (--etcd-password-file or env %s): %w", cfg.Username, EnvEtcdPassword, err)
+	case strings.Contains(msg, rpctypes.ErrUserEmpty.Error()) || strings.Contains(msg, rpctypes.ErrInvalidAuthToken.Error()):
+		return fmt.Errorf("etcd has authentication on: give --etcd-username and its password (--etcd-password-file or env %s): %w", EnvEtcdPassword, err)
+	case strings.Contains(msg, rpctypes.ErrPermissionDenied.Error()) && cfg.Username == "":
+		return fmt.Errorf("etcd has authentication on and takes the client certificate's common name %q for the user, which may not read /meridian/: "+
+			"give --etcd-username and its password, or grant a user of that name a role with readwrite on /meridian/ (docs/operators.md): %w", clientCN(cfg.TLS), err)
+	case strings.Contains(msg, rpctypes.ErrPermissionDenied.Error()):
+		return fmt.Errorf("etcd user %q may not read /meridian/: grant its role readwrite on the prefix (docs/operators.md): %w", cfg.Username, err)
+	}
+	if cfg.TLS != nil {
+		if herr := probeEtcdTLS(cfg); herr != nil {
+			return fmt.Errorf("TLS handshake with %v (the call: %w)", herr, err)
+		}
+	}
+	return err
+}
+
+// probeEtcdTLS makes one TLS handshake with each endpoint in turn, as the
+// client would, and returns the first failure, named after the setting
+// that most likely causes it.
+func probeEtcdTLS(cfg clientv3.Config) error {
+	for _, ep := range cfg.Endpoints {
+		u, err := url.Parse(ep)
+		if err != nil || u.Host == "" {
+			continue
+		}
+		tc := cfg.TLS.Clone()
+		tc.ServerName = u.Hostname()
+		tc.NextProtos = []string{"h2"}
+		d := &net.Dialer{Timeout: 2 * time.Second}
+		conn, err := tls.DialWithDialer(d, "tcp", u.Host, tc)
+		if err == nil {
+			// With TLS 1.3 the server checks the client's certificate
+			// after the client's handshake ends: read its first frame.
+			_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+			var b [1]byte
+			_, err = conn.Read(b[:])
+			conn.Close()
+			var ne net.Error
+			if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+				continue
+			}
+		}
+		var ua x509.UnknownAuthorityError
+		var hn x509.HostnameError
+		switch {
+		case errors.As(err, &ua):
+			return fmt.Errorf("%s: the etcd server's certificate is not signed by a CA in --etcd-ca-file: %w", ep, err)
+		case errors.As(err, &hn):
+			return fmt.Errorf("%s: the etcd server's certificate does not name this host: %w", ep, err)
+		case strings.Contains(err.Error(), "certificate required") || strings.Contains(err.Error(), "bad certificate") ||
+			strings.Contains(err.Error(), "unknown certificate authority"):
+			if cfg.TLS.GetClientCertificate == nil {
+				return fmt.Errorf("%s: etcd wants a client certificate: give --etcd-cert-file and --etcd-key-file: %w", ep, err)
+			}
+			return fmt.Errorf("%s: etcd refused the client certificate of --etcd-cert-file (not signed by its --trusted-ca-file?): %w", ep, err)
+		default:
+			return fmt.Errorf("%s: %w", ep, err)
+		}
+	}
+	return nil
+}
+
+// clientCN is the common name of the client certificate tc presents.
+func clientCN(tc *tls.Config) string {
+	if tc == nil || tc.GetClientCertificate == nil {
+		return ""
+	}
+	c, err := tc.GetClientCertificate(&tls.CertificateRequestInfo{})
+	if err != nil || c == nil || len(c.Certificate) == 0 {
+		return ""
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return ""
+	}
+	return leaf.Subject.CommonName
+}
