@@ -56,7 +56,7 @@ chmod 700 "$STATE"
 
 if command -v flock >/dev/null; then
 	exec 9>>"$STATE/vault-up.lock"
-	flock -w 3000 9 || die "another vault-up.sh holds $STATE/vault-up.lock"
+	flock -w 3900 9 || die "another vault-up.sh holds $STATE/vault-up.lock"
 fi
 
 alive() { [[ -f $PIDF ]] && kill -0 "$(cat "$PIDF")" 2>/dev/null; }

@@ -6,6 +6,8 @@
 # stdout. Exit codes: 0 built or cached; 4 impossible (no go, no module proxy,
 # compile error, time-out); 5 not cached and MERIDIAN_VAULT_NO_BUILD=1 (which
 # only looks).
+# Environment: MERIDIAN_VAULT_CACHE (the cache above), MERIDIAN_VAULT_BUILD_TIMEOUT
+# (seconds for each step, default 3600), MERIDIAN_VAULT_NO_BUILD=1 (see exit 5).
 #
 # Vault is BUSL-licensed: it is a TEST DEPENDENCY ONLY. It runs as a local dev
 # server for tests; it never goes into an image, a chart or a release
@@ -60,7 +62,7 @@ set -euo pipefail
 VAULT_VERSION=${VAULT_VERSION:-v1.21.0}
 KUBE_AUTH_VERSION=v0.23.0 # vault-plugin-auth-kubernetes, as pinned in tools/vault/go.mod
 CACHE=${MERIDIAN_VAULT_CACHE:-$HOME/.cache/meridian/vault-$VAULT_VERSION}
-BUILD_TIMEOUT=${MERIDIAN_VAULT_BUILD_TIMEOUT:-2400}
+BUILD_TIMEOUT=${MERIDIAN_VAULT_BUILD_TIMEOUT:-3600}
 STAMP_WANT="vault=$VAULT_VERSION tags=minimal auth-kubernetes=$KUBE_AUTH_VERSION"
 
 here=$(cd "$(dirname "$0")" && pwd)
