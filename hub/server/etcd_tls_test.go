@@ -351,3 +351,50 @@ func TestEtcdTLSTwoReplicasElectAndTakeOver(t *testing.T) {
 	})
 	submitAndWait(t, "http://"+follower.Addrs().HTTP)
 }
+
+// TestEtcdTLSClientCertificateReloadedWhenChanged: a rotated client
+// certificate is presented on the next connection; a half-written one
+// keeps the last good pair.
+func TestEtcdTLSClientCertificateReloadedWhenChanged(t *testing.T) {
+	a, b := testpki.New(t), testpki.New(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	copyFile := func(from, to string) {
+		t.Helper()
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(a.ClientCertFile, certFile)
+	copyFile(a.ClientKeyFile, keyFile)
+	tc := mustTLS(t, EtcdClient{CertFile: certFile, KeyFile: keyFile})
+	issuer := func() string {
+		t.Helper()
+		c, err := tc.GetClientCertificate(&tls.CertificateRequestInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(leaf.AuthorityKeyId)
+	}
+	first := issuer()
+	// Half a rotation: the new certificate beside the old key. (The
+	// files are looked at no more than once a second.)
+	copyFile(b.ClientCertFile, certFile)
+	time.Sleep(1100 * time.Millisecond)
+	if issuer() != first {
+		t.Fatal("a certificate that does not match its key was taken")
+	}
+	copyFile(b.ClientKeyFile, keyFile)
+	time.Sleep(1100 * time.Millisecond)
+	if issuer() == first {
+		t.Fatal("the rotated certificate was not picked up")
+	}
+}
