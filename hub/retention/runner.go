@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -133,6 +134,12 @@ type Runner struct {
 	// afterSelect, when set, runs between the list and the first delete
 	// (tests: change state in that window).
 	afterSelect func()
+
+	// lastListed is how many finished workloads the last pass listed: the
+	// next pass sizes its list from it instead of growing it by copies
+	// (at tens of thousands of stored workloads and a pass a second while
+	// catching up, the copies were most of retention's CPU).
+	lastListed atomic.Int64
 }
 
 // New checks deps and returns a Runner.
@@ -333,7 +340,9 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 // every stored workload, most of them finished, and only needs a few of
 // their fields.
 func (r *Runner) listFinished(ctx context.Context, res *Result) ([]entry, error) {
-	var out []entry
+	n := int(r.lastListed.Load())
+	out := make([]entry, 0, n+n/8)
+	defer func() { r.lastListed.Store(int64(len(out))) }()
 	visit := func(key string, value []byte, modRev int64) {
 		res.Scanned++
 		s, err := records.SummarizeWorkload(value)
