@@ -244,6 +244,16 @@ func TestHubRenderedConfigLoads(t *testing.T) {
 			files: []string{"/etc/meridian/nats-auth/nats.creds", "/etc/meridian/nats-tls/ca.crt", "/etc/meridian/nats-tls/tls.crt",
 				"/etc/meridian/nats-tls/tls.key", "/etc/meridian/tls/tls.crt", "/etc/meridian/tls/tls.key", "/etc/meridian/tls/ca.crt",
 				"/etc/meridian/oidc-0/ca.crt"}},
+		"several replicas, etcd TLS and user": {values: hubHA(map[string]any{
+			"etcd": map[string]any{"endpoints": []any{"https://etcd-0.etcd:2379", "https://etcd-1.etcd:2379"},
+				"tls":  map[string]any{"existingSecret": "hub-etcd-tls"},
+				"auth": map[string]any{"user": "meridian", "existingSecret": "hub-etcd-auth"}}}),
+			etcd: []string{"https://etcd-0.etcd:2379", "https://etcd-1.etcd:2379"}, natsURL: "tls://nats.nats:4222", issuers: 1, tlsOn: true, tokens: true,
+			files: []string{"/etc/meridian/etcd-tls/ca.crt", "/etc/meridian/etcd-tls/tls.crt", "/etc/meridian/etcd-tls/tls.key",
+				"/etc/meridian/etcd-auth/password",
+				"/etc/meridian/nats-auth/nats.creds", "/etc/meridian/nats-tls/ca.crt", "/etc/meridian/nats-tls/tls.crt",
+				"/etc/meridian/nats-tls/tls.key", "/etc/meridian/tls/tls.crt", "/etc/meridian/tls/tls.key", "/etc/meridian/tls/ca.crt",
+				"/etc/meridian/oidc-0/ca.crt"}},
 		"token auth, no bootstrap token": {values: hubHA(map[string]any{
 			"nats": map[string]any{"url": "nats://nats:4222", "auth": map[string]any{"existingSecret": "hub-nats", "type": "password", "user": "hub"}},
 			"auth": map[string]any{"bootstrapAdminToken": false}}),
@@ -310,7 +320,7 @@ func TestHubRenderedConfigLoads(t *testing.T) {
 				t.Errorf("admin token file %q", conf.Auth.AdminTokenFile)
 			}
 			// Every file named is mounted (Secret volumes map key to path).
-			named := []string{conf.NATS.CredsFile, conf.NATS.NKeyFile, conf.NATS.PasswordFile, conf.NATS.TokenFile,
+			named := []string{conf.Etcd.TLS.CAFile, conf.Etcd.TLS.CertFile, conf.Etcd.TLS.KeyFile, conf.Etcd.PasswordFile, conf.NATS.CredsFile, conf.NATS.NKeyFile, conf.NATS.PasswordFile, conf.NATS.TokenFile,
 				conf.NATS.TLS.CAFile, conf.NATS.TLS.CertFile, conf.NATS.TLS.KeyFile,
 				conf.API.TLS.CertFile, conf.API.TLS.KeyFile, conf.API.TLS.ClientCAFile}
 			for _, is := range conf.Auth.OIDC.Issuers {
@@ -352,6 +362,10 @@ func TestHubBadValuesAreRefusedNamingTheField(t *testing.T) {
 		"zero replicas":                         {hubMinimal(map[string]any{"replicaCount": 0}), "replicaCount"},
 		"etcd endpoint without scheme":          {hubMinimal(map[string]any{"etcd": map[string]any{"endpoints": []any{"etcd:2379"}}}), "endpoints"},
 		"NATS URL without scheme":               {hubMinimal(map[string]any{"nats": map[string]any{"url": "nats:4222"}}), "url"},
+		"etcd TLS on the embedded etcd":         {hubMinimal(map[string]any{"etcd": map[string]any{"tls": map[string]any{"existingSecret": "x"}}}), "etcd.endpoints"},
+		"etcd TLS with an http endpoint":        {hubHA(map[string]any{"etcd": map[string]any{"endpoints": []any{"http://etcd:2379"}, "tls": map[string]any{"existingSecret": "x"}}}), "https://"},
+		"etcd user without a Secret":            {hubHA(map[string]any{"etcd": map[string]any{"endpoints": []any{"https://etcd:2379"}, "auth": map[string]any{"user": "meridian"}}}), "etcd.auth.existingSecret"},
+		"etcd password Secret without a user":   {hubHA(map[string]any{"etcd": map[string]any{"endpoints": []any{"https://etcd:2379"}, "auth": map[string]any{"existingSecret": "x"}}}), "etcd.auth.user"},
 		"NATS auth on the embedded NATS":        {hubMinimal(map[string]any{"nats": map[string]any{"auth": map[string]any{"existingSecret": "x"}}}), "nats.url"},
 		"password without user":                 {hubHA(map[string]any{"nats": map[string]any{"url": "nats://n:4222", "auth": map[string]any{"existingSecret": "x", "type": "password"}}}), "nats.auth.user"},
 		"unknown NATS auth type":                {hubHA(map[string]any{"nats": map[string]any{"url": "nats://n:4222", "auth": map[string]any{"existingSecret": "x", "type": "jwt"}}}), "type"},

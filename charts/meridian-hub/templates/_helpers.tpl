@@ -41,6 +41,25 @@ app.kubernetes.io/component: hub
 {{- if and .Values.api.tls.clientCA (not .Values.api.tls.existingSecret) }}
 {{- fail "api.tls.clientCA: mutual TLS needs api.tls.existingSecret" }}
 {{- end }}
+{{- if and (not .Values.etcd.endpoints) (or .Values.etcd.tls.existingSecret .Values.etcd.auth.existingSecret .Values.etcd.auth.user) }}
+{{- fail "etcd.endpoints: etcd.tls and etcd.auth are for an external etcd; the embedded etcd listens on loopback without them" }}
+{{- end }}
+{{- if .Values.etcd.tls.existingSecret }}
+{{- if and (not .Values.etcd.tls.caKey) (not .Values.etcd.tls.clientCert) }}
+{{- fail "etcd.tls: the Secret gives nothing to mount: set caKey or clientCert" }}
+{{- end }}
+{{- range .Values.etcd.endpoints }}
+{{- if not (hasPrefix "https://" .) }}
+{{- fail (printf "etcd.endpoints: %s: with etcd.tls every endpoint must be https://" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and .Values.etcd.auth.user (not .Values.etcd.auth.existingSecret) }}
+{{- fail "etcd.auth.existingSecret: etcd.auth.user needs its password from a Secret" }}
+{{- end }}
+{{- if and .Values.etcd.auth.existingSecret (not .Values.etcd.auth.user) }}
+{{- fail "etcd.auth.user: required with etcd.auth.existingSecret" }}
+{{- end }}
 {{- if and (not .Values.nats.url) (or .Values.nats.auth.existingSecret .Values.nats.tls.existingSecret) }}
 {{- fail "nats.url: nats.auth and nats.tls are for an external NATS; the embedded NATS listens on loopback without credentials" }}
 {{- end }}
