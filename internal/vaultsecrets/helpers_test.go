@@ -207,7 +207,8 @@ func newProxy(t testing.TB, backend string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	p := &proxy{ln: ln, backend: backend, conns: map[net.Conn]bool{}}
+	p := &proxy{ln: ln, conns: map[net.Conn]bool{}}
+	p.setBackend(backend)
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.setBackend("") })
 	return p
