@@ -17,7 +17,14 @@ const (
 	DefaultK8sRackLabel      = "topology.kubernetes.io/rack"
 	MaxTimeScale             = 1e6
 	MaxSharedReplicas        = 1000
+	DefaultVaultKVMount      = "secret"
+	DefaultVaultPKIMount     = "pki"
+	DefaultVaultCredsKey     = "creds"
+	DefaultVaultKVRefresh    = 5 * time.Minute
 )
+
+// VaultAuthMethods are the Vault auth methods the agent logs in with.
+var VaultAuthMethods = []string{"token", "approle", "kubernetes"}
 
 // FractionalModes and GangModes the Kubernetes connector knows.
 var (
@@ -44,5 +51,7 @@ func Default() *AgentConfiguration {
 			Classes: map[string]string{}, GPUMemoryMiB: map[string]int64{}},
 		Kubernetes: Kubernetes{Namespace: DefaultK8sNamespace, RackLabel: DefaultK8sRackLabel, SharedReplicas: 1, Gang: "none",
 			FractionalModes: []string{}, Tolerate: []string{}, Classes: map[string]string{}, NodeSelector: map[string]string{}},
+		Vault: Vault{KVMount: DefaultVaultKVMount, PKIMount: DefaultVaultPKIMount, NATSCredsKey: DefaultVaultCredsKey,
+			KVRefresh: cc.Duration(DefaultVaultKVRefresh)},
 	}
 }

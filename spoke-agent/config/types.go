@@ -36,6 +36,38 @@ type AgentConfiguration struct {
 	Simcluster  Simcluster `yaml:"simcluster"`
 	Slurm       Slurm      `yaml:"slurm"`
 	Kubernetes  Kubernetes `yaml:"kubernetes"`
+	// Vault, when vault.addr is set, supplies the NATS credentials (KV v2)
+	// and the NATS client certificate (PKI) instead of files.
+	Vault Vault `yaml:"vault"`
+}
+
+// Vault is where the agent gets its NATS secrets when they do not come
+// from files (docs/vault.md).
+type Vault struct {
+	// Addr turns Vault on, e.g. https://vault.example:8200.
+	Addr   string `yaml:"addr"`
+	CAFile string `yaml:"caFile"`
+	// Auth is token, approle or kubernetes.
+	Auth      string `yaml:"auth"`
+	AuthMount string `yaml:"authMount"`
+	// Role is the Kubernetes auth role.
+	Role                string `yaml:"role"`
+	TokenFile           string `yaml:"tokenFile"`
+	AppRoleRoleIDFile   string `yaml:"appRoleRoleIDFile"`
+	AppRoleSecretIDFile string `yaml:"appRoleSecretIDFile"`
+	KubernetesTokenFile string `yaml:"kubernetesTokenFile"`
+	// KVMount and NATSCredsPath name the KV v2 secret holding the NATS
+	// credentials under NATSCredsKey; empty path: not from Vault.
+	KVMount       string      `yaml:"kvMount"`
+	NATSCredsPath string      `yaml:"natsCredsPath"`
+	NATSCredsKey  string      `yaml:"natsCredsKey"`
+	KVRefresh     cc.Duration `yaml:"kvRefresh"`
+	// PKIMount and PKIRole sign the NATS client certificate; empty role:
+	// not from Vault.
+	PKIMount      string      `yaml:"pkiMount"`
+	PKIRole       string      `yaml:"pkiRole"`
+	PKICommonName string      `yaml:"pkiCommonName"`
+	PKITTL        cc.Duration `yaml:"pkiTTL"`
 }
 
 // NATS is the connection to the hub's NATS.

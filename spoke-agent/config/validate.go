@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -87,6 +88,7 @@ func Validate(c *AgentConfiguration) cc.ErrorList {
 			errs.Addf("labels", "a label name must not be empty")
 		}
 	}
+	validateVault(&errs, c)
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.Logging.Level)); err != nil {
 		errs.Addf("logging.level", "want debug, info, warn or error (got %q)", c.Logging.Level)
@@ -149,5 +151,70 @@ func validateKubernetes(errs *cc.ErrorList, k *Kubernetes) {
 		}
 	default:
 		errs.Addf("kubernetes.gang", "want none, coscheduling or kueue (got %q)", k.Gang)
+	}
+}
+
+func validateVault(errs *cc.ErrorList, c *AgentConfiguration) {
+	v := &c.Vault
+	if v.Addr == "" {
+		for _, f := range []struct{ path, v string }{{"vault.auth", v.Auth}, {"vault.natsCredsPath", v.NATSCredsPath}, {"vault.pkiRole", v.PKIRole}} {
+			if f.v != "" {
+				errs.Addf(f.path, "needs vault.addr (--vault-addr)")
+			}
+		}
+		return
+	}
+	if u, err := url.Parse(v.Addr); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs.Addf("vault.addr", "want http(s)://host:port (got %q)", v.Addr)
+	}
+	switch v.Auth {
+	case "token":
+		if v.TokenFile == "" {
+			errs.Addf("vault.tokenFile", "required with vault.auth token (--vault-token-file)")
+		}
+	case "approle":
+		if v.AppRoleRoleIDFile == "" {
+			errs.Addf("vault.appRoleRoleIDFile", "required with vault.auth approle (--vault-approle-role-id-file)")
+		}
+		if v.AppRoleSecretIDFile == "" {
+			errs.Addf("vault.appRoleSecretIDFile", "required with vault.auth approle (--vault-approle-secret-id-file)")
+		}
+	case "kubernetes":
+		if v.Role == "" {
+			errs.Addf("vault.role", "required with vault.auth kubernetes (--vault-role)")
+		}
+	case "":
+		errs.Addf("vault.auth", "required with vault.addr: token, approle or kubernetes (--vault-auth)")
+	default:
+		errs.Addf("vault.auth", "want token, approle or kubernetes (got %q)", v.Auth)
+	}
+	if v.NATSCredsPath == "" && v.PKIRole == "" {
+		errs.Addf("vault", "vault.addr is set but nothing comes from Vault: give vault.natsCredsPath (--vault-nats-creds-path) and/or vault.pkiRole (--vault-pki-role)")
+	}
+	if v.NATSCredsPath != "" {
+		n := c.NATS
+		if n.CredsFile != "" || n.NKeyFile != "" || n.User != "" || n.TokenFile != "" || n.Token != "" {
+			errs.Addf("vault.natsCredsPath", "the NATS credential comes from Vault; do not also give nats.credsFile, nkeyFile, user or token")
+		}
+		if strings.Trim(v.KVMount, "/") == "" {
+			errs.Addf("vault.kvMount", "required with vault.natsCredsPath")
+		}
+		if v.NATSCredsKey == "" {
+			errs.Addf("vault.natsCredsKey", "required with vault.natsCredsPath")
+		}
+		if v.KVRefresh <= 0 {
+			errs.Addf("vault.kvRefresh", "must be positive (got %s)", v.KVRefresh)
+		}
+	}
+	if v.PKIRole != "" {
+		if c.NATS.TLS.CertFile != "" || c.NATS.TLS.KeyFile != "" {
+			errs.Addf("vault.pkiRole", "the NATS client certificate comes from Vault; do not also give nats.tls.certFile or keyFile")
+		}
+		if strings.Trim(v.PKIMount, "/") == "" {
+			errs.Addf("vault.pkiMount", "required with vault.pkiRole")
+		}
+		if v.PKITTL < 0 {
+			errs.Addf("vault.pkiTTL", "must not be negative (got %s)", v.PKITTL)
+		}
 	}
 }
