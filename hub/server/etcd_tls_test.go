@@ -4,107 +4,20 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+	"github.com/meridian-gpu/meridian/internal/testetcd"
 	"github.com/meridian-gpu/meridian/internal/testpki"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
-
-// externalEtcd is a real etcd member on 127.0.0.1 that the hub reaches
-// over the network, as it would a separate etcd cluster.
-type externalEtcd struct {
-	e        *embed.Etcd
-	endpoint string
-}
-
-// etcdOpts say how startExternalEtcd secures the member.
-type etcdOpts struct {
-	// pki, when set, serves clients over TLS and requires a client
-	// certificate signed by its CA.
-	pki *testpki.PKI
-}
-
-// startExternalEtcd starts a member with its data in a temporary dir and
-// stops it when the test ends.
-func startExternalEtcd(t *testing.T, o etcdOpts) *externalEtcd {
-	t.Helper()
-	ec := embed.NewConfig()
-	ec.Name = "external"
-	ec.Dir = t.TempDir()
-	ec.TickMs, ec.ElectionMs = 10, 100
-	ec.UnsafeNoFsync = true
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	ec.EnableGRPCGateway = false
-	scheme := "http"
-	if o.pki != nil {
-		scheme = "https"
-		certFile, keyFile := writeServerPair(t, o.pki)
-		ec.ClientTLSInfo.CertFile, ec.ClientTLSInfo.KeyFile = certFile, keyFile
-		ec.ClientTLSInfo.TrustedCAFile = o.pki.CAFile
-		ec.ClientTLSInfo.ClientCertAuth = true
-	}
-	cu := url.URL{Scheme: scheme, Host: "127.0.0.1:" + strconv.Itoa(freePort(t))}
-	pu := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort(t))}
-	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
-	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
-	e, err := embed.StartEtcd(ec)
-	if err != nil {
-		t.Fatalf("start the external etcd: %v", err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatalf("external etcd failed: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("external etcd not ready after 20s")
-	}
-	return &externalEtcd{e: e, endpoint: cu.String()}
-}
-
-// writeServerPair writes the PKI's server certificate and key as PEM
-// files, as etcd reads them.
-func writeServerPair(t *testing.T, p *testpki.PKI) (certFile, keyFile string) {
-	t.Helper()
-	dir := t.TempDir()
-	kder, err := x509.MarshalPKCS8PrivateKey(p.Server.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.Server.Certificate[0]}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // mtls is the hub's client side of p: its CA, certificate and key.
 func mtls(p *testpki.PKI) EtcdClient {
@@ -149,8 +62,8 @@ func submitAndWait(t *testing.T, base string) {
 // agent and comes back SUCCEEDED, the state living in that etcd.
 func TestEtcdTLSHubRunsAWorkloadOnExternalEtcdWithClientCertificates(t *testing.T) {
 	p := testpki.New(t)
-	ext := startExternalEtcd(t, etcdOpts{pki: p})
-	s, _ := runHub(t, etcdHubConfig(t, "hub-tls", ext.endpoint, mtls(p), ""))
+	ext := testetcd.Start(t, testetcd.Options{PKI: p})
+	s, _ := runHub(t, etcdHubConfig(t, "hub-tls", ext.Endpoint, mtls(p), ""))
 	waitReady(t, s)
 	if emb, _ := s.Embedded(); emb {
 		t.Fatal("hub runs its own etcd, want the external one")
@@ -167,7 +80,7 @@ func TestEtcdTLSHubRunsAWorkloadOnExternalEtcdWithClientCertificates(t *testing.
 	submitAndWait(t, base)
 
 	// The workloads are in the external etcd, under /meridian/.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ext.endpoint}, DialTimeout: 5 * time.Second, TLS: mustTLS(t, mtls(p))})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ext.Endpoint}, DialTimeout: 5 * time.Second, TLS: mustTLS(t, mtls(p))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +106,7 @@ func mustTLS(t *testing.T, e EtcdClient) *tls.Config {
 // does not trust it, does not start, and says why in terms of its flags.
 func TestEtcdTLSRefusals(t *testing.T) {
 	p := testpki.New(t)
-	ext := startExternalEtcd(t, etcdOpts{pki: p})
+	ext := testetcd.Start(t, testetcd.Options{PKI: p})
 	other := testpki.New(t) // another CA, which signed neither side
 	tests := map[string]struct {
 		ec   EtcdClient
@@ -209,7 +122,7 @@ func TestEtcdTLSRefusals(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := New(etcdHubConfig(t, "hub-refused", ext.endpoint, tc.ec, ""))
+			_, err := New(etcdHubConfig(t, "hub-refused", ext.Endpoint, tc.ec, ""))
 			if err == nil {
 				t.Fatal("the hub started, want a refusal")
 			}
@@ -298,14 +211,14 @@ func writeOtherKey(t *testing.T) string {
 // schedules.
 func TestEtcdTLSTwoReplicasElectAndTakeOver(t *testing.T) {
 	p := testpki.New(t)
-	ext := startExternalEtcd(t, etcdOpts{pki: p})
+	ext := testetcd.Start(t, testetcd.Options{PKI: p})
 	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ns.Close() })
-	a, stopA := runHub(t, etcdHubConfig(t, "hub-a", ext.endpoint, mtls(p), ns.ClientURL()))
-	b, stopB := runHub(t, etcdHubConfig(t, "hub-b", ext.endpoint, mtls(p), ns.ClientURL()))
+	a, stopA := runHub(t, etcdHubConfig(t, "hub-a", ext.Endpoint, mtls(p), ns.ClientURL()))
+	b, stopB := runHub(t, etcdHubConfig(t, "hub-b", ext.Endpoint, mtls(p), ns.ClientURL()))
 	waitReady(t, a)
 	waitReady(t, b)
 	var leader, follower *Server
