@@ -191,7 +191,11 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 		}
 		l.m.staleEvents.Inc()
 		l.log.Info("ignored event for a dispatch that is not current", "dispatch", id, "type", ev.GetType().String(), "cluster", cluster, "why", why)
-		if stillRuns {
+		// A dispatch that ended needs no cancel: its ACCEPTED or RUNNING
+		// is a redelivery (a hub that applied it died before the ack).
+		// Work an agent really still runs is in its heartbeat, and the
+		// heartbeat check (reconcileReports) cancels what is not current.
+		if stillRuns && why != whyFinished {
 			l.sendCancel(t, cluster, id, ev.GetWorkloadId(), "dispatch is no longer current", false)
 		}
 		return nil
@@ -312,11 +316,15 @@ func (l *Loop) findDispatch(x *evTx, id, workloadID string) (r *Record, ri, wi *
 		if wi, err = x.workload(wk); err != nil {
 			return nil, nil, nil, "", err
 		}
-		if wi != nil && wi.w.GetStatus().GetDispatchId() == id && folded(wi.w) {
-			if !active(wi.w.GetStatus().GetPhase()) {
-				return nil, nil, nil, "the dispatch has finished", nil
+		if wi != nil && wi.w.GetStatus().GetDispatchId() == id {
+			switch ph := wi.w.GetStatus().GetPhase(); {
+			case finished(ph):
+				// Its record, if an older hub wrote one, went with the
+				// finish.
+				return nil, nil, nil, whyFinished, nil
+			case active(ph) && folded(wi.w):
+				return recordOf(wi.w), nil, wi, "", nil
 			}
-			return recordOf(wi.w), nil, wi, "", nil
 		}
 	}
 	rk, err := DispatchKey(id)
@@ -345,6 +353,10 @@ func (l *Loop) findDispatch(x *evTx, id, workloadID string) (r *Record, ri, wi *
 	}
 	return r, ri, wi, "", nil
 }
+
+// whyFinished is findDispatch's reason for a dispatch whose workload has
+// ended with it.
+const whyFinished = "the dispatch has finished"
 
 // drop deletes a stored dispatch record with the transaction; nothing for a
 // folded one (nil), which goes with its workload's write.

@@ -147,11 +147,18 @@ func testEventAgainstLaggingCache(t *testing.T, legacy bool) {
 	if _, _, err := st.Get(ctx, rk); !store.IsNotFound(err) {
 		t.Fatalf("dispatch record after the finish: err = %v, want it deleted (or never written)", err)
 	}
-	// A redelivered finish is stale and changes nothing.
+	// A redelivered finish is stale and changes nothing; nor do a
+	// redelivered ACCEPTED and RUNNING (a hub that applied them died
+	// before the ack), which must not earn the finished dispatch a cancel.
 	_, before, _ := st.Get(ctx, wk)
 	send(agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED)
+	send(agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING)
+	send(agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED)
 	if _, after, _ := st.Get(ctx, wk); after != before {
-		t.Fatalf("a repeated finish rewrote the workload (revision %d -> %d)", before, after)
+		t.Fatalf("a repeated event rewrote the finished workload (revision %d -> %d)", before, after)
+	}
+	if len(tm.cancelled) != 0 {
+		t.Fatalf("cancels sent for a dispatch that succeeded: %v", tm.cancelled)
 	}
 }
 
