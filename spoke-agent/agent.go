@@ -122,6 +122,11 @@ type Agent struct {
 	hbInterval  atomic.Int64
 	advInterval atomic.Int64
 	refused     atomic.Bool
+	// unanswered: the last register got no answer (no hub listening, or
+	// none in time). reconnectLoop tries again with a growing pause, so
+	// an agent that started before its hub, or outlived a hub restart
+	// with NATS up all along, registers once a hub is back.
+	unanswered atomic.Bool
 
 	eventSeq atomic.Uint64 // guarded by mu for ordering, atomic for reads
 	hbSeq    atomic.Uint64
@@ -861,13 +866,19 @@ func (a *Agent) register(ctx context.Context) {
 	defer cancel()
 	msg, err := a.bus.Conn().RequestWithContext(rctx, RegisterSubject(a.cfg.ClusterID), payload)
 	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
-			a.log.Info("no hub answered register; carrying on with heartbeats", "err", err)
-		} else {
-			a.log.Warn("register failed; carrying on with heartbeats", "err", err)
+		if !a.unanswered.Load() { // say it once, not at every retry
+			if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+				a.log.Info("no hub answered register; carrying on with heartbeats and trying again", "err", err)
+			} else {
+				a.log.Warn("register failed; carrying on with heartbeats and trying again", "err", err)
+			}
 		}
 		a.refused.Store(false)
+		a.unanswered.Store(true)
 		return
+	}
+	if a.unanswered.Swap(false) {
+		a.log.Info("a hub answered register")
 	}
 	var ack agentv1.RegisterAck
 	if err := proto.Unmarshal(msg.Data, &ack); err != nil {
@@ -902,6 +913,20 @@ func (a *Agent) register(ctx context.Context) {
 	a.log.Info("registered with the hub", "hub", ack.GetHubId(), "current", len(ack.GetCurrentDispatchIds()))
 }
 
+// registerRetryMin is the first pause before registering again when no
+// hub answered.
+const registerRetryMin = 500 * time.Millisecond
+
+// nextRegisterPause doubles the pause between unanswered registers, from
+// registerRetryMin up to limit.
+func nextRegisterPause(prev, limit time.Duration) time.Duration {
+	next := max(2*prev, registerRetryMin)
+	if limit > 0 && next > limit {
+		next = max(limit, registerRetryMin)
+	}
+	return next
+}
+
 func connectorKind(k string) meridianv1.ConnectorKind {
 	switch k {
 	case "kubernetes":
@@ -915,16 +940,25 @@ func connectorKind(k string) meridianv1.ConnectorKind {
 }
 
 // reconnectLoop re-lists local work, re-registers and re-advertises after
-// every reconnect, and retries a refused register.
+// every reconnect, retries a refused register, and retries an unanswered
+// one with a pause that doubles from registerRetryMin up to the advertise
+// interval.
 func (a *Agent) reconnectLoop(ctx context.Context) {
 	nc := a.bus.Conn()
 	ch := nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING)
 	defer nc.RemoveStatusListener(ch)
 	a.m.connected.Set(1)
+	pause := time.Duration(0)
 	for {
 		var retry <-chan time.Time
-		if a.refused.Load() {
+		switch {
+		case a.refused.Load():
 			retry = time.After(time.Duration(a.advInterval.Load()))
+		case a.unanswered.Load():
+			pause = nextRegisterPause(pause, time.Duration(a.advInterval.Load()))
+			retry = time.After(pause)
+		default:
+			pause = 0
 		}
 		select {
 		case <-ctx.Done():

@@ -865,3 +865,39 @@ func TestAgentRestartAdoptsWork(t *testing.T) {
 		}
 	}
 }
+
+// An agent whose first register finds no hub (started before it, or
+// outliving a hub restart while NATS stayed up) registers once a hub
+// listens, without a reconnect to prompt it.
+func TestRegisterRetriedUntilAHubAnswers(t *testing.T) {
+	e := newEnv(t, nil)
+	time.Sleep(300 * time.Millisecond) // the first register has found nobody
+	got := make(chan *agentv1.Register, 16)
+	sub, err := e.hub.Conn().Subscribe(agent.RegisterSubject(clusterID), func(m *nats.Msg) {
+		var reg agentv1.Register
+		if err := proto.Unmarshal(m.Data, &reg); err != nil {
+			t.Errorf("register: %v", err)
+			return
+		}
+		ack, _ := proto.Marshal(&agentv1.RegisterAck{ClusterId: clusterID, Accepted: true, HubId: "hub-late"})
+		_ = m.Respond(ack)
+		got <- &reg
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	select {
+	case reg := <-got:
+		if reg.GetClusterId() != clusterID {
+			t.Fatalf("register from %q", reg.GetClusterId())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no register reached a hub that started after the agent")
+	}
+	// Answered: the agent stops asking.
+	time.Sleep(2 * time.Second)
+	if n := len(got); n > 0 {
+		t.Fatalf("%d more registers after one was answered", n)
+	}
+}
