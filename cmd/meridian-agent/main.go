@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/meridian-gpu/meridian/connectors/simcluster"
@@ -118,6 +119,10 @@ func newOptions(c *agentconfig.AgentConfiguration) (*options, error) {
 		CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, User: n.User, PasswordFile: n.PasswordFile, TokenFile: n.TokenFile,
 		TLSCA: n.TLS.CAFile, TLSCert: n.TLS.CertFile, TLSKey: n.TLS.KeyFile,
 	}
+	if c.Vault.Addr != "" && c.Vault.PKIRole != "" {
+		// TLS comes with the client certificate from Vault (serve).
+		flags.TLSCA = ""
+	}
 	natsOpts, err := flags.Options(n.URL)
 	if err != nil {
 		return nil, err
@@ -166,18 +171,35 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	var vs *vaultSecrets
+	natsOpts := o.natsOpts
+	if c.Vault.Addr != "" {
+		vctx, vcancel := context.WithTimeout(ctx, c.NATS.ConnectTimeout.D())
+		vs, err = startVault(vctx, c, log, reg)
+		vcancel()
+		if err != nil {
+			return err
+		}
+		natsOpts = append(append([]natsbus.Option{}, natsOpts...), vs.natsOpts...)
+	}
 	cctx, cancel := context.WithTimeout(ctx, c.NATS.ConnectTimeout.D())
 	nopts := append([]natsbus.Option{natsbus.WithName("meridian-agent " + c.ClusterID), natsbus.WithLogger(log),
-		natsbus.WithTracerProvider(tr.TracerProvider()), natsbus.WithInboxPrefix(inbox)}, o.natsOpts...)
+		natsbus.WithTracerProvider(tr.TracerProvider()), natsbus.WithInboxPrefix(inbox)}, natsOpts...)
 	bus, err := natsbus.Connect(cctx, c.NATS.URL, nopts...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("--nats-url: %w", err)
 	}
 	defer bus.Close()
+	if vs != nil {
+		vctx, vcancel := context.WithCancel(ctx)
+		defer vcancel()
+		vs.run(vctx, bus)
+	}
 
 	a, err := agent.New(agent.Config{
-		ClusterID: c.ClusterID, Bus: bus, Connector: conn, Logger: log, Version: version,
+		ClusterID: c.ClusterID, Bus: bus, Connector: conn, Logger: log, Version: version, Metrics: agent.NewMetrics(reg),
 		HeartbeatInterval: c.HeartbeatInterval.D(), AdvertiseInterval: c.AdvertiseInterval.D(), LaunchParallelism: c.LaunchParallelism,
 	})
 	if err != nil {
@@ -192,6 +214,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", a.Metrics().Handler())
+		mux.Handle("/readyz", readyz(vs))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
