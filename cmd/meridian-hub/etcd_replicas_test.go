@@ -6,7 +6,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,6 +146,118 @@ func TestEtcdTLSTwoHubCommandsShareOneEtcd(t *testing.T) {
 		t.Fatal("the leader did not stop within 15s")
 	}
 	waitUntil(t, 15*time.Second, follower.info.HubID+" taking over", func() bool {
+		_, self := follower.leader(t)
+		return self
+	})
+}
+
+// envHubArgs carries a helper process's meridian-hub arguments (JSON).
+const envHubArgs = "MERIDIAN_TEST_HUB_ARGS"
+
+// TestEtcdTLSHubHelperProcess is not a test: run as a child by
+// startHubProcess, it is meridian-hub, so that the test can kill it.
+func TestEtcdTLSHubHelperProcess(t *testing.T) {
+	raw := os.Getenv(envHubArgs)
+	if raw == "" {
+		t.Skip("a helper process for TestEtcdTLSLeaderKilled")
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, args, os.Stdout, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startHubProcess runs meridian-hub with args in a child process (the
+// test binary) and waits until it is ready; the process is killed when
+// the test ends.
+func startHubProcess(t *testing.T, id string, args ...string) (*hubProcess, *exec.Cmd) {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addrs.json")
+	args = append([]string{"--hub-id", id, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--auth", "none",
+		"--leader-ttl", "1s", "--schedule-period", "100ms", "--addr-file", addrFile, "--log-level", "error"}, args...)
+	raw, _ := json.Marshal(args)
+	h := &hubProcess{done: make(chan struct{}), stdout: &syncBuf{}}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEtcdTLSHubHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envHubArgs+"="+string(raw))
+	cmd.Stdout, cmd.Stderr = h.stdout, h.stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { h.err = cmd.Wait(); close(h.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-h.done
+	})
+	h.stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(addrFile); err == nil && json.Unmarshal(b, &h.info) == nil && h.info.HTTP != "" {
+			if resp, err := http.Get("http://" + h.info.HTTP + "/readyz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return h, cmd
+				}
+			}
+		}
+		select {
+		case <-h.done:
+			t.Fatalf("%s exited early: %v\n%s", id, h.err, h.stdout.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 30s\n%s", id, h.stdout.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestEtcdTLSLeaderKilled: two meridian-hub processes on one TLS etcd
+// with a user; the leader is killed (SIGKILL: no resignation, its lease
+// simply expires) and the other takes over within about --leader-ttl.
+func TestEtcdTLSLeaderKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two hub processes")
+	}
+	clearNATSEnv(t)
+	clearEtcdEnv(t)
+	t.Setenv("MERIDIAN_AUTH", "")
+	p := testpki.New(t)
+	x := testetcd.Start(t, testetcd.Options{PKI: p})
+	x.EnableAuth(t, "root-secret", "meridian", "meridian-secret")
+	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+	t.Setenv("MERIDIAN_ETCD_PASSWORD", "meridian-secret") // the password from the environment this time
+	flags := []string{"--etcd-endpoints", x.Endpoint, "--etcd-ca-file", p.CAFile,
+		"--etcd-cert-file", p.ClientCertFile, "--etcd-key-file", p.ClientKeyFile,
+		"--etcd-username", "meridian", "--nats-url", ns.ClientURL()}
+	a, ca := startHubProcess(t, "hub-a", flags...)
+	b, cb := startHubProcess(t, "hub-b", flags...)
+	var follower *hubProcess
+	var leaderCmd *exec.Cmd
+	waitUntil(t, 15*time.Second, "a leader", func() bool {
+		ida, selfA := a.leader(t)
+		idb, selfB := b.leader(t)
+		if ida == "" || ida != idb || selfA == selfB {
+			return false
+		}
+		follower, leaderCmd = b, ca
+		if selfB {
+			follower, leaderCmd = a, cb
+		}
+		return true
+	})
+	if err := leaderCmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 15*time.Second, follower.info.HubID+" taking over from a killed leader", func() bool {
 		_, self := follower.leader(t)
 		return self
 	})
