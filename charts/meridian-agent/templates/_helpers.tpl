@@ -124,6 +124,27 @@ Each message names the value.
 {{- if and (not $tls.existingSecret) $tls.clientCert }}
 {{- fail "hub.tls.clientCert: needs hub.tls.existingSecret holding the certificate and key" }}
 {{- end }}
+{{- $v := .Values.vault }}
+{{- if $v.address }}
+{{- if not $v.role }}
+{{- fail "vault.role: required with vault.address (the Vault Kubernetes auth role of this service account)" }}
+{{- end }}
+{{- if and (not $v.natsCredsPath) (not $v.pkiRole) }}
+{{- fail "vault.address: set vault.natsCredsPath, vault.pkiRole or both (nothing would come from Vault)" }}
+{{- end }}
+{{- if and $v.natsCredsPath (or $auth.existingSecret (include "meridian-agent.inlineCreds" .) .Values.hub.credentials.existingSecret) }}
+{{- fail "vault.natsCredsPath: the NATS credential comes from Vault; do not also set hub.auth or hub.credentials" }}
+{{- end }}
+{{- if and $v.pkiRole $tls.clientCert }}
+{{- fail "vault.pkiRole: the NATS client certificate comes from Vault; do not also set hub.tls.clientCert" }}
+{{- end }}
+{{- else }}
+{{- range $k := list "role" "natsCredsPath" "pkiRole" "caSecret" }}
+{{- if index $v $k }}
+{{- fail (printf "vault.%s: needs vault.address" $k) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and (include "meridian-agent.inlineCreds" .) (contains "@" .Values.hub.natsURL) }}
 {{- fail "hub.natsURL: already carries credentials (user@host); do not also set hub.credentials.user/password/token" }}
 {{- end }}
