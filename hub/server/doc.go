@@ -1,5 +1,6 @@
 // Package server assembles one hub replica: state (embedded etcd unless
-// external endpoints are given), messaging (embedded NATS with JetStream
+// external endpoints are given, reached over TLS and as an etcd user
+// when Config.EtcdClient says so: etcdclient.go), messaging (embedded NATS with JetStream
 // unless a URL is given), the store and its watch cache, the leader
 // elector, the scheduling loop from hub/dispatch, finished-workload
 // retention from hub/retention (on the leader), the gRPC API from

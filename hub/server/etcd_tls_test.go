@@ -119,10 +119,19 @@ func TestEtcdTLSRefusals(t *testing.T) {
 		"client certificate of another CA": {EtcdClient{CAFile: p.CAFile, CertFile: other.ClientCertFile, KeyFile: other.ClientKeyFile},
 			[]string{"etcd refused the client certificate of --etcd-cert-file"}},
 	}
+	// Plaintext to an etcd that serves TLS.
+	tests["http endpoint, no TLS settings"] = struct {
+		ec   EtcdClient
+		want []string
+	}{EtcdClient{}, []string{"no answer over plaintext http", "https:// endpoints and --etcd-ca-file"}}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := New(etcdHubConfig(t, "hub-refused", ext.Endpoint, tc.ec, ""))
+			endpoint := ext.Endpoint
+			if !tc.ec.TLS() {
+				endpoint = "http://" + strings.TrimPrefix(endpoint, "https://")
+			}
+			_, err := New(etcdHubConfig(t, "hub-refused", endpoint, tc.ec, ""))
 			if err == nil {
 				t.Fatal("the hub started, want a refusal")
 			}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -321,6 +322,10 @@ func explainEtcdError(err error, cfg clientv3.Config) error {
 		if herr := probeEtcdTLS(cfg); herr != nil {
 			return fmt.Errorf("TLS handshake with %v (the call: %w)", herr, err)
 		}
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) && strings.Contains(strings.Join(cfg.Endpoints, ","), "http://") {
+		return fmt.Errorf("%w (no answer over plaintext http: is etcd up at this address? an etcd that serves TLS needs https:// endpoints and --etcd-ca-file)", err)
 	}
 	return err
 }
