@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -78,12 +79,13 @@ type Elector struct {
 
 	campaignMu sync.Mutex // serialises Campaign calls
 
-	mu       sync.Mutex // guards the fields below
-	session  *concurrency.Session
-	election *concurrency.Election
-	fence    Fence
-	done     chan struct{}
-	stop     context.CancelFunc
+	mu        sync.Mutex // guards the fields below
+	session   *concurrency.Session
+	election  *concurrency.Election
+	fence     Fence
+	reclaimed int
+	done      chan struct{}
+	stop      context.CancelFunc
 }
 
 // New returns an Elector for replica id. prefix is the election's key prefix
@@ -136,6 +138,10 @@ func (e *Elector) Campaign(ctx context.Context) (Fence, error) {
 	if err != nil {
 		return Fence{}, fmt.Errorf("leader: open session: %w", err)
 	}
+	if err := e.reclaim(ctx, s.Lease()); err != nil {
+		_ = s.Close()
+		return Fence{}, err
+	}
 	el := concurrency.NewElection(s, e.prefix)
 	if err := el.Campaign(ctx, e.id); err != nil {
 		_ = s.Close()
@@ -159,6 +165,40 @@ func (e *Elector) Campaign(ctx context.Context) (Fence, error) {
 	e.session, e.election, e.fence, e.done, e.stop = s, el, f, done, stop
 	e.mu.Unlock()
 	return f, nil
+}
+
+// reclaim revokes the leases of election keys that carry this replica's
+// own id but not its current session: an earlier process of the same
+// replica (a restart on the same data directory) that died without
+// resigning. Its key would otherwise stand in line, or hold the term,
+// until its lease ran out, and the replica would wait out its own old
+// lease. Replica ids must be unique: a second live replica with the same
+// id would have its term taken.
+func (e *Elector) reclaim(ctx context.Context, current clientv3.LeaseID) error {
+	resp, err := e.client.Get(ctx, e.prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("leader: list election keys: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		if string(kv.Value) != e.id || kv.Lease == 0 || clientv3.LeaseID(kv.Lease) == current {
+			continue
+		}
+		if _, err := e.client.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("leader: revoke the lease of an earlier %q (%s): %w", e.id, kv.Key, err)
+		}
+		e.mu.Lock()
+		e.reclaimed++
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// Reclaimed counts the election keys of earlier processes with this
+// replica's id that Campaign removed (see reclaim).
+func (e *Elector) Reclaimed() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reclaimed
 }
 
 // watchTerm closes done when the session ends or the election key is

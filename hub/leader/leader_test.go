@@ -304,3 +304,57 @@ func TestCampaignGivesUpWithContext(t *testing.T) {
 		t.Fatalf("%d election keys after a cancelled campaign, want 1 (no leftovers)", resp.Count)
 	}
 }
+
+// A replica restarted under the same id (the hub keeps it in its data
+// directory) takes the term at once instead of waiting out the lease of
+// its own dead process; a replica with another id still waits.
+func TestRestartUnderTheSameIDReclaimsItsOldLease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := prefixFor(t)
+	c1, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := New(c1, prefix, "hub-a", 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldLease := old.session.Lease()
+	_ = c1.Close() // the process dies without resigning: its lease lives on
+
+	other, err := New(newClient(t), prefix, "hub-b", 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, time.Second)
+	_, err = other.Campaign(wctx)
+	wcancel()
+	if err == nil {
+		t.Fatal("another replica led while the dead one's lease was live")
+	}
+
+	restarted, err := New(newClient(t), prefix, "hub-a", 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer rcancel()
+	f, err := restarted.Campaign(rctx)
+	if err != nil {
+		t.Fatalf("the restarted replica did not lead while its old lease (20 s) was live: %v", err)
+	}
+	if restarted.Reclaimed() != 1 {
+		t.Fatalf("Reclaimed() = %d, want 1", restarted.Reclaimed())
+	}
+	ttl, err := newClient(t).TimeToLive(ctx, oldLease)
+	if err != nil || ttl.TTL != -1 {
+		t.Fatalf("old lease TTL = %+v, %v; want it revoked", ttl, err)
+	}
+	if _, err := FencedTxn(ctx, restarted.client, f, clientv3.OpPut(prefix+"-data", "after-restart")); err != nil {
+		t.Fatalf("commit in the reclaimed term: %v", err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -241,11 +240,9 @@ func New(cfg Config) (s *Server, err error) {
 		cfg.Clock = time.Now
 	}
 	if cfg.HubID == "" {
-		host, _ := os.Hostname()
-		if host == "" {
-			host = "hub"
+		if cfg.HubID, err = defaultHubID(cfg.DataDir); err != nil {
+			return nil, err
 		}
-		cfg.HubID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if cfg.LeaderTTL == 0 {
 		cfg.LeaderTTL = DefaultLeaderTTL
