@@ -9,7 +9,7 @@ var Fields = []cc.Field{
 	{Path: "apiVersion", Usage: "Version of this file's format: " + APIVersion + "."},
 	{Path: "kind", Usage: "Kind of this file: " + Kind + "."},
 	{Path: "hubID", Flag: "hub-id", Env: []string{"MERIDIAN_HUB_ID"},
-		Usage: "this replica's id in the leader election; empty means <hostname>-<pid>"},
+		Usage: "this replica's id in the leader election (unique per replica); empty means the id kept in <data-dir>/hub-id, made on first start, or <hostname>-<pid> without a data dir"},
 	{Path: "dataDir", Flag: "data-dir", Env: []string{"MERIDIAN_HUB_DATA_DIR", "MERIDIAN_DATA_DIR"},
 		Usage: "directory for the embedded etcd and NATS data"},
 	{Path: "addrFile", Flag: "addr-file", Env: []string{"MERIDIAN_ADDR_FILE"},

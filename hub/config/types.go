@@ -14,8 +14,9 @@ const (
 type HubConfiguration struct {
 	APIVersion string `yaml:"apiVersion"`
 	Kind       string `yaml:"kind"`
-	// HubID names this replica in the leader election; empty means
-	// "<hostname>-<pid>".
+	// HubID names this replica in the leader election; empty means the
+	// id kept in <data-dir>/hub-id (made on first start), or
+	// "<hostname>-<pid>" without a data directory.
 	HubID string `yaml:"hubID"`
 	// DataDir holds the embedded etcd and NATS data.
 	DataDir string `yaml:"dataDir"`
