@@ -3,6 +3,7 @@ package vaultsecrets_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +47,7 @@ func TestVaultKubernetesAuth(t *testing.T) {
 	// A namespace with the agent's service account and a stranger; the
 	// agent's may ask for TokenReviews with its own token (Vault then uses
 	// the login token as the reviewer's).
-	ns := "meridian-vault-test"
+	ns := fmt.Sprintf("meridian-vault-test-%d", time.Now().UnixNano()%1_000_000_000)
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestVaultKubernetesAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "meridian-vault-test-auth-delegator"},
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-auth-delegator"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:auth-delegator"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "meridian-agent", Namespace: ns}, {Kind: "ServiceAccount", Name: "stranger", Namespace: ns}}}
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
