@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -135,6 +136,9 @@ func TestEtcdTLSTwoHubCommandsShareOneEtcd(t *testing.T) {
 	})
 	if emb := follower.info.Etcd; len(emb) != 1 || emb[0] != x.Endpoint {
 		t.Fatalf("follower uses etcd %v, want %s", emb, x.Endpoint)
+	}
+	if want := "etcd      " + x.Endpoint + " (external, TLS with a client certificate, user meridian)"; !strings.Contains(a.stdout.String(), want) {
+		t.Fatalf("banner lacks %q:\n%s", want, a.stdout.String())
 	}
 	leader.stop()
 	select {

@@ -98,5 +98,20 @@ func printBanner(w io.Writer, info addrInfo, s *server.Server, o *options) {
 	fmt.Fprintf(w, "  health    http://%s/healthz  http://%s/readyz\n", info.HTTP, info.HTTP)
 	fmt.Fprintf(w, "  metrics   http://%s/metrics\n", info.HTTP)
 	fmt.Fprintf(w, "  NATS      %s (%s)\n", info.NATS, mode(natsEmb))
-	fmt.Fprintf(w, "  etcd      %s (%s)\n", strings.Join(info.Etcd, ","), mode(etcdEmb))
+	fmt.Fprintf(w, "  etcd      %s (%s%s)\n", strings.Join(info.Etcd, ","), mode(etcdEmb), etcdSecurity(o.cfg.EtcdClient))
+}
+
+// etcdSecurity says how the hub reaches an external etcd, for the banner.
+func etcdSecurity(e server.EtcdClient) string {
+	out := ""
+	switch {
+	case e.CertFile != "":
+		out += ", TLS with a client certificate"
+	case e.TLS():
+		out += ", TLS"
+	}
+	if e.Username != "" {
+		out += ", user " + e.Username
+	}
+	return out
 }
