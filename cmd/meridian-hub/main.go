@@ -63,6 +63,11 @@ func serve(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		o.cfg.Logger.Info("OpenTelemetry tracing on (OTEL_TRACES_EXPORTER=otlp)")
 	}
 	o.cfg.TracerProvider = tr.TracerProvider()
+	stopVault, err := startVault(ctx, o, o.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	defer stopVault()
 	s, err := server.New(o.cfg)
 	if err != nil {
 		return err

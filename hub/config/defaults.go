@@ -66,6 +66,7 @@ func Default() *HubConfiguration {
 		},
 		Audit:   Audit{Retention: cc.Duration(DefaultAuditRetention), MaxEvents: DefaultAuditMaxEvents},
 		Logging: Logging{Level: "info", Format: "text"},
+		Vault:   Vault{PKIMount: "pki", PKIAltNames: []string{}, PKIIPSANs: []string{}},
 	}
 }
 

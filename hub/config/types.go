@@ -32,6 +32,28 @@ type HubConfiguration struct {
 	Auth       Auth       `yaml:"auth"`
 	Audit      Audit      `yaml:"audit"`
 	Logging    Logging    `yaml:"logging"`
+	// Vault, when vault.addr is set, supplies the API's serving
+	// certificate from its PKI engine instead of api.tls files.
+	Vault Vault `yaml:"vault"`
+}
+
+// Vault is where the hub gets its API serving certificate (docs/vault.md).
+type Vault struct {
+	Addr                string      `yaml:"addr"`
+	CAFile              string      `yaml:"caFile"`
+	Auth                string      `yaml:"auth"`
+	AuthMount           string      `yaml:"authMount"`
+	Role                string      `yaml:"role"`
+	TokenFile           string      `yaml:"tokenFile"`
+	AppRoleRoleIDFile   string      `yaml:"appRoleRoleIDFile"`
+	AppRoleSecretIDFile string      `yaml:"appRoleSecretIDFile"`
+	KubernetesTokenFile string      `yaml:"kubernetesTokenFile"`
+	PKIMount            string      `yaml:"pkiMount"`
+	PKIRole             string      `yaml:"pkiRole"`
+	PKICommonName       string      `yaml:"pkiCommonName"`
+	PKIAltNames         []string    `yaml:"pkiAltNames"`
+	PKIIPSANs           []string    `yaml:"pkiIPSANs"`
+	PKITTL              cc.Duration `yaml:"pkiTTL"`
 }
 
 // API is how the hub serves its gRPC and REST APIs.

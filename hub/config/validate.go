@@ -45,6 +45,7 @@ func Validate(c *HubConfiguration, opts Options) cc.ErrorList {
 	validateScheduling(&errs, &c.Scheduling)
 	validateRetention(&errs, &c.Retention)
 	validateAuth(&errs, c, opts)
+	validateVault(&errs, c)
 	if c.Audit.Retention < 0 {
 		errs.Addf("audit.retention", "must be 0 (keep events forever) or positive (got %s)", c.Audit.Retention)
 	}
@@ -296,6 +297,51 @@ func validateEtcdSecurity(errs *cc.ErrorList, e *Etcd) {
 	for i, ep := range e.Endpoints {
 		if u, err := url.Parse(ep); err != nil || u.Scheme != "https" || u.Host == "" {
 			errs.Addf(fmt.Sprintf("etcd.endpoints[%d]", i), "the etcd TLS settings (--etcd-ca-file, --etcd-cert-file, --etcd-key-file) need https:// endpoints; %q would connect in plaintext", ep)
+		}
+	}
+}
+
+func validateVault(errs *cc.ErrorList, c *HubConfiguration) {
+	v := &c.Vault
+	if v.Addr == "" {
+		if v.PKIRole != "" || v.Auth != "" {
+			errs.Addf("vault.addr", "required with vault.auth and vault.pkiRole (--vault-addr)")
+		}
+		return
+	}
+	if !strings.HasPrefix(v.Addr, "http://") && !strings.HasPrefix(v.Addr, "https://") {
+		errs.Addf("vault.addr", "want http(s)://host:port (got %q)", v.Addr)
+	}
+	switch v.Auth {
+	case "token":
+		if v.TokenFile == "" {
+			errs.Addf("vault.tokenFile", "required with vault.auth token (--vault-token-file)")
+		}
+	case "approle":
+		if v.AppRoleRoleIDFile == "" || v.AppRoleSecretIDFile == "" {
+			errs.Addf("vault.appRoleRoleIDFile", "vault.auth approle needs vault.appRoleRoleIDFile and vault.appRoleSecretIDFile")
+		}
+	case "kubernetes":
+		if v.Role == "" {
+			errs.Addf("vault.role", "required with vault.auth kubernetes (--vault-role)")
+		}
+	default:
+		errs.Addf("vault.auth", "want token, approle or kubernetes (got %q)", v.Auth)
+	}
+	if v.PKIRole == "" {
+		errs.Addf("vault.pkiRole", "required with vault.addr: the hub takes its API serving certificate from Vault PKI (--vault-pki-role)")
+	} else {
+		if c.API.TLS.CertFile != "" || c.API.TLS.KeyFile != "" {
+			errs.Addf("vault.pkiRole", "the API serving certificate comes from Vault; do not also give api.tls.certFile or keyFile")
+		}
+		if v.PKICommonName == "" {
+			errs.Addf("vault.pkiCommonName", "required with vault.pkiRole (--vault-pki-common-name)")
+		}
+		if strings.Trim(v.PKIMount, "/") == "" {
+			errs.Addf("vault.pkiMount", "required with vault.pkiRole")
+		}
+		if v.PKITTL < 0 {
+			errs.Addf("vault.pkiTTL", "must not be negative (got %s)", v.PKITTL)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,7 +123,17 @@ func (s *CertSource) issue(ctx context.Context) (*issued, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate key: %w", err)
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: s.cfg.CommonName}}, key)
+	// The names go in the CSR too: a role with use_csr_sans (the default)
+	// takes the SANs from the CSR, not from the request's fields.
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: s.cfg.CommonName}, DNSNames: s.cfg.AltNames}
+	for _, ip := range s.cfg.IPSANs {
+		a := net.ParseIP(ip)
+		if a == nil {
+			return nil, fmt.Errorf("IP SAN %q is not an IP address", ip)
+		}
+		tmpl.IPAddresses = append(tmpl.IPAddresses, a)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
 	if err != nil {
 		return nil, fmt.Errorf("CSR: %w", err)
 	}
