@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
@@ -281,18 +283,8 @@ func TestEtcdTLSClientCertificateReloadedWhenChanged(t *testing.T) {
 	a, b := testpki.New(t), testpki.New(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	copyFile := func(from, to string) {
-		t.Helper()
-		data, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	copyFile(a.ClientCertFile, certFile)
-	copyFile(a.ClientKeyFile, keyFile)
+	copyFile(t, a.ClientCertFile, certFile)
+	copyFile(t, a.ClientKeyFile, keyFile)
 	tc := mustTLS(t, EtcdClient{CertFile: certFile, KeyFile: keyFile})
 	issuer := func() string {
 		t.Helper()
@@ -309,14 +301,97 @@ func TestEtcdTLSClientCertificateReloadedWhenChanged(t *testing.T) {
 	first := issuer()
 	// Half a rotation: the new certificate beside the old key. (The
 	// files are looked at no more than once a second.)
-	copyFile(b.ClientCertFile, certFile)
+	copyFile(t, b.ClientCertFile, certFile)
 	time.Sleep(1100 * time.Millisecond)
 	if issuer() != first {
 		t.Fatal("a certificate that does not match its key was taken")
 	}
-	copyFile(b.ClientKeyFile, keyFile)
+	copyFile(t, b.ClientKeyFile, keyFile)
 	time.Sleep(1100 * time.Millisecond)
 	if issuer() == first {
 		t.Fatal("the rotated certificate was not picked up")
+	}
+}
+
+// TestEtcdTLSCABundleReloadedWhenChanged: the hub's etcd handshakes trust
+// the CA bundle as the file holds it now: a hub given the wrong bundle
+// connects once the file holds the right one.
+func TestEtcdTLSCABundleReloadedWhenChanged(t *testing.T) {
+	p, other := testpki.New(t), testpki.New(t)
+	x := testetcd.Start(t, testetcd.Options{PKI: p})
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	copyFile(t, other.CAFile, caFile)
+	tc, ca, err := etcdTLS(EtcdClient{CAFile: caFile, CertFile: p.ClientCertFile, KeyFile: p.ClientKeyFile}, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := &reloadingTLS{TransportCredentials: credentials.NewTLS(tc), base: tc, ca: ca}
+	host := strings.TrimPrefix(x.Endpoint, "https://")
+	handshake := func() error {
+		t.Helper()
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		tlsConn, _, err := creds.Clone().ClientHandshake(ctx, host, conn)
+		if err == nil {
+			tlsConn.Close()
+		}
+		return err
+	}
+	if err := handshake(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Fatalf("handshake with the wrong CA bundle: %v, want unknown authority", err)
+	}
+	copyFile(t, p.CAFile, caFile)
+	time.Sleep(1100 * time.Millisecond) // the file is looked at once a second at most
+	if err := handshake(); err != nil {
+		t.Fatalf("handshake after the bundle changed: %v", err)
+	}
+	// The hub's own client uses these credentials: one that started with
+	// the wrong bundle gets through once the file holds the right one.
+	copyFile(t, other.CAFile, caFile)
+	ecfg, err := EtcdClient{CAFile: caFile, CertFile: p.ClientCertFile, KeyFile: p.ClientKeyFile}.clientConfig([]string{x.Endpoint}, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	sctx, scancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err = cli.Get(sctx, "/meridian/x")
+	scancel()
+	if err == nil {
+		t.Fatal("the client got through with the wrong CA bundle")
+	}
+	copyFile(t, p.CAFile, caFile)
+	gctx, gcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	_, err = cli.Get(gctx, "/meridian/x")
+	gcancel()
+	if err != nil {
+		t.Fatalf("the client did not get through after the bundle changed: %v", err)
+	}
+	// A damaged bundle keeps the last good one.
+	if err := os.WriteFile(caFile, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if err := handshake(); err != nil {
+		t.Fatalf("handshake after the bundle was damaged: %v", err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

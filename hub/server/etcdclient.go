@@ -18,6 +18,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 )
@@ -36,8 +38,8 @@ type EtcdClient struct {
 	// KeyFile turns TLS on, and then every endpoint must be https://.
 	CAFile string
 	// CertFile and KeyFile are the hub's client certificate and its key
-	// (etcd's --client-cert-auth); give both or neither. They are read
-	// again when they change, for the next connection; CAFile is read once.
+	// (etcd's --client-cert-auth); give both or neither. All three files
+	// are read again when they change, for the next connection.
 	CertFile, KeyFile string
 	// Username is an etcd user (etcd's --auth, `etcdctl auth enable`);
 	// its password comes from Password or PasswordFile, never a flag.
@@ -103,11 +105,18 @@ func (e EtcdClient) clientConfig(endpoints []string, log *slog.Logger) (clientv3
 		return cfg, err
 	}
 	if e.TLS() {
-		tc, err := etcdTLSConfig(e, log)
+		tc, ca, err := etcdTLS(e, log)
 		if err != nil {
 			return cfg, fmt.Errorf("server: etcd TLS: %w", err)
 		}
 		cfg.TLS = tc
+		if ca != nil {
+			// Replaces the client's own TLS credentials (the last
+			// transport credentials given win): the same handshake, with
+			// the CA bundle as it is now.
+			cfg.DialOptions = append(cfg.DialOptions, grpc.WithTransportCredentials(&reloadingTLS{
+				TransportCredentials: credentials.NewTLS(tc), base: tc, ca: ca}))
+		}
 	}
 	if e.Username != "" {
 		pw := e.Password
@@ -130,32 +139,123 @@ func (e EtcdClient) clientConfig(endpoints []string, log *slog.Logger) (clientv3
 	return cfg, nil
 }
 
-// etcdTLSConfig reads the CA bundle once and the client key pair now and
-// again on each new connection after the files changed.
+// etcdTLSConfig is etcdTLS's configuration alone.
 func etcdTLSConfig(e EtcdClient, log *slog.Logger) (*tls.Config, error) {
+	tc, _, err := etcdTLS(e, log)
+	return tc, err
+}
+
+// etcdTLS reads the CA bundle and the client key pair now. The key pair
+// is read again, on a new handshake, after its files changed (the
+// configuration's GetClientCertificate); so is the CA bundle, which the
+// configuration holds as it was at start, through reloadingTLS.
+func etcdTLS(e EtcdClient, log *slog.Logger) (*tls.Config, *caBundle, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	var ca *caBundle
 	if e.CAFile != "" {
-		b, err := etcdReadFile(e.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-ca-file: %w", err)
+		ca = &caBundle{file: e.CAFile, log: log}
+		if err := ca.load(); err != nil {
+			return nil, nil, err
 		}
-		certs, err := etcdPEMCertificates(b)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-ca-file %q: %w", e.CAFile, err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		for _, c := range certs {
-			cfg.RootCAs.AddCert(c)
-		}
+		cfg.RootCAs = ca.pool
 	}
 	if e.CertFile != "" {
 		kp := &keyPair{certFile: e.CertFile, keyFile: e.KeyFile, log: log}
 		if err := kp.load(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cfg.GetClientCertificate = kp.get
 	}
-	return cfg, nil
+	return cfg, ca, nil
+}
+
+var _ credentials.TransportCredentials = (*reloadingTLS)(nil)
+
+// reloadingTLS are gRPC's TLS credentials, except that each client
+// handshake trusts the CA bundle as it is now.
+type reloadingTLS struct {
+	credentials.TransportCredentials // gRPC's TLS, for everything but the client handshake
+	base                             *tls.Config
+	ca                               *caBundle
+}
+
+// ClientHandshake is gRPC's TLS client handshake with the current bundle.
+func (r *reloadingTLS) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	cfg := r.base.Clone()
+	cfg.RootCAs = r.ca.current()
+	return credentials.NewTLS(cfg).ClientHandshake(ctx, authority, conn)
+}
+
+// Clone copies the credentials, sharing the bundle.
+func (r *reloadingTLS) Clone() credentials.TransportCredentials {
+	return &reloadingTLS{TransportCredentials: r.TransportCredentials.Clone(), base: r.base.Clone(), ca: r.ca}
+}
+
+// caBundle is the CA bundle of --etcd-ca-file, read again when the file's
+// size or modification time changed (looked at most once a second). A
+// bundle that fails to load keeps the last good one.
+type caBundle struct {
+	file string
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	checked time.Time
+	stamp   string
+	pool    *x509.CertPool
+}
+
+func (c *caBundle) stampNow() (string, error) {
+	fi, err := os.Stat(c.file)
+	if err != nil {
+		return "", fmt.Errorf("--etcd-ca-file %q: %w", c.file, err)
+	}
+	return fmt.Sprintf("%d:%d", fi.Size(), fi.ModTime().UnixNano()), nil
+}
+
+// load reads and checks the file; its errors name the flag.
+func (c *caBundle) load() error {
+	stamp, _ := c.stampNow()
+	b, err := etcdReadFile(c.file)
+	if err != nil {
+		return fmt.Errorf("--etcd-ca-file: %w", err)
+	}
+	certs, err := etcdPEMCertificates(b)
+	if err != nil {
+		return fmt.Errorf("--etcd-ca-file %q: %w", c.file, err)
+	}
+	pool := x509.NewCertPool()
+	for _, crt := range certs {
+		pool.AddCert(crt)
+	}
+	c.mu.Lock()
+	c.pool, c.stamp, c.checked = pool, stamp, time.Now()
+	c.mu.Unlock()
+	return nil
+}
+
+// current returns the bundle, reloading it first when the file changed.
+func (c *caBundle) current() *x509.CertPool {
+	c.mu.Lock()
+	recent := time.Since(c.checked) < time.Second
+	pool, stamp := c.pool, c.stamp
+	if !recent {
+		c.checked = time.Now()
+	}
+	c.mu.Unlock()
+	if recent {
+		return pool
+	}
+	if now, err := c.stampNow(); err != nil || now == stamp {
+		return pool
+	}
+	if err := c.load(); err != nil {
+		c.log.Error("etcd TLS: reloading the CA bundle failed; using the last good one", "err", err)
+		return pool
+	}
+	c.log.Info("etcd TLS: CA bundle reloaded", "ca", c.file)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pool
 }
 
 // keyPair is a client certificate read again, on a new handshake, when
