@@ -37,4 +37,3 @@ func TestDefaultHubIDIsKeptInTheDataDir(t *testing.T) {
 		t.Fatalf("damaged id file: err = %v, want one naming %s", err, hubIDFile)
 	}
 }
-
