@@ -66,7 +66,7 @@ func Default() *HubConfiguration {
 		},
 		Audit:   Audit{Retention: cc.Duration(DefaultAuditRetention), MaxEvents: DefaultAuditMaxEvents},
 		Logging: Logging{Level: "info", Format: "text"},
-		Vault:   Vault{PKIMount: "pki", PKIAltNames: []string{}, PKIIPSANs: []string{}},
+		Vault:   Vault{PKIMount: "pki", KVMount: "secret", PKIAltNames: []string{}, PKIIPSANs: []string{}},
 	}
 }
 

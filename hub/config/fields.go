@@ -133,4 +133,7 @@ var Fields = []cc.Field{
 	{Path: "vault.pkiAltNames", Flag: "vault-pki-alt-names", Usage: "DNS names of the API serving certificate (comma-separated on the command line)"},
 	{Path: "vault.pkiIPSANs", Flag: "vault-pki-ip-sans", Usage: "IP addresses of the API serving certificate (comma-separated on the command line)"},
 	{Path: "vault.pkiTTL", Flag: "vault-pki-ttl", Usage: "lifetime asked for the API serving certificate (0 = the role's default); renewed at 2/3 of it"},
+	{Path: "vault.kvMount", Flag: "vault-kv-mount", Usage: "mount path of the KV v2 engine holding vault.etcdPath"},
+	{Path: "vault.etcdPath", Flag: "vault-etcd-path",
+		Usage: "KV v2 path of the external etcd's client credentials (keys username, password, ca, cert, key; instead of the etcd.* credential settings)"},
 }

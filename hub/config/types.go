@@ -54,6 +54,11 @@ type Vault struct {
 	PKIAltNames         []string    `yaml:"pkiAltNames"`
 	PKIIPSANs           []string    `yaml:"pkiIPSANs"`
 	PKITTL              cc.Duration `yaml:"pkiTTL"`
+	// KVMount and EtcdPath name a KV v2 secret with the external etcd's
+	// client credentials: keys username, password and, for TLS, ca, cert
+	// and key (PEM).
+	KVMount  string `yaml:"kvMount"`
+	EtcdPath string `yaml:"etcdPath"`
 }
 
 // API is how the hub serves its gRPC and REST APIs.

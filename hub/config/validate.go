@@ -304,10 +304,22 @@ func validateEtcdSecurity(errs *cc.ErrorList, e *Etcd) {
 func validateVault(errs *cc.ErrorList, c *HubConfiguration) {
 	v := &c.Vault
 	if v.Addr == "" {
-		if v.PKIRole != "" || v.Auth != "" {
-			errs.Addf("vault.addr", "required with vault.auth and vault.pkiRole (--vault-addr)")
+		if v.PKIRole != "" || v.Auth != "" || v.EtcdPath != "" {
+			errs.Addf("vault.addr", "required with vault.auth, vault.pkiRole and vault.etcdPath (--vault-addr)")
 		}
 		return
+	}
+	if v.EtcdPath != "" {
+		e := c.Etcd
+		if len(e.Endpoints) == 0 {
+			errs.Addf("vault.etcdPath", "needs an external etcd (--etcd-endpoints)")
+		}
+		if e.Username != "" || e.Password != "" || e.PasswordFile != "" || e.TLS.CAFile != "" || e.TLS.CertFile != "" || e.TLS.KeyFile != "" {
+			errs.Addf("vault.etcdPath", "the etcd credentials come from Vault; do not also give etcd.username, password, passwordFile or tls.*")
+		}
+		if strings.Trim(v.KVMount, "/") == "" {
+			errs.Addf("vault.kvMount", "required with vault.etcdPath")
+		}
 	}
 	if !strings.HasPrefix(v.Addr, "http://") && !strings.HasPrefix(v.Addr, "https://") {
 		errs.Addf("vault.addr", "want http(s)://host:port (got %q)", v.Addr)
@@ -329,7 +341,9 @@ func validateVault(errs *cc.ErrorList, c *HubConfiguration) {
 		errs.Addf("vault.auth", "want token, approle or kubernetes (got %q)", v.Auth)
 	}
 	if v.PKIRole == "" {
-		errs.Addf("vault.pkiRole", "required with vault.addr: the hub takes its API serving certificate from Vault PKI (--vault-pki-role)")
+		if v.EtcdPath == "" {
+			errs.Addf("vault.addr", "nothing comes from Vault: give vault.pkiRole (--vault-pki-role), vault.etcdPath (--vault-etcd-path) or both")
+		}
 	} else {
 		if c.API.TLS.CertFile != "" || c.API.TLS.KeyFile != "" {
 			errs.Addf("vault.pkiRole", "the API serving certificate comes from Vault; do not also give api.tls.certFile or keyFile")
