@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meridian-gpu/meridian/hub/server"
 	"github.com/meridian-gpu/meridian/internal/vaultsecrets"
 )
@@ -30,12 +32,15 @@ func startVault(ctx context.Context, o *options, log *slog.Logger) (stop func(),
 		return func() {}, nil
 	}
 	log = log.With("component", "vault")
+	reg := prometheus.NewRegistry()
 	m, err := vaultsecrets.New(ctx, vaultsecrets.Config{Addr: v.Addr, CAFile: v.CAFile, Auth: v.Auth, AuthMount: v.AuthMount, Role: v.Role,
 		TokenFile: v.TokenFile, RoleIDFile: v.AppRoleRoleIDFile, SecretIDFile: v.AppRoleSecretIDFile, K8sTokenFile: v.KubernetesTokenFile},
-		vaultsecrets.WithLogger(log))
+		vaultsecrets.WithLogger(log), vaultsecrets.WithRegisterer(reg))
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
+	// /metrics serves meridian_vault_*, /readyz says how Vault is.
+	o.cfg.Secrets = vaultState{m: m, reg: reg}
 	dir, err := os.MkdirTemp("", "meridian-hub-vault-")
 	if err != nil {
 		return nil, fmt.Errorf("vault: private directory: %w", err)
@@ -152,3 +157,12 @@ func etcdFromKV(kv *vaultsecrets.KVSecret, dir string, e *server.EtcdClient) err
 	}
 	return nil
 }
+
+// vaultState reports the Vault secrets to the server (server.SecretsSource).
+type vaultState struct {
+	m   *vaultsecrets.Manager
+	reg *prometheus.Registry
+}
+
+func (v vaultState) Readiness() (bool, string)     { return v.m.Readiness() }
+func (v vaultState) Gatherer() prometheus.Gatherer { return v.reg }

@@ -52,7 +52,7 @@ func TestVaultHubServingCertificate(t *testing.T) {
 	}
 	args := func(role string) []string {
 		return []string{"--data-dir", filepath.Join(dir, "data-"+role), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
-			"--embedded-nats-port", "0", "--addr-file", filepath.Join(dir, "addrs.json"), "--log-level", "error",
+			"--embedded-nats-port", "0", "--addr-file", filepath.Join(dir, "addrs.json"), "--log-level", "error", "--auth", "none",
 			"--vault-addr", srv.Addr, "--vault-auth", "token", "--vault-token-file", tokenFile,
 			"--vault-pki-role", role, "--vault-pki-common-name", "hub.meridian", "--vault-pki-ip-sans", "127.0.0.1", "--vault-pki-ttl", "6s"}
 	}
@@ -102,6 +102,32 @@ func TestVaultHubServingCertificate(t *testing.T) {
 			t.Fatalf("the API does not serve a certificate of the Vault CA: %s", s)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	get := func(path string) (int, string) {
+		resp, err := hc.Get("https://" + info.HTTP + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for {
+		code, body := get("/readyz")
+		if code == http.StatusOK {
+			if !strings.Contains(body, "vault: ok") || !strings.Contains(body, "api-serving-cert valid until") {
+				t.Errorf("/readyz does not report Vault: %q", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %d %s", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "meridian_vault_up 1") {
+		// --auth none: metrics are open to the local caller
+		t.Errorf("/metrics lacks meridian_vault_up 1")
 	}
 	deadline = time.Now().Add(20 * time.Second)
 	for {

@@ -18,10 +18,14 @@ import (
 // build info on the hub's registry.
 func (s *Server) metricsHandler() http.Handler {
 	s.reg.MustRegister(natsCollector{s.bus.Conn}, buildInfo(s.cfg.Version))
-	var g prometheus.Gatherer = s.reg
+	gs := prometheus.Gatherers{s.reg}
 	if s.etcd != nil {
-		g = prometheus.Gatherers{s.reg, prefixGatherer{prometheus.DefaultGatherer, "etcd_"}}
+		gs = append(gs, prefixGatherer{prometheus.DefaultGatherer, "etcd_"})
 	}
+	if s.cfg.Secrets != nil {
+		gs = append(gs, s.cfg.Secrets.Gatherer())
+	}
+	var g prometheus.Gatherer = gs
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: s.reg})
 }
 

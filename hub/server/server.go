@@ -139,6 +139,19 @@ type Config struct {
 	// least-privilege NATS credential (spokeauth.go); nil leaves NATS
 	// authentication to NATSOptions, as before.
 	SpokeAuth *SpokeAuth
+	// Secrets, when set, is where the hub's secrets come from besides
+	// files (Vault: cmd/meridian-hub): its metrics are served on /metrics
+	// and its readiness joins /readyz.
+	Secrets SecretsSource
+}
+
+// SecretsSource is a source of secrets whose state the hub reports.
+type SecretsSource interface {
+	// Readiness says whether the held secrets are usable and why; it is
+	// called on every /readyz and health check and must not block.
+	Readiness() (ready bool, detail string)
+	// Gatherer serves its metrics.
+	Gatherer() prometheus.Gatherer
 }
 
 // DefaultHealthInterval is how often the gRPC health service re-checks
@@ -550,6 +563,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
+	if s.cfg.Secrets != nil {
+		// A Vault outage with secrets still valid is ready, and said.
+		_, detail := s.cfg.Secrets.Readiness()
+		_, _ = w.Write([]byte(detail + "\n"))
+	}
 }
 
 // setHealth sets the gRPC health status of the hub ("") and of every
@@ -599,6 +617,11 @@ func (s *Server) readinessProblems(ctx context.Context) []string {
 	}
 	if st, msg := s.cacheHealth(ctx); st != meridianv1.HealthStatus_HEALTH_STATUS_SERVING {
 		problems = append(problems, "cache: "+msg)
+	}
+	if s.cfg.Secrets != nil {
+		if ok, detail := s.cfg.Secrets.Readiness(); !ok {
+			problems = append(problems, "secrets: "+detail)
+		}
 	}
 	return problems
 }
