@@ -311,7 +311,8 @@ func New(cfg Config) (s *Server, err error) {
 		}
 		s.loop, err = dispatch.New(dispatch.Deps{
 			Store: s.st, Cache: s.cache, Bus: s.bus, Elector: s.elector,
-			Logger: s.log, Clock: cfg.Clock, Registerer: s.reg, Config: dc,
+			// The loop names its hub itself (it runs without a server in tests).
+			Logger: cfg.Logger, Clock: cfg.Clock, Registerer: s.reg, Config: dc,
 			TracerProvider: cfg.TracerProvider,
 		})
 		if err != nil {

@@ -3,6 +3,7 @@ package embedetcd
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -46,15 +47,46 @@ func (c *slogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.C
 	return ce
 }
 
+// Write hands the record to slog. The caller's logger names the component
+// (the hub passes one With "component"), so none is added here: adding it
+// again repeated the key in JSON logs.
 func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
-	r := slog.NewRecord(ent.Time, zapToSlogLevel(ent.Level), ent.Message, 0)
+	attrs := fieldsToAttrs(fields)
+	lvl := zapToSlogLevel(ent.Level)
+	if lvl >= slog.LevelError && routine(ent.Message, attrs) {
+		lvl = slog.LevelDebug
+		if !c.h.Enabled(context.Background(), lvl) {
+			return nil
+		}
+	}
+	r := slog.NewRecord(ent.Time, lvl, ent.Message, 0)
 	r.AddAttrs(c.attrs...)
-	r.AddAttrs(slog.String("component", "etcd"))
 	if ent.LoggerName != "" {
 		r.AddAttrs(slog.String("logger", ent.LoggerName))
 	}
-	r.AddAttrs(fieldsToAttrs(fields)...)
+	r.AddAttrs(attrs...)
 	return c.h.Handle(context.Background(), r)
+}
+
+// routine reports whether an error etcd logs is part of every normal start
+// or stop of a single embedded member, not a fault: the storage version it
+// cannot set before the member's first raft term, and its listeners
+// reporting that they were closed. Logged at ERROR they taught operators
+// to ignore the component's errors.
+func routine(msg string, attrs []slog.Attr) bool {
+	var errText string
+	for _, a := range attrs {
+		if a.Key == "error" {
+			errText = a.Value.String()
+		}
+	}
+	switch msg {
+	case "failed to update storage version":
+		return strings.Contains(errText, "missing term information")
+	case "setting up serving from embedded etcd failed.":
+		return strings.Contains(errText, "server closed") || strings.Contains(errText, "Server closed") || strings.Contains(errText, "use of closed network connection")
+	}
+	return false
 }
 
 func (c *slogCore) Sync() error { return nil }
