@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/meridian-gpu/meridian/internal/credfile"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 )
 
@@ -122,7 +122,7 @@ func (e EtcdClient) clientConfig(endpoints []string, log *slog.Logger) (clientv3
 		pw := e.Password
 		if e.PasswordFile != "" {
 			var err error
-			if pw, err = etcdReadSecret(e.PasswordFile); err != nil {
+			if pw, err = credfile.ReadSecret(e.PasswordFile, "password"); err != nil {
 				return cfg, fmt.Errorf("server: --etcd-password-file: %w", err)
 			}
 		}
@@ -215,11 +215,11 @@ func (c *caBundle) stampNow() (string, error) {
 // load reads and checks the file; its errors name the flag.
 func (c *caBundle) load() error {
 	stamp, _ := c.stampNow()
-	b, err := etcdReadFile(c.file)
+	b, err := credfile.Read(c.file)
 	if err != nil {
 		return fmt.Errorf("--etcd-ca-file: %w", err)
 	}
-	certs, err := etcdPEMCertificates(b)
+	certs, err := credfile.Certificates(b)
 	if err != nil {
 		return fmt.Errorf("--etcd-ca-file %q: %w", c.file, err)
 	}
@@ -287,14 +287,14 @@ func (k *keyPair) stampNow() (string, error) {
 // load reads and checks both files; its errors name the flag.
 func (k *keyPair) load() error {
 	stamp, _ := k.stampNow()
-	cb, err := etcdReadFile(k.certFile)
+	cb, err := credfile.Read(k.certFile)
 	if err != nil {
 		return fmt.Errorf("--etcd-cert-file: %w", err)
 	}
-	if _, err := etcdPEMCertificates(cb); err != nil {
+	if _, err := credfile.Certificates(cb); err != nil {
 		return fmt.Errorf("--etcd-cert-file %q: %w", k.certFile, err)
 	}
-	kb, err := etcdReadFile(k.keyFile)
+	kb, err := credfile.Read(k.keyFile)
 	if err != nil {
 		return fmt.Errorf("--etcd-key-file: %w", err)
 	}
@@ -333,72 +333,6 @@ func (k *keyPair) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.cert, nil
-}
-
-// etcdPEMCertificates parses every CERTIFICATE block of b; it fails when
-// there is none or one is damaged.
-func etcdPEMCertificates(b []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d: %w", len(out)+1, err)
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate in it")
-	}
-	return out, nil
-}
-
-// etcdReadFile reads path, turning the usual failures into short messages
-// that carry the path once.
-func etcdReadFile(path string) ([]byte, error) {
-	if strings.TrimSpace(path) == "" {
-		return nil, errors.New("file name is empty")
-	}
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%q does not exist", path)
-	case err != nil:
-		return nil, fmt.Errorf("%q: %w", path, err)
-	case st.IsDir():
-		return nil, fmt.Errorf("%q is a directory, want a file", path)
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrPermission) {
-		return nil, fmt.Errorf("%q is not readable (permission denied)", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%q: %w", path, err)
-	}
-	return b, nil
-}
-
-// etcdReadSecret reads a one-line secret.
-func etcdReadSecret(path string) (string, error) {
-	b, err := etcdReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("%q is empty", path)
-	}
-	if strings.ContainsAny(s, "\r\n") {
-		return "", fmt.Errorf("%q has more than one line; want the password alone", path)
-	}
-	return s, nil
 }
 
 // explainEtcdError adds to a failed first etcd call what the hub can

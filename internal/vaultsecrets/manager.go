@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +17,8 @@ import (
 	"github.com/hashicorp/vault/api/auth/approle"
 	k8sauth "github.com/hashicorp/vault/api/auth/kubernetes"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meridian-gpu/meridian/internal/credfile"
 )
 
 // Manager is a logged-in Vault client that keeps its token alive and
@@ -88,7 +88,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Manager, error) {
 		vc.Timeout = 30 * time.Second
 	}
 	if cfg.CAFile != "" {
-		if _, err := readFile(cfg.CAFile); err != nil {
+		if _, err := credfile.Read(cfg.CAFile); err != nil {
 			return nil, fmt.Errorf("--vault-ca-file: %w", err)
 		}
 		if err := vc.ConfigureTLS(&api.TLSConfig{CACert: cfg.CAFile}); err != nil {
@@ -155,7 +155,7 @@ func (m *Manager) login(ctx context.Context) error {
 }
 
 func (m *Manager) tokenLogin(ctx context.Context) (*api.Secret, error) {
-	tok, err := readSecretFile(m.cfg.TokenFile)
+	tok, err := credfile.ReadSecret(m.cfg.TokenFile, "secret")
 	if err != nil {
 		return nil, fmt.Errorf("--vault-token-file: %w", err)
 	}
@@ -170,11 +170,11 @@ func (m *Manager) tokenLogin(ctx context.Context) (*api.Secret, error) {
 }
 
 func (m *Manager) appRoleLogin(ctx context.Context) (*api.Secret, error) {
-	roleID, err := readSecretFile(m.cfg.RoleIDFile)
+	roleID, err := credfile.ReadSecret(m.cfg.RoleIDFile, "secret")
 	if err != nil {
 		return nil, fmt.Errorf("--vault-approle-role-id-file: %w", err)
 	}
-	if _, err := readSecretFile(m.cfg.SecretIDFile); err != nil {
+	if _, err := credfile.ReadSecret(m.cfg.SecretIDFile, "secret"); err != nil {
 		return nil, fmt.Errorf("--vault-approle-secret-id-file: %w", err)
 	}
 	a, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromFile: m.cfg.SecretIDFile}, approle.WithMountPath(m.cfg.authMount()))
@@ -190,7 +190,7 @@ func (m *Manager) appRoleLogin(ctx context.Context) (*api.Secret, error) {
 
 func (m *Manager) k8sLogin(ctx context.Context) (*api.Secret, error) {
 	file := m.cfg.k8sTokenFile()
-	if _, err := readSecretFile(file); err != nil {
+	if _, err := credfile.ReadSecret(file, "secret"); err != nil {
 		return nil, fmt.Errorf("--vault-k8s-token-file: %w", err)
 	}
 	a, err := k8sauth.NewKubernetesAuth(m.cfg.Role, k8sauth.WithServiceAccountTokenPath(file), k8sauth.WithMountPath(m.cfg.authMount()))
@@ -381,36 +381,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// readFile reads path with short errors that carry the path once.
-func readFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%q does not exist", path)
-	case errors.Is(err, fs.ErrPermission):
-		return nil, fmt.Errorf("%q is not readable (permission denied)", path)
-	case err != nil:
-		return nil, fmt.Errorf("%q: %w", path, err)
-	}
-	return b, nil
-}
-
-// readSecretFile reads a one-line secret; errors never quote it.
-func readSecretFile(path string) (string, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return "", err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("%q is empty", path)
-	}
-	if strings.ContainsAny(s, "\r\n") {
-		return "", fmt.Errorf("%q has more than one line; want the secret alone", path)
-	}
-	return s, nil
 }
 
 type metrics struct {

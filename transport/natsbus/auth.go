@@ -10,13 +10,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/meridian-gpu/meridian/internal/credfile"
 	"github.com/nats-io/nats.go"
 )
 
@@ -102,7 +102,7 @@ func WithToken(token string) Option {
 // white space, such as a final newline, is ignored).
 func WithTokenFile(path string) Option {
 	return func(o *options) error {
-		tok, err := readSecretFile(path)
+		tok, err := credfile.ReadSecret(path, "secret")
 		if err != nil {
 			return fmt.Errorf("natsbus: token file: %w", err)
 		}
@@ -133,11 +133,11 @@ type tlsNames struct{ ca, cert, key string }
 func tlsConfig(caFile, certFile, keyFile string, n tlsNames) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
-		b, err := readFile(caFile)
+		b, err := credfile.Read(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n.ca, err)
 		}
-		certs, err := pemCertificates(b)
+		certs, err := credfile.Certificates(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s %q: %w", n.ca, caFile, err)
 		}
@@ -153,14 +153,14 @@ func tlsConfig(caFile, certFile, keyFile string, n tlsNames) (*tls.Config, error
 	case keyFile == "":
 		return nil, fmt.Errorf("%s %q is given without a %s", n.cert, certFile, n.key)
 	default:
-		cb, err := readFile(certFile)
+		cb, err := credfile.Read(certFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n.cert, err)
 		}
-		if _, err := pemCertificates(cb); err != nil {
+		if _, err := credfile.Certificates(cb); err != nil {
 			return nil, fmt.Errorf("%s %q: %w", n.cert, certFile, err)
 		}
-		kb, err := readFile(keyFile)
+		kb, err := credfile.Read(keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n.key, err)
 		}
@@ -176,78 +176,12 @@ func tlsConfig(caFile, certFile, keyFile string, n tlsNames) (*tls.Config, error
 	return cfg, nil
 }
 
-// pemCertificates parses every CERTIFICATE block of b; it fails when there
-// is none or one is damaged.
-func pemCertificates(b []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d: %w", len(out)+1, err)
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate in it")
-	}
-	return out, nil
-}
-
-// readFile reads path, turning the usual failures into short messages that
-// carry the path once.
-func readFile(path string) ([]byte, error) {
-	if strings.TrimSpace(path) == "" {
-		return nil, errors.New("file name is empty")
-	}
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%q does not exist", path)
-	case err != nil:
-		return nil, fmt.Errorf("%q: %w", path, err)
-	case st.IsDir():
-		return nil, fmt.Errorf("%q is a directory, want a file", path)
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrPermission) {
-		return nil, fmt.Errorf("%q is not readable (permission denied)", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%q: %w", path, err)
-	}
-	return b, nil
-}
-
-// readSecretFile reads a one-line secret (a token or a password).
-func readSecretFile(path string) (string, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return "", err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("%q is empty", path)
-	}
-	if strings.ContainsAny(s, "\r\n") {
-		return "", fmt.Errorf("%q has more than one line; want the secret alone", path)
-	}
-	return s, nil
-}
-
 // credsBlockRE matches the decorated blocks of a .creds file, as the nkeys
 // package parses them: a dashed header line, the value, a dashed footer.
 var credsBlockRE = regexp.MustCompile(`\s*(?:(?:-{3,}.*-{3,}\r?\n)([\w\-.=]+)(?:\r?\n-{3,}.*-{3,}(?:\r?\n|\z)))`)
 
 func checkCredsFile(path string) error {
-	b, err := readFile(path)
+	b, err := credfile.Read(path)
 	if err != nil {
 		return err
 	}
@@ -299,7 +233,7 @@ func checkUserJWT(tok string, now time.Time) error {
 }
 
 func nkeyOption(path string) (nats.Option, error) {
-	if _, err := readFile(path); err != nil {
+	if _, err := credfile.Read(path); err != nil {
 		return nil, err
 	}
 	opt, err := nats.NkeyOptionFromSeed(path)
@@ -400,7 +334,7 @@ func (f *AuthFlags) Options(natsURL string) ([]Option, error) {
 	case f.User != "":
 		switch {
 		case f.PasswordFile != "":
-			pw, err := readSecretFile(f.PasswordFile)
+			pw, err := credfile.ReadSecret(f.PasswordFile, "secret")
 			if err != nil {
 				return nil, fmt.Errorf("--nats-password-file: %w", err)
 			}
@@ -410,7 +344,7 @@ func (f *AuthFlags) Options(natsURL string) ([]Option, error) {
 		}
 		opts = append(opts, WithUserPassword(f.User, password))
 	case f.TokenFile != "":
-		tok, err := readSecretFile(f.TokenFile)
+		tok, err := credfile.ReadSecret(f.TokenFile, "secret")
 		if err != nil {
 			return nil, fmt.Errorf("--nats-token-file: %w", err)
 		}

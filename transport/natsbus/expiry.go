@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/meridian-gpu/meridian/internal/credfile"
 )
 
 // CredsFileExpiry returns when the user JWT in a NATS credentials file
 // expires, and false when it never does. It reads the file each call, so
 // a rotated file is seen.
 func CredsFileExpiry(path string) (time.Time, bool, error) {
-	b, err := readFile(path)
+	b, err := credfile.Read(path)
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -34,11 +36,11 @@ func CredsFileExpiry(path string) (time.Time, bool, error) {
 // CertFileExpiry returns the NotAfter of the first certificate in a PEM
 // file (the leaf of a chain). It reads the file each call.
 func CertFileExpiry(path string) (time.Time, error) {
-	b, err := readFile(path)
+	b, err := credfile.Read(path)
 	if err != nil {
 		return time.Time{}, err
 	}
-	certs, err := pemCertificates(b)
+	certs, err := credfile.Certificates(b)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%q: %w", path, err)
 	}
