@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -158,29 +157,7 @@ func checkBatch(ws []*meridianv1.Workload) error {
 	if len(vs) > maxBatchViolations {
 		vs = vs[:maxBatchViolations]
 	}
-	return violationsError("invalid workloads", vs)
-}
-
-// violationsError is INVALID_ARGUMENT listing every violation in its
-// message and as BadRequest field violations.
-func violationsError(what string, vs []*errdetails.BadRequest_FieldViolation) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d problem", what, len(vs))
-	if len(vs) != 1 {
-		b.WriteString("s")
-	}
-	b.WriteString(": ")
-	for i, v := range vs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(v.GetField() + ": " + v.GetDescription())
-	}
-	st := status.New(codes.InvalidArgument, b.String())
-	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: vs}); err == nil {
-		return d.Err()
-	}
-	return st.Err()
+	return validation.ViolationsError("workloads", vs)
 }
 
 // prefixStatus names the batch item an error from a single-workload check
@@ -222,28 +199,23 @@ type batchPreflight struct {
 }
 
 // preflightBatch reads the queue and every idempotency key: from the watch
-// cache when it gives the common answer (the queue is a leaf, no key is
-// used) on a first attempt, otherwise from etcd. As for one submit, the
-// commit checks the queue's revision and that every key is unused, so a
-// stale read costs a retry, never a wrong write.
+// cache when preflightCached gives the common answer for every workload
+// (the queue is a leaf, no key is used) on a first attempt, otherwise from
+// etcd. As for one submit, the commit checks the queue's revision and that
+// every key is unused, so a stale read costs a retry, never a wrong write.
 func (s *Service) preflightBatch(ctx context.Context, qkey string, ws []*meridianv1.Workload, attempt int) (batchPreflight, error) {
 	pf := batchPreflight{idemIDs: make([]string, len(ws))}
-	if c := s.d.Workloads; c != nil && attempt == 0 {
-		if q, ok := c.Get(qkey); ok && !c.HasPrefix(qkey+"/") {
-			clean := true
-			for _, w := range ws {
-				if k := w.GetIdempotencyKey(); k != "" {
-					if _, used := c.Get(IdempotencyKey(w.GetQueue(), k)); used {
-						clean = false
-						break
-					}
-				}
-			}
-			if clean {
-				pf.queueRev = q.ModRev
-				return pf, nil
-			}
+	cached := true
+	for _, w := range ws {
+		one, ok := s.preflightCached(qkey, w, attempt)
+		if !ok {
+			cached = false
+			break
 		}
+		pf.queueRev = one.queueRev
+	}
+	if cached {
+		return pf, nil
 	}
 	one, err := s.preflight(ctx, qkey, &meridianv1.Workload{Queue: ws[0].GetQueue()})
 	if err != nil {

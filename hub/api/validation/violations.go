@@ -54,6 +54,14 @@ func (c *collector) err(what string) error {
 	return withDetails.Err()
 }
 
+// ViolationsError is the error ValidateWorkload returns, for violations
+// gathered elsewhere (a batch of workloads): INVALID_ARGUMENT listing each
+// one in its message and as a BadRequest field violation, or nil for none.
+// what names the object, for example "workloads".
+func ViolationsError(what string, vs []*errdetails.BadRequest_FieldViolation) error {
+	return (&collector{list: vs}).err(what)
+}
+
 // FieldViolations returns the field violations carried by an error from
 // ValidateWorkload or ValidateQueue (or any gRPC status error with a
 // BadRequest detail), also when the error is wrapped. It returns nil for a
