@@ -110,16 +110,7 @@ func parentOf(path string) string {
 
 // sortQueue orders one leaf's workloads: priority, then age, then id.
 func sortQueue(ws []*Workload) {
-	sort.Slice(ws, func(a, b int) bool {
-		x, y := ws[a], ws[b]
-		if x.Priority != y.Priority {
-			return x.Priority > y.Priority
-		}
-		if !x.CreatedAt.Equal(y.CreatedAt) {
-			return x.CreatedAt.Before(y.CreatedAt)
-		}
-		return x.ID < y.ID
-	})
+	sort.Slice(ws, func(a, b int) bool { return QueueOrder(ws[a], ws[b]) })
 }
 
 // addUsage adds an allocation of milli-GPUs, held over horizon, to node i

@@ -48,25 +48,38 @@ type planner struct {
 // Decide decides what to do with the pending workloads of a snapshot. It is
 // pure and deterministic; see the package documentation for the contract.
 func Decide(s *Snapshot, cfg Config) *Plan {
-	if cfg.Scorer == nil {
-		cfg.Scorer = scorerFor(cfg.Policy, cfg.Target, s)
-	}
-	if cfg.NodeCandidates <= 0 {
-		cfg.NodeCandidates = 1
-	}
-	cfg.NodeCandidates = candidatesPerReplica(cfg, s.Pending)
-	if cfg.ClusterCandidates <= 0 {
-		cfg.ClusterCandidates = 1
-	}
 	p := &planner{
 		snap:       s,
-		cfg:        cfg,
 		plan:       &Plan{},
 		failed:     map[string]memoFail{},
 		victims:    map[string]bool{},
 		pendingIdx: map[string]int{},
 		filtered:   map[string]filterResult{},
 	}
+	var known, invalid []*Workload
+	for _, w := range s.Pending {
+		if !s.Queues.Leaf(w.Queue) {
+			p.pend(w, ReasonInvalid, fmt.Sprintf("queue %q does not exist or is not a leaf queue", w.Queue))
+			invalid = append(invalid, w)
+			continue
+		}
+		known = append(known, w)
+	}
+	// Everything below sees only the head of each queue (window.go), so a
+	// backlog behind it costs nothing, and a caller that hands the core
+	// only the heads gets the same plan for them.
+	known = p.window(known, cfg.MaxConsidered)
+	if cfg.Scorer == nil {
+		cfg.Scorer = scorerFor(cfg.Policy, cfg.Target, append(invalid, known...))
+	}
+	if cfg.NodeCandidates <= 0 {
+		cfg.NodeCandidates = 1
+	}
+	cfg.NodeCandidates = candidatesPerReplica(cfg, known)
+	if cfg.ClusterCandidates <= 0 {
+		cfg.ClusterCandidates = 1
+	}
+	p.cfg = cfg
 	p.placer.cfg = &p.cfg
 	p.tree = s.Queues.Clone()
 	alloc := chargeRunning(p.tree, s.Running, p.victims)
@@ -75,14 +88,6 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 	}
 	sort.Slice(p.clusters, func(a, b int) bool { return p.clusters[a].src.ID < p.clusters[b].src.ID })
 
-	var known []*Workload
-	for _, w := range s.Pending {
-		if !p.tree.Leaf(w.Queue) {
-			p.pend(w, ReasonInvalid, fmt.Sprintf("queue %q does not exist or is not a leaf queue", w.Queue))
-			continue
-		}
-		known = append(known, w)
-	}
 	horizon := usageHorizon(s.Ledger)
 	// Nominated workloads first: they preempted work in an earlier cycle and
 	// the room they made is theirs (as Kubernetes' nominated node).
@@ -166,7 +171,7 @@ func candidatesPerReplica(cfg Config, pending []*Workload) int {
 // shapes, when the caller keeps one; otherwise against the shapes pending
 // in this snapshot (FGD's target workload: what arrives at the free
 // capacity next).
-func scorerFor(policy string, target *gpufit.TargetWorkload, s *Snapshot) gpufit.Scorer {
+func scorerFor(policy string, target *gpufit.TargetWorkload, pending []*Workload) gpufit.Scorer {
 	if policy == PolicyBestFit {
 		return gpufit.BestFit()
 	}
@@ -174,7 +179,7 @@ func scorerFor(policy string, target *gpufit.TargetWorkload, s *Snapshot) gpufit
 		return gpufit.Meridian(*target)
 	}
 	var shapes []gpufit.Shape
-	for _, w := range s.Pending {
+	for _, w := range pending {
 		for i := range w.PodSets {
 			ps := &w.PodSets[i]
 			sh := gpufit.Shape{CPUMilli: ps.Req.CPUMilli, GPUs: ps.Req.GPUs, MemMiB: ps.Req.MemMiB, Weight: float64(ps.Replicas)}

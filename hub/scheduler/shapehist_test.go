@@ -136,11 +136,11 @@ func TestDecideScoresAgainstTheGivenTarget(t *testing.T) {
 	tw := h.Target()
 	cfg := DefaultConfig()
 	cfg.Target = &tw
-	if s := scorerFor(cfg.Policy, cfg.Target, &Snapshot{}); s.Name() != "meridian" {
+	if s := scorerFor(cfg.Policy, cfg.Target, nil); s.Name() != "meridian" {
 		t.Fatalf("scorer %s, want meridian", s.Name())
 	}
 	empty := gpufit.TargetWorkload{}
-	if s := scorerFor(cfg.Policy, &empty, &Snapshot{}); s.Name() != "bestfit" {
+	if s := scorerFor(cfg.Policy, &empty, nil); s.Name() != "bestfit" {
 		t.Fatalf("an empty target with nothing pending should fall back to bestfit, got %s", s.Name())
 	}
 }
