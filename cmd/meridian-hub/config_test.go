@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hubconfig "github.com/meridian-gpu/meridian/hub/config"
+	"github.com/meridian-gpu/meridian/hub/dispatch"
 	"github.com/meridian-gpu/meridian/hub/retention"
 	"github.com/meridian-gpu/meridian/hub/server"
 	cc "github.com/meridian-gpu/meridian/internal/componentconfig"
@@ -171,6 +172,7 @@ func TestDefaultsAgreeWithServer(t *testing.T) {
 		{"idempotency window", time.Duration(hubconfig.DefaultIdempotencyWindow), retention.IdempotencyWindow},
 		{"retention TTL", time.Duration(hubconfig.DefaultRetentionTTL), retention.DefaultTTL},
 		{"retention per queue", hubconfig.DefaultMaxPerQueue, retention.DefaultMaxPerQueue},
+		{"scheduling window", hubconfig.DefaultScheduleWindow, dispatch.DefaultWindow},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: hub/config has %v, the server %v", tc.name, tc.got, tc.want)

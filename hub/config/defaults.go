@@ -20,6 +20,7 @@ const (
 	DefaultClusterTimeout    = 15 * time.Second
 	DefaultLeaderTTL         = 5 * time.Second
 	DefaultShapeHalfLife     = 2 * time.Hour
+	DefaultScheduleWindow    = 2048
 	DefaultRetentionTTL      = 7 * 24 * time.Hour
 	DefaultMaxPerQueue       = 10_000
 	DefaultIdempotencyWindow = 24 * time.Hour
@@ -49,6 +50,7 @@ func Default() *HubConfiguration {
 			ClusterTimeout: cc.Duration(DefaultClusterTimeout),
 			LeaderTTL:      cc.Duration(DefaultLeaderTTL),
 			ShapeHalfLife:  cc.Duration(DefaultShapeHalfLife),
+			Window:         DefaultScheduleWindow,
 			ClassWeights:   map[string]float64{},
 		},
 		Retention: Retention{

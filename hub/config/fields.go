@@ -83,6 +83,8 @@ var Fields = []cc.Field{
 		Usage: "leader election lease; a dead leader is replaced after about this long"},
 	{Path: "scheduling.shapeHalfLife", Flag: "shape-half-life", Env: []string{"MERIDIAN_SHAPE_HALF_LIFE"},
 		Usage: "half-life of the history of submitted workload shapes that fragmentation-aware placement measures against"},
+	{Path: "scheduling.window", Flag: "schedule-window", Env: []string{"MERIDIAN_SCHEDULE_WINDOW"},
+		Usage: "how many workloads of each queue, in priority and submit order, one scheduling cycle looks at, and how many it considers in all; the rest wait their turn at no cost to the cycle"},
 	{Path: "scheduling.classWeights", Flag: "class-weight",
 		Usage: "fairshare weight of a GPU-second per accelerator class (default 1), e.g. nvidia-h100-80gb: 4 (repeat the flag as class=weight)"},
 

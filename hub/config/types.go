@@ -177,6 +177,11 @@ type Scheduling struct {
 	// second can weigh more than a T4 second. See
 	// docs/design/quota-and-fairshare.md.
 	ClassWeights map[string]float64 `yaml:"classWeights"`
+	// Window is how many workloads of each queue, in priority and
+	// submit order, a scheduling cycle looks at, and how many it
+	// considers in all: a backlog behind it costs a cycle nothing. See
+	// docs/design/cost-per-workload.md.
+	Window int `yaml:"window"`
 }
 
 // Retention bounds how long finished workloads are kept.

@@ -131,6 +131,9 @@ func validateScheduling(errs *cc.ErrorList, s *Scheduling) {
 			errs.Addf(d.path, "must be positive (got %s)", d.v)
 		}
 	}
+	if s.Window < 1 {
+		errs.Addf("scheduling.window", "must be at least 1 (got %d)", s.Window)
+	}
 	for _, c := range slices.Sorted(maps.Keys(s.ClassWeights)) {
 		if err := quota.CheckLedgerConfig(time.Hour, map[string]float64{c: s.ClassWeights[c]}); err != nil {
 			_, msg, _ := strings.Cut(err.Error(), ": ")

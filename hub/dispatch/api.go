@@ -39,19 +39,9 @@ func (l *Loop) viewOf(b *built, now time.Time) *lastView {
 			v.tree.Charge(r.Workload.Queue, u.Class, u.Milli)
 		}
 	}
-	for _, w := range b.snap.Pending {
-		v.pending[w.Queue]++
-		for i := range w.PodSets {
-			ps := &w.PodSets[i]
-			if ps.Class == "" {
-				continue
-			}
-			if v.demand[ps.Class] == nil {
-				v.demand[ps.Class] = map[string]int64{}
-			}
-			v.demand[ps.Class][w.Queue] += int64(ps.Replicas) * ps.Req.TotalMilli()
-		}
-	}
+	// The backlog keeps these as it changes: no walk over every queued
+	// workload.
+	v.pending, v.demand = b.queued, b.demand
 	v.fair = quota.FairTree(v.tree, v.ledger, now)
 	return v
 }
@@ -92,7 +82,7 @@ func (l *Loop) currentView() *lastView {
 		return v
 	}
 	now := l.clock()
-	b := l.snapshotNow(l.ledgerNow(), now)
+	b := l.snapshotNow(l.ledgerNow(), now, nil)
 	v = l.viewOf(b, now)
 	v.pos, v.built = pos, time.Now()
 	l.mu.Lock()
@@ -241,7 +231,7 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 		resp.PendingReasonCode = scheduler.ReasonInvalid.String()
 		return resp, nil
 	}
-	b := l.snapshotNow(l.ledgerNow(), now)
+	b := l.snapshotNow(l.ledgerNow(), now, sw)
 	found := false
 	for i, p := range b.snap.Pending {
 		if p.ID == sw.ID {
@@ -262,6 +252,11 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 			resp.PendingReason, resp.PendingReasonCode = p.Reason, p.Code.String()
 		}
 	}
+	if k := l.cfg.Scheduler.MaxConsidered; !found && k > 0 && b.position >= k {
+		// Behind its queue's window, the cycle does not look at it yet
+		// (the plan above saw it only because Explain added it).
+		resp.PendingReason, resp.PendingReasonCode = scheduler.WindowReason(sw.Queue, k), scheduler.ReasonDeferred.String()
+	}
 	switch {
 	case hasCondition(w, ConditionCancelRequested):
 		resp.PendingReason = cancelMessage(w, "cancelled by request") + "; the hub finishes the cancel in its next cycle"
@@ -270,13 +265,7 @@ func (l *Loop) Explain(ctx context.Context, w *meridianv1.Workload) (*meridianv1
 		// Preempted a moment ago: the stored reason says until when.
 		resp.PendingReason, resp.PendingReasonCode = w.GetStatus().GetPendingReason(), CodeWaitingForScheduler
 	}
-	pos := int32(0)
-	for _, p := range b.snap.Pending {
-		if p.Queue == sw.Queue && (p.CreatedAt.Before(sw.CreatedAt) || (p.CreatedAt.Equal(sw.CreatedAt) && p.ID < sw.ID)) && p.ID != sw.ID {
-			pos++
-		}
-	}
-	resp.QueuePosition = pos + 1
+	resp.QueuePosition = int32(b.position) + 1
 	resp.Quota = quotaChecks(b, sw)
 	var fit, rest []*meridianv1.ClusterFit
 	for _, c := range b.snap.Clusters {

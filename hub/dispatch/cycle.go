@@ -203,7 +203,7 @@ func (l *Loop) cycle(t *term) (err error) {
 	t.mu.Lock()
 	ledger := t.ledger.Clone()
 	t.mu.Unlock()
-	b := l.buildSnapshot(s, ledger, now, stoppingDispatches(t, s), true)
+	b := l.buildSnapshot(s, ledger, now, stoppingDispatches(t, s), nominatedNow(t, now), true)
 	defer b.release() // before the mirror is unlocked (defers run last in, first out)
 	t.mu.Lock()
 	caughtUp := s.rev >= t.lastCommitRev
@@ -213,7 +213,6 @@ func (l *Loop) cycle(t *term) (err error) {
 		// may call an agent's dispatch "not current".
 		l.reconcileReports(t, b, now)
 	}
-	markNominated(t, b, now)
 
 	plan, perr := safeDecide(b.snap, l.schedulerConfig())
 	if perr != nil {
@@ -318,7 +317,12 @@ func (l *Loop) cycle(t *term) (err error) {
 		codes[id] = scheduler.ReasonInvalid.String()
 		counts[scheduler.ReasonInvalid.String()]++
 	}
+	counts[scheduler.ReasonDeferred.String()] += b.behind
 	l.m.setPending(counts)
+	for id, q := range fellBehind(t, b, s, now) {
+		reasons[id] = scheduler.WindowReason(q, l.cfg.Scheduler.MaxConsidered)
+		codes[id] = scheduler.ReasonDeferred.String()
+	}
 	var pms []mutation
 	if time.Since(t.started) < settleTime {
 		// The fleet is still replaying adverts; reasons would flap.
@@ -533,21 +537,47 @@ func stoppingDispatches(t *term, s *state) map[string]bool {
 // preempted: long enough for its victims to stop.
 const nominationTTL = 5 * time.Minute
 
-// markNominated gives the core the workloads that preempted in an earlier
-// cycle, so they take the room their victims free before anyone else.
-func markNominated(t *term, b *built, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.nominated) == 0 {
-		return
+// fellBehind finds the workloads the last cycle handed the core that this
+// one did not, though they still wait: work of higher priority arrived
+// ahead of them and pushed them out of their queue's window. They get the
+// window's reason once; the rest of a backlog keeps the reason it has, so
+// a backlog costs no writes.
+func fellBehind(t *term, b *built, s *state, now time.Time) map[string]string {
+	cur := make(map[string]string, len(b.snap.Pending))
+	for _, w := range b.snap.Pending {
+		cur[w.ID] = w.Queue
 	}
-	for i, w := range b.snap.Pending {
-		if at, ok := t.nominated[w.ID]; ok && now.Sub(at) < nominationTTL {
-			cp := *w
-			cp.Nominated = true
-			b.snap.Pending[i] = &cp
+	var out map[string]string
+	for id, q := range t.heads {
+		if _, ok := cur[id]; ok {
+			continue
+		}
+		if w := s.queued[id]; w != nil && s.cancelReq[id] == nil && !held(w.w, now) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[id] = q
 		}
 	}
+	t.heads = cur
+	return out
+}
+
+// nominatedNow lists the workloads that preempted in an earlier cycle,
+// so that they take the room their victims free before anyone else.
+func nominatedNow(t *term, now time.Time) map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out map[string]bool
+	for id, at := range t.nominated {
+		if now.Sub(at) < nominationTTL {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[id] = true
+		}
+	}
+	return out
 }
 
 // rememberNominations records which workloads preempted in this plan and

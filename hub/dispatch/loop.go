@@ -25,6 +25,8 @@ import (
 // Config tunes the loop. Zero fields take the defaults shown.
 type Config struct {
 	// Scheduler configures the pure core; zero means scheduler.DefaultConfig().
+	// Its MaxConsidered is also the window: how many workloads of each
+	// queue a cycle hands the core (DefaultWindow when 0; negative: all).
 	Scheduler scheduler.Config
 	// MinPeriod is the shortest gap between two cycles (50ms).
 	MinPeriod time.Duration
@@ -71,7 +73,13 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.Scheduler.Scorer == nil && c.Scheduler.NodeCandidates == 0 {
+		window := c.Scheduler.MaxConsidered
 		c.Scheduler = scheduler.DefaultConfig()
+		c.Scheduler.MaxConsidered = window
+	}
+	// The window: negative hands the core every queued workload.
+	if c.Scheduler.MaxConsidered == 0 {
+		c.Scheduler.MaxConsidered = DefaultWindow
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -282,6 +290,10 @@ type term struct {
 	lastCommitRev int64                // highest revision the cycle committed
 	prunedAt      time.Time            // last walk over cancelled and finished
 	reportChecked map[string]time.Time // cluster -> time of the heartbeat reconcileReports last checked
+	// heads are the workloads the last cycle handed the core, by id, with
+	// their queues (the cycle's goroutine only): one missing from the next
+	// cycle's heads fell behind its queue's window.
+	heads map[string]string
 }
 
 func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {

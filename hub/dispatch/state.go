@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -63,6 +64,7 @@ type state struct {
 	current   map[string]curRef  // dispatch id -> current record and its workload
 	orphans   map[string]*rec    // dispatch id -> record whose workload moved on
 	queued    map[string]*wl     // QUEUED workloads by id
+	backlog   *backlog           // the same, in queue order
 	cancelReq map[string]*wl     // workloads with CancelRequested, by id
 	unacked   map[string]curRef  // current dispatches the agent has not acknowledged
 	fresh     map[string]curRef  // see mirror.fresh; buildSnapshot prunes it
@@ -122,6 +124,7 @@ type mirror struct {
 	current   map[string]curRef
 	orphans   map[string]*rec
 	queued    map[string]*wl
+	backlog   *backlog
 	cancelReq map[string]*wl
 	unacked   map[string]curRef
 	recsOf    map[string]map[string]bool // workload id -> dispatch ids of its records
@@ -167,6 +170,7 @@ func (m *mirror) reset() {
 	m.queues, m.drain = map[string]*meridianv1.Queue{}, map[string]clusterSettings{}
 	m.current, m.orphans = map[string]curRef{}, map[string]*rec{}
 	m.queued, m.cancelReq = map[string]*wl{}, map[string]*wl{}
+	m.backlog = newBacklog()
 	m.unacked, m.fresh = map[string]curRef{}, map[string]curRef{}
 	m.runs, m.runIDs, m.runIdx = nil, nil, map[string]int{}
 	m.recsOf = map[string]map[string]bool{}
@@ -262,11 +266,15 @@ func (m *mirror) settle(now time.Time) {
 
 // workloadChanged refreshes the sets after workload id changed (or went).
 func (m *mirror) workloadChanged(id string) {
-	delete(m.queued, id)
+	if old := m.queued[id]; old != nil {
+		m.backlog.drop(old)
+		delete(m.queued, id)
+	}
 	delete(m.cancelReq, id)
 	if w := m.byID[id]; w != nil {
 		if w.w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
 			m.queued[id] = w
+			m.backlog.add(w)
 		}
 		if hasCondition(w.w, ConditionCancelRequested) {
 			m.cancelReq[id] = w
@@ -421,7 +429,7 @@ func (l *Loop) advance() *state {
 	m.pos = d.Pos
 	l.mirrorPos.Store(d.Pos)
 	s := &state{rev: d.Rev, workloads: m.byID, dispatches: m.byDispatch, drain: m.drain,
-		current: m.current, orphans: m.orphans, queued: m.queued, cancelReq: m.cancelReq, unacked: m.unacked,
+		current: m.current, orphans: m.orphans, queued: m.queued, backlog: m.backlog, cancelReq: m.cancelReq, unacked: m.unacked,
 		fresh: m.fresh, stopped: m.stopped, runs: m.runs, runIdx: m.runIdx}
 	s.queues = make([]*meridianv1.Queue, 0, len(m.queues))
 	for _, q := range m.queues {
@@ -432,12 +440,22 @@ func (l *Loop) advance() *state {
 }
 
 // snapshotNow builds the core's input from the current state for a reader
-// outside the cycle. The result holds no reference to the mirror's maps.
-func (l *Loop) snapshotNow(ledger *quota.Ledger, now time.Time) *built {
+// outside the cycle, with the backlog's counts and demand, and w's place
+// in its queue when w is given. The result holds no reference to the
+// mirror's maps.
+func (l *Loop) snapshotNow(ledger *quota.Ledger, now time.Time, w *scheduler.Workload) *built {
 	s := l.lockState()
 	defer l.unlockState()
-	b := l.buildSnapshot(s, ledger, now, nil, false)
+	b := l.buildSnapshot(s, ledger, now, nil, nil, false)
 	b.byID, b.current = nil, nil
+	b.queued = maps.Clone(s.backlog.count)
+	b.demand = make(map[string]map[string]int64, len(s.backlog.demand))
+	for c, m := range s.backlog.demand {
+		b.demand[c] = maps.Clone(m)
+	}
+	if w != nil {
+		b.position = s.backlog.position(w)
+	}
 	return b
 }
 
@@ -466,6 +484,14 @@ type built struct {
 	// live is how many entries of snap.Running are current dispatches;
 	// the rest is work that stopped (state.stopped), for the core only.
 	live int
+	// behind counts the queued workloads left behind their queue's window.
+	behind int
+	// For readers (snapshotNow): the backlog's QUEUED workloads by leaf
+	// and their demand by class and leaf, and the place in line of the
+	// workload asked about.
+	queued   map[string]int32
+	demand   map[string]map[string]int64
+	position int
 }
 
 // release clears the Terminating marks a shared snapshot put on the
@@ -482,12 +508,15 @@ func (b *built) release() {
 }
 
 // buildSnapshot turns a state and the fleet into the core's input.
+// Of the queued workloads it hands the core only the head of each queue
+// (the window, scheduler.Config.MaxConsidered), the nominated ones among
+// them marked, and every nominated one behind a window too.
 // stopping lists dispatch ids already asked to stop: their work is marked
 // Terminating for the core. With shared, the snapshot's Running is the
 // mirror's own list (no copy of every running workload per cycle): the
 // caller holds the mirror's lock for as long as it uses the snapshot and
 // calls release before letting go.
-func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stopping map[string]bool, shared bool) *built {
+func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stopping, nominated map[string]bool, shared bool) *built {
 	b := &built{snap: &scheduler.Snapshot{Now: now, Ledger: ledger}, byID: s.workloads, current: s.current, invalid: map[string]string{}}
 	tree, bad, err := convert.QueueTree(s.queues)
 	if err != nil {
@@ -559,33 +588,41 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 	for _, v := range views {
 		b.snap.Clusters = append(b.snap.Clusters, v.Cluster)
 	}
-	// Most workloads are running or finished: pick the queued ones first and
-	// sort only those, so the core sees them in a stable order.
-	var queued []string
-	for id := range s.queued {
-		if s.cancelReq[id] == nil {
-			queued = append(queued, id)
-		}
+	// The queued workloads, from the backlog's queues in order: no walk
+	// over the backlog behind the windows, no sort.
+	eligible := func(w *wl) bool {
+		// A preempted one is held a while (its reason says until when);
+		// a cancel request is finished by housekeeping.
+		return s.cancelReq[w.w.GetId()] == nil && !held(w.w, now)
 	}
-	sort.Strings(queued)
-	for _, id := range queued {
-		w := s.workloads[id]
-		if held(w.w, now) {
-			continue // preempted recently; its reason says until when
-		}
-		if w.swErr != nil {
-			// The API validates on submit; a record that still does not
-			// convert waits with a reason naming the field.
-			b.invalid[id] = "cannot be scheduled as stored: " + w.swErr.Error()
-			continue
-		}
+	add := func(w *wl, nominated bool) {
 		sw := w.sw
-		if av := avoided(w.w, now); len(av) > 0 {
+		if av := avoided(w.w, now); len(av) > 0 || nominated {
 			cp := *sw
-			cp.AvoidClusters = av
+			cp.AvoidClusters, cp.Nominated = av, nominated
 			sw = &cp
 		}
 		b.snap.Pending = append(b.snap.Pending, sw)
+	}
+	b.behind = s.backlog.heads(l.cfg.Scheduler.MaxConsidered, func(w *wl) bool {
+		if nominated[w.w.GetId()] || !eligible(w) {
+			return false // the nominated ones come below, wherever they stand
+		}
+		add(w, false)
+		return true
+	})
+	for _, id := range sortedKeys(nominated) {
+		if w := s.queued[id]; w != nil && w.sw != nil && eligible(w) {
+			add(w, true)
+		}
+	}
+	for _, id := range sortedKeys(s.backlog.bad) {
+		w := s.backlog.bad[id]
+		if eligible(w) {
+			// The API validates on submit; a record that still does not
+			// convert waits with a reason naming the field.
+			b.invalid[id] = "cannot be scheduled as stored: " + w.swErr.Error()
+		}
 	}
 	return b
 }
