@@ -1,5 +1,5 @@
-// Package embedetcd runs a single-member etcd server inside the current
-// process, for the demo, the simulator and integration tests.
+// Package embedetcd runs an etcd member inside the current process, by
+// default a single-member cluster of its own, for the demo, the simulator and integration tests.
 //
 // It exists so that every part of Meridian that keeps state in etcd can be
 // exercised against the real server (go.etcd.io/etcd/server/v3/embed) without
@@ -16,6 +16,11 @@
 //     Config.Logger through log/slog (dropped when Logger is nil);
 //  5. keeps its data in Config.DataDir, so a Close followed by a Start on the
 //     same directory sees everything written before.
+//
+// With Config.Cluster the process runs one member of a multi-member cluster
+// instead (what meridian-soak etcd-member runs three of, to stand in for
+// production's external etcd): fixed loopback ports, the members listed in
+// Cluster.InitialCluster, and etcd's own raft ticks and log bounds.
 //
 // Callers must Close the server they started; Close is idempotent.
 //

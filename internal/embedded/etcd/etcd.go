@@ -55,6 +55,83 @@ type Config struct {
 	// negative value keeps all history. Watchers that fall further behind
 	// than this must list again, which the hub's cache does by itself.
 	CompactEvery time.Duration
+	// Cluster, when set, makes this process one member of a multi-member
+	// cluster (one member per process, as production runs etcd) instead
+	// of a cluster of its own. Nil: a single member, as before.
+	Cluster *Cluster
+}
+
+// Cluster is this member's place in a multi-member cluster on loopback.
+// Config.Name must be one of InitialCluster's names, and Config.PeerPort
+// the port of its URL there; both ports must be given (not 0).
+type Cluster struct {
+	// InitialCluster lists every member as name=peerURL, comma-separated,
+	// e.g. "m1=http://127.0.0.1:2380,m2=http://127.0.0.1:2381". Every
+	// peer URL is on 127.0.0.1.
+	InitialCluster string
+	// State is "new" when the cluster is being formed, "existing" when
+	// the member joins a running one. Empty means "new". A member whose
+	// data dir already holds a WAL ignores both and rejoins as it was.
+	State string
+	// Token keeps separate clusters apart; empty means "meridian-cluster".
+	Token string
+	// HeartbeatInterval and ElectionTimeout are raft's; 0 means 100 ms
+	// and 1 s (etcd's defaults), which separate processes on a busy
+	// machine need rather than the single member's 10 ms and 100 ms.
+	HeartbeatInterval, ElectionTimeout time.Duration
+}
+
+// validate checks the cluster against the member's name and peer port.
+func (c *Cluster) validate(name string, clientPort, peerPort int) error {
+	if c == nil {
+		return nil
+	}
+	if clientPort == 0 || peerPort == 0 {
+		return errors.New("embedetcd: a cluster member needs fixed ports: Config.ClientPort and Config.PeerPort must not be 0")
+	}
+	switch c.State {
+	case "", embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting:
+	default:
+		return fmt.Errorf("embedetcd: Cluster.State %q: want %q or %q", c.State, embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting)
+	}
+	if c.HeartbeatInterval < 0 || c.ElectionTimeout < 0 || (c.ElectionTimeout > 0 && c.ElectionTimeout < 5*c.heartbeat()) {
+		return fmt.Errorf("embedetcd: Cluster.ElectionTimeout %s must be at least 5 x HeartbeatInterval %s", c.ElectionTimeout, c.heartbeat())
+	}
+	self := false
+	for _, part := range strings.Split(c.InitialCluster, ",") {
+		n, raw, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || n == "" {
+			return fmt.Errorf("embedetcd: Cluster.InitialCluster: %q is not name=http://127.0.0.1:port", part)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() == "" {
+			return fmt.Errorf("embedetcd: Cluster.InitialCluster: member %s: %q is not http://127.0.0.1:port (members listen on loopback only)", n, raw)
+		}
+		if n == name {
+			self = true
+			if u.Port() != strconv.Itoa(peerPort) {
+				return fmt.Errorf("embedetcd: Cluster.InitialCluster gives member %s the peer URL %s, but Config.PeerPort is %d", n, raw, peerPort)
+			}
+		}
+	}
+	if !self {
+		return fmt.Errorf("embedetcd: Cluster.InitialCluster %q does not name this member %q", c.InitialCluster, name)
+	}
+	return nil
+}
+
+func (c *Cluster) heartbeat() time.Duration {
+	if c.HeartbeatInterval > 0 {
+		return c.HeartbeatInterval
+	}
+	return 100 * time.Millisecond
+}
+
+func (c *Cluster) election() time.Duration {
+	if c.ElectionTimeout > 0 {
+		return c.ElectionTimeout
+	}
+	return time.Second
 }
 
 // DefaultCompactEvery is the history an embedded member keeps. Every
@@ -104,6 +181,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = "meridian"
+	}
+	if err := cfg.Cluster.validate(cfg.Name, cfg.ClientPort, cfg.PeerPort); err != nil {
+		return nil, err
 	}
 	if cfg.MaxTxnOps == 0 {
 		cfg.MaxTxnOps = DefaultMaxTxnOps
@@ -160,7 +240,9 @@ func (s *Server) start(ctx context.Context) error {
 	// still held 146 MB at 2,000 workloads/s (each entry is a group
 	// commit of many submits). A snapshot writes only the small v2
 	// store and trims the log; the data itself stays in the backend.
-	ec.SnapshotCount, ec.SnapshotCatchUpEntries = snapshotCount, snapshotCatchUp
+	if s.cfg.Cluster == nil {
+		ec.SnapshotCount, ec.SnapshotCatchUpEntries = snapshotCount, snapshotCatchUp
+	}
 	ec.QuotaBackendBytes = QuotaBackendBytes
 	switch c := s.cfg.CompactEvery; {
 	case c == 0:
@@ -179,6 +261,20 @@ func (s *Server) start(ctx context.Context) error {
 	ec.AdvertisePeerUrls = []url.URL{pu}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.InitialClusterToken = "meridian-embedded"
+	if c := s.cfg.Cluster; c != nil {
+		// Members of a real cluster have followers to catch up: they
+		// keep etcd's own raft log bounds (above) and slower ticks.
+		ec.TickMs, ec.ElectionMs = uint(c.heartbeat().Milliseconds()), uint(c.election().Milliseconds())
+		ec.InitialCluster = c.InitialCluster
+		ec.ClusterState = embed.ClusterStateFlagNew
+		if c.State != "" {
+			ec.ClusterState = c.State
+		}
+		ec.InitialClusterToken = "meridian-cluster"
+		if c.Token != "" {
+			ec.InitialClusterToken = c.Token
+		}
+	}
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {

@@ -19,6 +19,11 @@
 // optional client certificates, so that the client's credential and TLS
 // options are tested against the real server.
 //
+// Config.Cluster makes the server one node of a NATS cluster with clustered
+// JetStream (routes between loopback ports, a server name per node), what
+// meridian-soak nats-node runs three of, so that replicated streams are
+// tested as production runs them.
+//
 // Callers must Close the server they started; Close is idempotent.
 //
 // This package must never listen on a non-loopback address, never be used as

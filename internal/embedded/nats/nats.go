@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -35,6 +36,53 @@ type Config struct {
 	// Security, when set, requires authentication and/or TLS (see
 	// security.go); nil accepts any client, as before.
 	Security *Security
+	// ServerName names the server; empty means "meridian-embedded". The
+	// nodes of a JetStream cluster need names of their own.
+	ServerName string
+	// Cluster, when set, makes this server one node of a NATS cluster with
+	// clustered JetStream (one node per process, as production runs NATS).
+	// Nil: a standalone server, as before.
+	Cluster *Cluster
+}
+
+// Cluster is this node's place in a NATS cluster on loopback.
+type Cluster struct {
+	// Name is the cluster's name, the same on every node; empty means
+	// "meridian".
+	Name string
+	// Port is this node's loopback route port. Required.
+	Port int
+	// Routes are the other nodes' route URLs, nats://127.0.0.1:port (a
+	// node's own URL may be among them; the server skips it).
+	Routes []string
+}
+
+func (c *Cluster) validate(clientPort int) error {
+	if c == nil {
+		return nil
+	}
+	if c.Port <= 0 || c.Port > 65535 {
+		return fmt.Errorf("embednats: Cluster.Port %d out of range 1..65535", c.Port)
+	}
+	if c.Port == clientPort {
+		return fmt.Errorf("embednats: Cluster.Port and Config.Port are both %d", c.Port)
+	}
+	for _, r := range c.Routes {
+		u, err := url.Parse(r)
+		if err != nil || u.Scheme != "nats" || u.Hostname() != "127.0.0.1" || u.Port() == "" {
+			return fmt.Errorf("embednats: Cluster.Routes: %q is not nats://127.0.0.1:port (nodes listen on loopback only)", r)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) routeURLs() []*url.URL {
+	var out []*url.URL
+	for _, r := range c.Routes {
+		u, _ := url.Parse(r) // validated
+		out = append(out, u)
+	}
+	return out
 }
 
 // Server is a running embedded NATS server.
@@ -66,6 +114,12 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Security.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Cluster.validate(cfg.Port); err != nil {
+		return nil, err
+	}
+	if cfg.Cluster != nil && cfg.Port == 0 {
+		return nil, errors.New("embednats: a cluster node needs a fixed Config.Port")
+	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = DefaultReadyTimeout
 	}
@@ -94,8 +148,12 @@ func (s *Server) start() error {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
+	name := s.cfg.ServerName
+	if name == "" {
+		name = "meridian-embedded"
+	}
 	opts := &server.Options{
-		ServerName:         "meridian-embedded",
+		ServerName:         name,
 		Host:               "127.0.0.1",
 		Port:               port,
 		HTTPPort:           0,
@@ -108,6 +166,13 @@ func (s *Server) start() error {
 	}
 	if err := s.cfg.Security.apply(opts); err != nil {
 		return err
+	}
+	if c := s.cfg.Cluster; c != nil {
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: "127.0.0.1", Port: c.Port}
+		if opts.Cluster.Name == "" {
+			opts.Cluster.Name = "meridian"
+		}
+		opts.Routes = c.routeURLs()
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
