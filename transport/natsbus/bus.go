@@ -61,6 +61,9 @@ type options struct {
 	tp trace.TracerProvider
 	// inboxPrefix replaces _INBOX for replies (WithInboxPrefix).
 	inboxPrefix string
+	// streamReplicas is the streams' replica count (WithStreamReplicas);
+	// 0: keep an existing stream's, 1 for a new one.
+	streamReplicas int
 }
 
 // Option configures Connect.
@@ -287,6 +290,7 @@ func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
 			MaxAge:      b.opts.maxAge,
 			Duplicates:  b.opts.dupWindow,
 			Discard:     jetstream.DiscardOld,
+			Replicas:    b.opts.streamReplicas,
 		},
 		{
 			Name:        StreamEvents,
@@ -297,6 +301,7 @@ func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
 			MaxAge:      b.opts.maxAge,
 			Duplicates:  b.opts.dupWindow,
 			Discard:     jetstream.DiscardOld,
+			Replicas:    b.opts.streamReplicas,
 		},
 		{
 			Name:              StreamAdvert,
@@ -307,15 +312,21 @@ func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
 			MaxMsgsPerSubject: 1,
 			Duplicates:        b.opts.dupWindow,
 			Discard:           jetstream.DiscardOld,
+			Replicas:          b.opts.streamReplicas,
 		},
 	}
 }
 
 // EnsureStreams creates the DISPATCH, EVENTS and ADVERT streams, or updates
 // them to the current configuration. It is idempotent; hub and agents may
-// both call it at start.
+// both call it at start. A bus without WithStreamReplicas (an agent's)
+// keeps an existing stream's replica count rather than setting it back
+// to one.
 func (b *Bus) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range b.StreamConfigs() {
+		if err := b.keepReplicas(ctx, &cfg); err != nil {
+			return err
+		}
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("natsbus: ensure stream %s: %w", cfg.Name, err)
 		}
