@@ -67,6 +67,9 @@ func newOptions(c *hubconfig.HubConfiguration) (*options, error) {
 		}
 		o.cfg.NATSOptions = opts
 	}
+	// Always given, so a hub sets the streams to its configured count
+	// (an agent's bus keeps whatever the streams have).
+	o.cfg.NATSOptions = append(o.cfg.NATSOptions, natsbus.WithStreamReplicas(c.NATS.StreamReplicas))
 	if sa := c.NATS.SpokeAuth; sa.Enabled {
 		o.cfg.SpokeAuth = &server.SpokeAuth{OperatorSigningKeyFile: sa.OperatorSigningKeyFile, SystemCredsFile: sa.SystemCredsFile}
 	}

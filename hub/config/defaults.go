@@ -15,6 +15,8 @@ const (
 	DefaultHTTPAddr          = "127.0.0.1:8080"
 	DefaultMaxRequestBytes   = 2 << 20
 	DefaultEmbeddedNATSPort  = 4222
+	DefaultStreamReplicas    = 1
+	MaxStreamReplicas        = 5
 	DefaultGCPercent         = 400
 	DefaultSchedulePeriod    = time.Second
 	DefaultClusterTimeout    = 15 * time.Second
@@ -44,7 +46,7 @@ func Default() *HubConfiguration {
 			MaxRequestBytes: DefaultMaxRequestBytes,
 		},
 		Etcd: Etcd{Endpoints: []string{}},
-		NATS: NATS{EmbeddedPort: DefaultEmbeddedNATSPort},
+		NATS: NATS{EmbeddedPort: DefaultEmbeddedNATSPort, StreamReplicas: DefaultStreamReplicas},
 		Scheduling: Scheduling{
 			Period:         cc.Duration(DefaultSchedulePeriod),
 			ClusterTimeout: cc.Duration(DefaultClusterTimeout),

@@ -48,9 +48,11 @@ var Fields = []cc.Field{
 		Usage: "loopback client port of the embedded etcd; 0 picks a free one"},
 
 	{Path: "nats.url", Flag: "nats-url", Env: []string{"MERIDIAN_NATS_URL"},
-		Usage: "external NATS URL with JetStream, e.g. nats://10.0.0.6:4222; empty runs NATS embedded"},
+		Usage: "external NATS URL with JetStream, e.g. nats://10.0.0.6:4222, or a cluster's URLs comma-separated; empty runs NATS embedded"},
 	{Path: "nats.embeddedPort", Flag: "embedded-nats-port", Env: []string{"MERIDIAN_EMBEDDED_NATS_PORT"},
 		Usage: "loopback port of the embedded NATS; 0 picks a free one"},
+	{Path: "nats.streamReplicas", Flag: "nats-stream-replicas", Env: []string{"MERIDIAN_NATS_STREAM_REPLICAS"},
+		Usage: "replicas of the JetStream streams the hub creates or updates (consumers inherit it): 3 on a three-node NATS cluster; 1 with the embedded NATS; the same on every hub"},
 	{Path: "nats.credsFile", Flag: "nats-creds", Env: []string{"MERIDIAN_NATS_CREDS"},
 		Usage: "NATS credentials file (user JWT + nkey seed, from nsc)"},
 	{Path: "nats.nkeyFile", Flag: "nats-nkey", Env: []string{"MERIDIAN_NATS_NKEY"}, Usage: "file holding a NATS user nkey seed (SU...)"},

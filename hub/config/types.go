@@ -120,6 +120,11 @@ type NATS struct {
 	URL string `yaml:"url"`
 	// EmbeddedPort is the embedded NATS's loopback port; 0: free.
 	EmbeddedPort int `yaml:"embeddedPort"`
+	// StreamReplicas is how many replicas the hub gives the JetStream
+	// streams it creates or updates (their durable consumers inherit
+	// it): 3 on a three-node NATS cluster, 1 on a single server. Every
+	// hub replica must be given the same number.
+	StreamReplicas int `yaml:"streamReplicas"`
 	// One credential, read from a file (or, for the password and the
 	// token, from the environment).
 	CredsFile    string  `yaml:"credsFile"`

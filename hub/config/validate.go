@@ -110,9 +110,24 @@ func validateStores(errs *cc.ErrorList, c *HubConfiguration) {
 	}
 	validateSpokeAuth(errs, &c.NATS)
 	if c.NATS.URL != "" {
-		if u, err := url.Parse(c.NATS.URL); err != nil || u.Host == "" {
-			errs.Addf("nats.url", "want a URL such as nats://10.0.0.6:4222 (got %q)", c.NATS.URL)
+		// A cluster's servers come comma-separated, as NATS clients take
+		// them; each must be a URL of its own.
+		for _, one := range strings.Split(c.NATS.URL, ",") {
+			if u, err := url.Parse(strings.TrimSpace(one)); err != nil || u.Host == "" || strings.Contains(u.Host, ",") {
+				errs.Addf("nats.url", "want a URL such as nats://10.0.0.6:4222, or several comma-separated (got %q)", c.NATS.URL)
+				break
+			}
 		}
+	}
+	validateStreamReplicas(errs, &c.NATS)
+}
+
+func validateStreamReplicas(errs *cc.ErrorList, n *NATS) {
+	switch r := n.StreamReplicas; {
+	case r < 1 || r > MaxStreamReplicas:
+		errs.Addf("nats.streamReplicas", "want 1..%d (got %d)", MaxStreamReplicas, r)
+	case r > 1 && n.URL == "":
+		errs.Addf("nats.streamReplicas", "the embedded NATS is a single server and keeps 1 replica (got %d); more need a NATS cluster (--nats-url)", r)
 	}
 }
 
