@@ -194,6 +194,7 @@ func (b *Bus) createDispatchConsumer(ctx context.Context, cluster string) (jetst
 	name, _ := DispatchConsumer(cluster)
 	switch {
 	case err == nil:
+		awaitConsumerLeader(ctx, cons)
 		return cons, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("natsbus: consumer %s: stream %s missing (call EnsureStreams): %w", name, StreamDispatch, err)
@@ -292,6 +293,7 @@ func (b *Bus) consume(ctx context.Context, stream, durable, filter string, h Han
 		}
 		return nil, fmt.Errorf("natsbus: consumer %s on %s: %w", durable, stream, err)
 	}
+	awaitConsumerLeader(ctx, cons)
 	return b.startConsume(ctx, cons, durable, h, co)
 }
 

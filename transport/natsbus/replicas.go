@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -44,4 +45,32 @@ func (b *Bus) keepReplicas(ctx context.Context, cfg *jetstream.StreamConfig) err
 	}
 	cfg.Replicas = st.CachedInfo().Config.Replicas
 	return nil
+}
+
+// ConsumerLeaderWait bounds awaitConsumerLeader.
+const ConsumerLeaderWait = 5 * time.Second
+
+// awaitConsumerLeader waits, at most ConsumerLeaderWait, until cons (just
+// created) answers, which on a NATS cluster means its replicas have
+// elected a leader. A pull sent before then gets "no responders", and the
+// client waits out a missed heartbeat (30 s) before it pulls again: a new
+// agent's first dispatches would wait that long.
+func awaitConsumerLeader(ctx context.Context, cons jetstream.Consumer) {
+	deadline := time.Now().Add(ConsumerLeaderWait)
+	for {
+		ictx, cancel := context.WithTimeout(ctx, time.Second)
+		info, err := cons.Info(ictx)
+		cancel()
+		if err == nil && (info.Cluster == nil || info.Cluster.Leader != "" || len(info.Cluster.Replicas) == 0) {
+			return
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -121,6 +121,36 @@ func TestReplicatedStreamsOnACluster(t *testing.T) {
 	publish("d2")
 }
 
+// TestNewReplicatedConsumerDeliversAtOnce: a consumer an agent creates
+// itself on an R3 stream delivers its first dispatch at once, not after
+// its first pull, sent before the consumer had a leader, times out (30 s).
+func TestNewReplicatedConsumerDeliversAtOnce(t *testing.T) {
+	_, urls := startCluster(t)
+	ctx := testCtx(t, 60*time.Second)
+	hub := connectRetry(t, ctx, urls, WithStreamReplicas(3))
+	agent := connectRetry(t, ctx, urls)
+	eventually(t, ctx, "the hub's EnsureStreams", func(ctx context.Context) error { return hub.EnsureStreams(ctx) })
+	for i := range 3 {
+		cluster := fmt.Sprintf("fresh-%d", i)
+		got := make(chan string, 1)
+		sub, err := agent.ConsumeDispatches(ctx, cluster, func(_ context.Context, d Delivery) error { got <- d.MsgID; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := hub.PublishDispatch(ctx, cluster, "d-"+cluster, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("consumer %d: first dispatch not delivered within 10s", i)
+		}
+		t.Logf("consumer %d: delivered after %s", i, time.Since(t0).Round(time.Millisecond))
+		sub.Stop()
+	}
+}
+
 // startCluster starts three clustered JetStream nodes for one test and
 // returns them with their client URLs, comma-separated.
 func startCluster(t *testing.T) ([]*embednats.Server, string) {
