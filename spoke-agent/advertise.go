@@ -115,7 +115,7 @@ func (a *Agent) sendFull(ctx context.Context) {
 	ad := &agentv1.Advertisement{
 		ClusterId: a.cfg.ClusterID, Seq: seq, SentAt: timestamppb.New(a.cfg.Now()), Connector: connectorKind(a.conn.Kind()),
 		Labels: inv.Labels, FractionalModes: inv.FractionalModes, Nodes: inv.Nodes, SessionId: a.session,
-		MigStrategy: inv.MIGStrategy,
+		MigStrategy: inv.MIGStrategy, Capabilities: []string{agentv1.CapabilityDispatchBatch},
 	}
 	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(ad)
 	if err == nil {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -348,11 +349,56 @@ func (a *Agent) handleDelivery(ctx context.Context, d natsbus.Delivery) error {
 		a.m.received.WithLabelValues("cancel").Inc()
 		defer a.perID.lock(k.Cancel.GetDispatchId())()
 		return a.handleCancel(ctx, k.Cancel)
+	case *agentv1.HubMessage_Batch:
+		return a.handleBatch(ctx, d.Subject, k.Batch)
 	default:
 		a.m.received.WithLabelValues("unknown").Inc()
 		a.log.Warn("ignoring hub message of an unknown kind", "msg_id", d.MsgID)
 		return nil
 	}
+}
+
+// handleBatch handles the dispatches of a batch side by side, as single
+// dispatches delivered together would be (the launch slots bound how many
+// reach the backend at once), and returns once each has its answer
+// stored. A dispatch that fails for now fails the batch, which is then
+// delivered again: those already answered are answered the same way
+// again, never launched twice. One that can never be handled is dropped
+// alone.
+func (a *Agent) handleBatch(ctx context.Context, subject string, b *agentv1.DispatchBatch) error {
+	ds := b.GetDispatches()
+	errs := make([]error, len(ds))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		a.m.received.WithLabelValues("dispatch").Inc()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A single dispatch's trace comes in the message headers; a
+			// batched one's in its workload.
+			sc, _ := telemetry.ParseTraceParent(d.GetWorkload().GetTraceParent())
+			if d.GetWorkload() != nil {
+				d.Workload.TraceParent = ""
+			}
+			dctx, span := a.bus.StartItemProcess(ctx, sc, subject, d.GetDispatchId())
+			defer span.End()
+			defer a.perID.lock(d.GetDispatchId())()
+			errs[i] = a.handleDispatch(dctx, d)
+			telemetry.Fail(span, errs[i])
+		}()
+	}
+	wg.Wait()
+	var retry error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, natsbus.ErrPermanent):
+			a.log.Error("dropping one dispatch of a batch", "dispatch_id", ds[i].GetDispatchId(), "err", err)
+		case retry == nil:
+			retry = err
+		}
+	}
+	return retry
 }
 
 func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {

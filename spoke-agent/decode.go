@@ -31,6 +31,8 @@ func DecodeHubMessage(msgID string, payload []byte) (*agentv1.HubMessage, error)
 			return hm, nil
 		case hm.GetCancel().GetDispatchId() != "" && len(hm.GetCancel().ProtoReflect().GetUnknown()) == 0:
 			return hm, nil
+		case len(hm.GetBatch().GetDispatches()) > 0 && len(hm.GetBatch().ProtoReflect().GetUnknown()) == 0:
+			return hm, nil // each dispatch is checked as it is handled
 		case hm.GetKind() == nil && len(payload) == 0:
 			return hm, nil // an empty envelope: a kind this agent does not know
 		}

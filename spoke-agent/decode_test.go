@@ -47,6 +47,7 @@ func TestDecodeHubMessage(t *testing.T) {
 		"dispatch without id":            {msgID: "x", payload: mustMarshal(t, &agentv1.Dispatch{WorkloadId: "w"}), wantErr: true},
 		"cancel id with a dispatch body": {msgID: "cancel:d-1", payload: mustMarshal(t, &agentv1.Dispatch{WorkloadId: "w"}), wantErr: true},
 		"garbage":                        {msgID: "x", payload: []byte{0xff, 0xff, 0xff}, wantErr: true},
+		"empty batch":                    {msgID: "batch:x", payload: mustMarshal(t, &agentv1.HubMessage{Kind: &agentv1.HubMessage_Batch{Batch: &agentv1.DispatchBatch{}}}), wantErr: true},
 		"truncated envelope":             {msgID: "d-1", payload: mustMarshal(t, &agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: disp}})[:20], wantErr: true},
 	}
 	for name, tc := range tests {
@@ -78,11 +79,26 @@ func TestDecodeHubMessage(t *testing.T) {
 	}
 }
 
+// TestDecodeBatch: a batch decodes whole, each dispatch as it was sent.
+func TestDecodeBatch(t *testing.T) {
+	a := &agentv1.Dispatch{DispatchId: "d-1", WorkloadId: "wl-1", Workload: &meridianv1.Workload{Id: "wl-1", TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	b := &agentv1.Dispatch{DispatchId: "d-2", WorkloadId: "wl-2", Workload: &meridianv1.Workload{Id: "wl-2"}}
+	in := &agentv1.HubMessage{Kind: &agentv1.HubMessage_Batch{Batch: &agentv1.DispatchBatch{Dispatches: []*agentv1.Dispatch{a, b}}}}
+	hm, err := DecodeHubMessage("batch:d-1:2:00", mustMarshal(t, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(hm, in) {
+		t.Fatalf("decoded %v, want %v", hm, in)
+	}
+}
+
 func FuzzDecodeHubMessage(f *testing.F) {
 	d := &agentv1.Dispatch{DispatchId: "d", Workload: &meridianv1.Workload{Id: "w"}}
 	f.Add("d", mustMarshal(f, &agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: d}}))
 	f.Add("d", mustMarshal(f, d))
 	f.Add("cancel:d", mustMarshal(f, &agentv1.DispatchCancel{DispatchId: "d", Reason: "r"}))
+	f.Add("batch:d", mustMarshal(f, &agentv1.HubMessage{Kind: &agentv1.HubMessage_Batch{Batch: &agentv1.DispatchBatch{Dispatches: []*agentv1.Dispatch{d, d}}}}))
 	f.Fuzz(func(t *testing.T, msgID string, payload []byte) {
 		hm, err := DecodeHubMessage(msgID, payload)
 		if err != nil {
@@ -93,6 +109,9 @@ func FuzzDecodeHubMessage(f *testing.F) {
 		}
 		if hm.GetCancel() != nil && hm.GetCancel().GetDispatchId() == "" {
 			t.Fatal("decoded a cancel without an id")
+		}
+		if hm.GetBatch() != nil && len(hm.GetBatch().GetDispatches()) == 0 {
+			t.Fatal("decoded an empty batch")
 		}
 	})
 }

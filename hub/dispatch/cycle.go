@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -669,17 +670,47 @@ func publishAll[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.Wor
 }
 
 func publishBatch[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.Workload, *Record)) {
-	recs := make([]*Record, 0, len(items))
-	msgs := make([]natsbus.Dispatch, 0, len(items))
+	// Each message carries one dispatch, or, for a cluster whose agent
+	// reads them, all of this batch's dispatches for that cluster
+	// (dispatchMessages).
+	var recs []*Record
+	byCluster := map[string][]int{}
+	var clusters []string
 	for _, it := range items {
 		w, r := get(it)
-		b, err := marshalDet(&agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: dispatchMsg(w, r)}})
-		if err != nil {
-			l.log.Error("encode dispatch", "dispatch", r.DispatchID, "err", err)
-			continue
+		if _, ok := byCluster[r.Cluster]; !ok {
+			clusters = append(clusters, r.Cluster)
 		}
+		byCluster[r.Cluster] = append(byCluster[r.Cluster], len(recs))
 		recs = append(recs, r)
-		msgs = append(msgs, natsbus.Dispatch{Cluster: r.Cluster, MsgID: r.DispatchID, Payload: b, Trace: l.recordTrace(r)})
+		_ = w
+	}
+	var (
+		msgs  []natsbus.Dispatch
+		carry [][]*Record // carry[i]: the dispatches msgs[i] holds
+	)
+	for _, c := range clusters {
+		idx := byCluster[c]
+		batch := len(idx) > 1 && l.fleet.Capable(c, agentv1.CapabilityDispatchBatch)
+		for len(idx) > 0 {
+			n := 1
+			if batch {
+				n = min(len(idx), maxDispatchesPerMessage)
+			}
+			var ws []*meridianv1.Workload
+			var rs []*Record
+			for _, i := range idx[:n] {
+				w, _ := get(items[i])
+				ws, rs = append(ws, w), append(rs, recs[i])
+			}
+			idx = idx[n:]
+			m, err := l.dispatchMessage(ws, rs)
+			if err != nil {
+				l.log.Error("encode dispatch", "dispatch", rs[0].DispatchID, "dispatches", len(rs), "err", err)
+				continue
+			}
+			msgs, carry = append(msgs, m), append(carry, rs)
+		}
 	}
 	var (
 		errs []error
@@ -694,24 +725,63 @@ func publishBatch[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.W
 	}
 	now := time.Now()
 	t.mu.Lock()
-	for _, r := range recs {
-		t.published[r.DispatchID] = now
+	for _, rs := range carry {
+		for _, r := range rs {
+			t.published[r.DispatchID] = now
+		}
 	}
 	t.mu.Unlock()
 	if l.dropPublishes.Load() {
 		return
 	}
-	for i, r := range recs {
-		switch {
-		case errs[i] != nil:
-			l.log.Warn("publish dispatch; will retry", "dispatch", r.DispatchID, "cluster", r.Cluster, "err", errs[i])
-		case dups[i]:
-			l.m.published.Inc()
-			l.m.duplicates.Inc()
-		default:
-			l.m.published.Inc()
+	for i, rs := range carry {
+		if len(rs) > 1 {
+			l.m.batches.Inc()
+		}
+		for _, r := range rs {
+			switch {
+			case errs[i] != nil:
+				l.log.Warn("publish dispatch; will retry", "dispatch", r.DispatchID, "cluster", r.Cluster, "err", errs[i])
+			case dups[i]:
+				l.m.published.Inc()
+				l.m.duplicates.Inc()
+			default:
+				l.m.published.Inc()
+			}
 		}
 	}
+}
+
+// maxDispatchesPerMessage bounds a DispatchBatch: a dispatch carries its
+// workload's spec, and the message must stay well under NATS's payload
+// limit (1 MiB by default; the API bounds a workload far below 4 KiB
+// times this).
+const maxDispatchesPerMessage = 64
+
+// dispatchMessage encodes one dispatch as it always was (the trace in the
+// message headers, its dispatch id as the message id), or several for one
+// cluster as a DispatchBatch: each keeps its trace in its workload's
+// trace_parent, and the message id is derived from every dispatch id in
+// it, so that a retried publish of the same batch is deduplicated.
+func (l *Loop) dispatchMessage(ws []*meridianv1.Workload, rs []*Record) (natsbus.Dispatch, error) {
+	if len(rs) == 1 {
+		b, err := marshalDet(&agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: dispatchMsg(ws[0], rs[0])}})
+		return natsbus.Dispatch{Cluster: rs[0].Cluster, MsgID: rs[0].DispatchID, Payload: b, Trace: l.recordTrace(rs[0])}, err
+	}
+	batch := &agentv1.DispatchBatch{Dispatches: make([]*agentv1.Dispatch, len(rs))}
+	h := fnv.New64a()
+	for i, r := range rs {
+		d := dispatchMsg(ws[i], r)
+		if sc := l.recordTrace(r); sc.IsValid() {
+			d.Workload.TraceParent = r.TraceParent
+		}
+		batch.Dispatches[i] = d
+		_, _ = h.Write([]byte(r.DispatchID))
+		_, _ = h.Write([]byte{0})
+	}
+	b, err := marshalDet(&agentv1.HubMessage{Kind: &agentv1.HubMessage_Batch{Batch: batch}})
+	id := fmt.Sprintf("batch:%s:%d:%016x", rs[0].DispatchID, len(rs), h.Sum64())
+	return natsbus.Dispatch{Cluster: rs[0].Cluster, MsgID: id, Payload: b}, err
 }
 
 // republishStale publishes again every current, unacknowledged dispatch

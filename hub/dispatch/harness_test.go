@@ -51,6 +51,10 @@ type env struct {
 	ns   *embednats.Server
 	cfg  Config
 	hubs []*hub
+	// batching makes the agents advertise that they read several
+	// dispatches in one message, as real agents do (on by default;
+	// off plays an older agent).
+	batching bool
 }
 
 func newEnv(t testing.TB, cfg Config) *env {
@@ -74,7 +78,7 @@ func newEnv(t testing.TB, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), cli: cli, st: st, ns: ns, cfg: cfg}
+	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), cli: cli, st: st, ns: ns, cfg: cfg, batching: true}
 	t.Cleanup(func() {
 		for _, h := range e.hubs {
 			h.kill()
@@ -304,6 +308,7 @@ type agent struct {
 	byWorkload map[string]map[string]bool // workload id -> dispatch ids launched
 	seqs       map[string]map[uint64]bool // dispatch id -> stream sequences it arrived in
 	cancels    map[string]int
+	batches    int // DispatchBatch messages received
 	seq        uint64
 	sub        *natsbus.Subscription
 	stopHB     context.CancelFunc
@@ -384,6 +389,9 @@ func (a *agent) advertise() {
 	a.seq++
 	ad := &agentv1.Advertisement{ClusterId: a.id, Seq: a.seq, SentAt: timestamppb.Now(), SessionId: a.session,
 		Connector: meridianv1.ConnectorKind_CONNECTOR_KIND_SIMCLUSTER, Nodes: a.nodes}
+	if a.e.batching {
+		ad.Capabilities = []string{agentv1.CapabilityDispatchBatch}
+	}
 	b, err := proto.Marshal(ad)
 	a.mu.Unlock()
 	if err == nil {
@@ -467,6 +475,23 @@ func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
 		}
 		return a.event(id, wid, typ, c.Reason)
 	}
+	if b := hm.GetBatch(); b != nil {
+		if !a.e.batching {
+			a.e.t.Errorf("batch %s sent to an agent that does not advertise %s", d.MsgID, agentv1.CapabilityDispatchBatch)
+		}
+		if len(b.GetDispatches()) < 2 || !strings.HasPrefix(d.MsgID, "batch:") {
+			a.e.t.Errorf("batch %s of %d dispatches", d.MsgID, len(b.GetDispatches()))
+		}
+		a.mu.Lock()
+		a.batches++
+		a.mu.Unlock()
+		for _, m := range b.GetDispatches() {
+			if err := a.launch(d, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	m := hm.GetDispatch()
 	if m == nil {
 		return natsbus.Permanent(fmt.Errorf("hub message %s carries nothing", d.MsgID))
@@ -474,6 +499,11 @@ func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
 	if d.MsgID != m.DispatchId {
 		a.e.t.Errorf("dispatch %s arrived with message id %q", m.DispatchId, d.MsgID)
 	}
+	return a.launch(d, m)
+}
+
+// launch starts one dispatch, once per dispatch id.
+func (a *agent) launch(d natsbus.Delivery, m *agentv1.Dispatch) error {
 	a.mu.Lock()
 	if a.seqs[m.DispatchId] == nil {
 		a.seqs[m.DispatchId] = map[uint64]bool{}

@@ -20,6 +20,7 @@ type metrics struct {
 	cancels      prometheus.Counter
 	published    prometheus.Counter
 	duplicates   prometheus.Counter
+	batches      prometheus.Counter
 	republished  prometheus.Counter
 	conflicts    prometheus.Counter
 	panics       prometheus.Counter
@@ -46,9 +47,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: latencyBuckets}, []string{"pending_reason"}),
 		toRunning: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meridian_workload_dispatch_to_running_seconds",
 			Help: "Time from a dispatch to the agent's report that the workload runs.", Buckets: latencyBuckets}),
-		cancels:      prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatch_cancels_total", Help: "DispatchCancel messages published (preemptions included)."}),
-		published:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatch_publishes_total", Help: "Dispatch publishes acknowledged by JetStream."}),
-		duplicates:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatch_publish_duplicates_total", Help: "Dispatch publishes JetStream reported as duplicates."}),
+		cancels:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatch_cancels_total", Help: "DispatchCancel messages published (preemptions included)."}),
+		published:  prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatch_publishes_total", Help: "Dispatch publishes acknowledged by JetStream."}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatch_publish_duplicates_total", Help: "Dispatch publishes JetStream reported as duplicates."}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatch_batch_messages_total",
+			Help: "Messages that carried several dispatches to one cluster (to agents that read them)."}),
 		republished:  prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dispatch_republished_total", Help: "Unacknowledged dispatches republished on becoming leader."}),
 		conflicts:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_scheduler_commit_conflicts_total", Help: "Commits refused because state changed."}),
 		panics:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_scheduler_panics_total", Help: "Scheduler panics recovered."}),
@@ -73,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.pendingCodes[c] = true
 		m.toDispatch.WithLabelValues(c)
 	}
-	for _, c := range []prometheus.Collector{m.cycle, m.dispatches, m.preemptions, m.evictions, m.toDispatch, m.toRunning, m.cancels, m.published, m.duplicates, m.republished,
+	for _, c := range []prometheus.Collector{m.cycle, m.dispatches, m.preemptions, m.evictions, m.toDispatch, m.toRunning, m.cancels, m.published, m.duplicates, m.batches, m.republished,
 		m.conflicts, m.panics, m.lostRequeues, m.staleEvents, m.forgedEvents, m.events, m.pending, m.leader} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("dispatch: register metrics: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -432,6 +433,16 @@ func (r *Registry) ReportedAt(id string) (at time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	return e.reportedAt, true
+}
+
+// Capable reports whether a cluster's last full advertisement lists
+// capability (agentv1.Capability*). Every hub replica reads every
+// advertisement, so a new leader knows at once what each agent reads.
+func (r *Registry) Capable(id, capability string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	return e != nil && e.ad != nil && slices.Contains(e.ad.GetCapabilities(), capability)
 }
 
 // IDs returns every known cluster id, sorted.

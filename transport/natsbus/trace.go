@@ -108,6 +108,21 @@ func (b *Bus) startProcess(ctx context.Context, h nats.Header, subj, msgID strin
 	return ctx, span
 }
 
+// StartItemProcess starts the consumer span of one item of a message that
+// carries several (a dispatch batch), continuing the item's own trace,
+// parent, as the bus continues a single message's from its headers. It
+// records nothing without a tracer provider or a sampled parent.
+func (b *Bus) StartItemProcess(ctx context.Context, parent trace.SpanContext, subj, itemID string) (context.Context, trace.Span) {
+	if b.opts.tp == nil || !parent.IsSampled() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	ctx, span := telemetry.StartFrom(ctx, b.opts.tp, parent, "process "+subj, trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(messagingAttrs(subj, itemID, "process")...)
+	}
+	return ctx, span
+}
+
 func messagingAttrs(subj, msgID, op string) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		attribute.String("messaging.system", "nats"),

@@ -795,7 +795,11 @@ type Advertisement struct {
 	// How the cluster exposes MIG partitions. A GPU with `mig_profiles` is
 	// a MIG GPU: it serves only requests for one of its profiles, and never
 	// a whole-GPU or another kind of fractional request.
-	MigStrategy   MigStrategy `protobuf:"varint,9,opt,name=mig_strategy,json=migStrategy,proto3,enum=meridian.agent.v1.MigStrategy" json:"mig_strategy,omitempty"`
+	MigStrategy MigStrategy `protobuf:"varint,9,opt,name=mig_strategy,json=migStrategy,proto3,enum=meridian.agent.v1.MigStrategy" json:"mig_strategy,omitempty"`
+	// What this agent understands beyond the base protocol, so that every
+	// hub (the leader of the moment, whichever it is) learns it from the
+	// last advertisement. Known: "dispatch-batch" (HubMessage.batch).
+	Capabilities  []string `protobuf:"bytes,10,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +895,13 @@ func (x *Advertisement) GetMigStrategy() MigStrategy {
 		return x.MigStrategy
 	}
 	return MigStrategy_MIG_STRATEGY_UNSPECIFIED
+}
+
+func (x *Advertisement) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
 }
 
 // AdvertisementDelta carries the nodes that changed since the message with
@@ -1661,6 +1672,7 @@ type HubMessage struct {
 	//
 	//	*HubMessage_Dispatch
 	//	*HubMessage_Cancel
+	//	*HubMessage_Batch
 	Kind          isHubMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1721,6 +1733,15 @@ func (x *HubMessage) GetCancel() *DispatchCancel {
 	return nil
 }
 
+func (x *HubMessage) GetBatch() *DispatchBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*HubMessage_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isHubMessage_Kind interface {
 	isHubMessage_Kind()
 }
@@ -1735,9 +1756,68 @@ type HubMessage_Cancel struct {
 	Cancel *DispatchCancel `protobuf:"bytes,2,opt,name=cancel,proto3,oneof"`
 }
 
+type HubMessage_Batch struct {
+	// Launch several dispatches. Sent only to agents that advertise the
+	// "dispatch-batch" capability.
+	Batch *DispatchBatch `protobuf:"bytes,3,opt,name=batch,proto3,oneof"`
+}
+
 func (*HubMessage_Dispatch) isHubMessage_Kind() {}
 
 func (*HubMessage_Cancel) isHubMessage_Kind() {}
+
+func (*HubMessage_Batch) isHubMessage_Kind() {}
+
+// DispatchBatch is the dispatches one scheduling cycle made for one
+// cluster, in one message: one store, delivery and acknowledgement
+// instead of one per dispatch. Each keeps its own dispatch id, which
+// the agent deduplicates on as for a single dispatch, and carries its
+// trace in its workload's trace_parent (a single dispatch carries it in
+// the message headers).
+type DispatchBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dispatches, in dispatch id order.
+	Dispatches    []*Dispatch `protobuf:"bytes,1,rep,name=dispatches,proto3" json:"dispatches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DispatchBatch) Reset() {
+	*x = DispatchBatch{}
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DispatchBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DispatchBatch) ProtoMessage() {}
+
+func (x *DispatchBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DispatchBatch.ProtoReflect.Descriptor instead.
+func (*DispatchBatch) Descriptor() ([]byte, []int) {
+	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DispatchBatch) GetDispatches() []*Dispatch {
+	if x != nil {
+		return x.Dispatches
+	}
+	return nil
+}
 
 var File_meridian_agent_v1_agent_proto protoreflect.FileDescriptor
 
@@ -1799,7 +1879,7 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x04gpus\x18\v \x03(\v2\x16.meridian.agent.v1.GpuR\x04gpus\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x04\n" +
 	"\rAdvertisement\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x10\n" +
@@ -1811,7 +1891,9 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x05nodes\x18\a \x03(\v2\x17.meridian.agent.v1.NodeR\x05nodes\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\b \x01(\tR\tsessionId\x12A\n" +
-	"\fmig_strategy\x18\t \x01(\x0e2\x1e.meridian.agent.v1.MigStrategyR\vmigStrategy\x1a9\n" +
+	"\fmig_strategy\x18\t \x01(\x0e2\x1e.meridian.agent.v1.MigStrategyR\vmigStrategy\x12\"\n" +
+	"\fcapabilities\x18\n" +
+	" \x03(\tR\fcapabilities\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x02\n" +
@@ -1895,12 +1977,17 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	" \x01(\tR\tsessionId\x12\x19\n" +
 	"\bevent_id\x18\v \x01(\tR\aeventIdB\f\n" +
 	"\n" +
-	"_exit_code\"\x8c\x01\n" +
+	"_exit_code\"\xc6\x01\n" +
 	"\n" +
 	"HubMessage\x129\n" +
 	"\bdispatch\x18\x01 \x01(\v2\x1b.meridian.agent.v1.DispatchH\x00R\bdispatch\x12;\n" +
-	"\x06cancel\x18\x02 \x01(\v2!.meridian.agent.v1.DispatchCancelH\x00R\x06cancelB\x06\n" +
-	"\x04kind*K\n" +
+	"\x06cancel\x18\x02 \x01(\v2!.meridian.agent.v1.DispatchCancelH\x00R\x06cancel\x128\n" +
+	"\x05batch\x18\x03 \x01(\v2 .meridian.agent.v1.DispatchBatchH\x00R\x05batchB\x06\n" +
+	"\x04kind\"L\n" +
+	"\rDispatchBatch\x12;\n" +
+	"\n" +
+	"dispatches\x18\x01 \x03(\v2\x1b.meridian.agent.v1.DispatchR\n" +
+	"dispatches*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*s\n" +
@@ -1932,7 +2019,7 @@ func file_meridian_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meridian_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_meridian_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_meridian_agent_v1_agent_proto_goTypes = []any{
 	(ProtocolVersion)(0),          // 0: meridian.agent.v1.ProtocolVersion
 	(MigStrategy)(0),              // 1: meridian.agent.v1.MigStrategy
@@ -1952,56 +2039,59 @@ var file_meridian_agent_v1_agent_proto_goTypes = []any{
 	(*Usage)(nil),                 // 15: meridian.agent.v1.Usage
 	(*DispatchEvent)(nil),         // 16: meridian.agent.v1.DispatchEvent
 	(*HubMessage)(nil),            // 17: meridian.agent.v1.HubMessage
-	nil,                           // 18: meridian.agent.v1.Register.LabelsEntry
-	nil,                           // 19: meridian.agent.v1.Node.LabelsEntry
-	nil,                           // 20: meridian.agent.v1.Advertisement.LabelsEntry
-	(v1.ConnectorKind)(0),         // 21: meridian.v1.ConnectorKind
-	(v1.FractionalMode)(0),        // 22: meridian.v1.FractionalMode
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*v1.Workload)(nil),           // 25: meridian.v1.Workload
+	(*DispatchBatch)(nil),         // 18: meridian.agent.v1.DispatchBatch
+	nil,                           // 19: meridian.agent.v1.Register.LabelsEntry
+	nil,                           // 20: meridian.agent.v1.Node.LabelsEntry
+	nil,                           // 21: meridian.agent.v1.Advertisement.LabelsEntry
+	(v1.ConnectorKind)(0),         // 22: meridian.v1.ConnectorKind
+	(v1.FractionalMode)(0),        // 23: meridian.v1.FractionalMode
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*v1.Workload)(nil),           // 26: meridian.v1.Workload
 }
 var file_meridian_agent_v1_agent_proto_depIdxs = []int32{
 	0,  // 0: meridian.agent.v1.Register.protocol_version:type_name -> meridian.agent.v1.ProtocolVersion
-	21, // 1: meridian.agent.v1.Register.connector:type_name -> meridian.v1.ConnectorKind
-	18, // 2: meridian.agent.v1.Register.labels:type_name -> meridian.agent.v1.Register.LabelsEntry
-	22, // 3: meridian.agent.v1.Register.fractional_modes:type_name -> meridian.v1.FractionalMode
-	23, // 4: meridian.agent.v1.Register.sent_at:type_name -> google.protobuf.Timestamp
+	22, // 1: meridian.agent.v1.Register.connector:type_name -> meridian.v1.ConnectorKind
+	19, // 2: meridian.agent.v1.Register.labels:type_name -> meridian.agent.v1.Register.LabelsEntry
+	23, // 3: meridian.agent.v1.Register.fractional_modes:type_name -> meridian.v1.FractionalMode
+	24, // 4: meridian.agent.v1.Register.sent_at:type_name -> google.protobuf.Timestamp
 	0,  // 5: meridian.agent.v1.RegisterAck.protocol_version:type_name -> meridian.agent.v1.ProtocolVersion
-	24, // 6: meridian.agent.v1.RegisterAck.heartbeat_interval:type_name -> google.protobuf.Duration
-	24, // 7: meridian.agent.v1.RegisterAck.advertise_interval:type_name -> google.protobuf.Duration
-	24, // 8: meridian.agent.v1.RegisterAck.lost_timeout:type_name -> google.protobuf.Duration
-	23, // 9: meridian.agent.v1.RegisterAck.sent_at:type_name -> google.protobuf.Timestamp
+	25, // 6: meridian.agent.v1.RegisterAck.heartbeat_interval:type_name -> google.protobuf.Duration
+	25, // 7: meridian.agent.v1.RegisterAck.advertise_interval:type_name -> google.protobuf.Duration
+	25, // 8: meridian.agent.v1.RegisterAck.lost_timeout:type_name -> google.protobuf.Duration
+	24, // 9: meridian.agent.v1.RegisterAck.sent_at:type_name -> google.protobuf.Timestamp
 	5,  // 10: meridian.agent.v1.Gpu.mig_profiles:type_name -> meridian.agent.v1.MigSlice
-	19, // 11: meridian.agent.v1.Node.labels:type_name -> meridian.agent.v1.Node.LabelsEntry
+	20, // 11: meridian.agent.v1.Node.labels:type_name -> meridian.agent.v1.Node.LabelsEntry
 	6,  // 12: meridian.agent.v1.Node.gpus:type_name -> meridian.agent.v1.Gpu
-	23, // 13: meridian.agent.v1.Advertisement.sent_at:type_name -> google.protobuf.Timestamp
-	21, // 14: meridian.agent.v1.Advertisement.connector:type_name -> meridian.v1.ConnectorKind
-	20, // 15: meridian.agent.v1.Advertisement.labels:type_name -> meridian.agent.v1.Advertisement.LabelsEntry
-	22, // 16: meridian.agent.v1.Advertisement.fractional_modes:type_name -> meridian.v1.FractionalMode
+	24, // 13: meridian.agent.v1.Advertisement.sent_at:type_name -> google.protobuf.Timestamp
+	22, // 14: meridian.agent.v1.Advertisement.connector:type_name -> meridian.v1.ConnectorKind
+	21, // 15: meridian.agent.v1.Advertisement.labels:type_name -> meridian.agent.v1.Advertisement.LabelsEntry
+	23, // 16: meridian.agent.v1.Advertisement.fractional_modes:type_name -> meridian.v1.FractionalMode
 	7,  // 17: meridian.agent.v1.Advertisement.nodes:type_name -> meridian.agent.v1.Node
 	1,  // 18: meridian.agent.v1.Advertisement.mig_strategy:type_name -> meridian.agent.v1.MigStrategy
-	23, // 19: meridian.agent.v1.AdvertisementDelta.sent_at:type_name -> google.protobuf.Timestamp
+	24, // 19: meridian.agent.v1.AdvertisementDelta.sent_at:type_name -> google.protobuf.Timestamp
 	7,  // 20: meridian.agent.v1.AdvertisementDelta.upserted_nodes:type_name -> meridian.agent.v1.Node
 	2,  // 21: meridian.agent.v1.RunningDispatch.state:type_name -> meridian.agent.v1.DispatchEventType
-	23, // 22: meridian.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	24, // 22: meridian.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	10, // 23: meridian.agent.v1.Heartbeat.dispatches:type_name -> meridian.agent.v1.RunningDispatch
-	25, // 24: meridian.agent.v1.Dispatch.workload:type_name -> meridian.v1.Workload
+	26, // 24: meridian.agent.v1.Dispatch.workload:type_name -> meridian.v1.Workload
 	12, // 25: meridian.agent.v1.Dispatch.placement:type_name -> meridian.agent.v1.PodSetPlacement
-	23, // 26: meridian.agent.v1.Dispatch.created_at:type_name -> google.protobuf.Timestamp
-	24, // 27: meridian.agent.v1.DispatchCancel.grace_period:type_name -> google.protobuf.Duration
-	23, // 28: meridian.agent.v1.DispatchCancel.sent_at:type_name -> google.protobuf.Timestamp
-	24, // 29: meridian.agent.v1.Usage.wall_time:type_name -> google.protobuf.Duration
+	24, // 26: meridian.agent.v1.Dispatch.created_at:type_name -> google.protobuf.Timestamp
+	25, // 27: meridian.agent.v1.DispatchCancel.grace_period:type_name -> google.protobuf.Duration
+	24, // 28: meridian.agent.v1.DispatchCancel.sent_at:type_name -> google.protobuf.Timestamp
+	25, // 29: meridian.agent.v1.Usage.wall_time:type_name -> google.protobuf.Duration
 	2,  // 30: meridian.agent.v1.DispatchEvent.type:type_name -> meridian.agent.v1.DispatchEventType
-	23, // 31: meridian.agent.v1.DispatchEvent.time:type_name -> google.protobuf.Timestamp
+	24, // 31: meridian.agent.v1.DispatchEvent.time:type_name -> google.protobuf.Timestamp
 	15, // 32: meridian.agent.v1.DispatchEvent.usage:type_name -> meridian.agent.v1.Usage
 	13, // 33: meridian.agent.v1.HubMessage.dispatch:type_name -> meridian.agent.v1.Dispatch
 	14, // 34: meridian.agent.v1.HubMessage.cancel:type_name -> meridian.agent.v1.DispatchCancel
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	18, // 35: meridian.agent.v1.HubMessage.batch:type_name -> meridian.agent.v1.DispatchBatch
+	13, // 36: meridian.agent.v1.DispatchBatch.dispatches:type_name -> meridian.agent.v1.Dispatch
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_meridian_agent_v1_agent_proto_init() }
@@ -2013,6 +2103,7 @@ func file_meridian_agent_v1_agent_proto_init() {
 	file_meridian_agent_v1_agent_proto_msgTypes[14].OneofWrappers = []any{
 		(*HubMessage_Dispatch)(nil),
 		(*HubMessage_Cancel)(nil),
+		(*HubMessage_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2020,7 +2111,7 @@ func file_meridian_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_agent_v1_agent_proto_rawDesc), len(file_meridian_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

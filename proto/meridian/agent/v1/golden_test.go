@@ -76,6 +76,9 @@ func samples() map[string]proto.Message {
 		DispatchId: "d-01JD3M7", WorkloadId: "wl-01JD3M6Q7ZK4X9V2B8N5T0RCWE", Reason: "preempted by acme/llm",
 		Preempt: true, GracePeriod: durationpb.New(30 * time.Second), ClusterId: "eu-1", SentAt: ts(time.Minute),
 	}
+	second := proto.Clone(dispatch).(*agentv1.Dispatch)
+	second.DispatchId, second.Workload.TraceParent = "d-01JD3M8", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	batch := &agentv1.DispatchBatch{Dispatches: []*agentv1.Dispatch{dispatch, second}}
 	return map[string]proto.Message{
 		"register": &agentv1.Register{
 			ClusterId: "eu-1", ProtocolVersion: agentv1.ProtocolVersion_PROTOCOL_VERSION_1,
@@ -94,7 +97,7 @@ func samples() map[string]proto.Message {
 		"advertisement": &agentv1.Advertisement{
 			ClusterId: "eu-1", Seq: 17, SentAt: ts(2 * time.Second), Connector: meridianv1.ConnectorKind_CONNECTOR_KIND_SLURM,
 			Labels: map[string]string{"site": "lyon"}, FractionalModes: modes, Nodes: []*agentv1.Node{sampleNode()}, SessionId: "s-7f3a",
-			MigStrategy: agentv1.MigStrategy_MIG_STRATEGY_MIXED,
+			MigStrategy: agentv1.MigStrategy_MIG_STRATEGY_MIXED, Capabilities: []string{"dispatch-batch"},
 		},
 		"advertisement_delta": &agentv1.AdvertisementDelta{
 			ClusterId: "eu-1", Seq: 18, BaseSeq: 17, SentAt: ts(3 * time.Second),
@@ -116,6 +119,8 @@ func samples() map[string]proto.Message {
 		},
 		"hub_message_dispatch": &agentv1.HubMessage{Kind: &agentv1.HubMessage_Dispatch{Dispatch: dispatch}},
 		"hub_message_cancel":   &agentv1.HubMessage{Kind: &agentv1.HubMessage_Cancel{Cancel: cancel}},
+		"dispatch_batch":       batch,
+		"hub_message_batch":    &agentv1.HubMessage{Kind: &agentv1.HubMessage_Batch{Batch: batch}},
 	}
 }
 

@@ -1,0 +1,78 @@
+package dispatch
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
+)
+
+// TestDispatchBatches: a cycle's dispatches for a cluster whose agent
+// reads batches go in one message; an agent that does not (an older one)
+// gets one message per dispatch, never a batch. Either way every workload
+// is launched exactly once, and the stream holds fewer messages than
+// dispatches only where batches went.
+func TestDispatchBatches(t *testing.T) {
+	for _, batching := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
+			e := newEnv(t, fastConfig())
+			e.batching = batching
+			e.putQueue("team/a", 400)
+			agents := []*agent{e.startAgent("c1", 4, 64, 0), e.startAgent("c2", 4, 64, 0)}
+			h := e.startHub("hub-a")
+			e.waitFor("leadership", 10*time.Second, h.leading)
+			e.waitKnown(h, "c1", "c2")
+			const n = 300
+			var ws []*meridianv1.Workload
+			for i := range n {
+				ws = append(ws, gpuWorkload(fmt.Sprintf("w%03d", i), "team/a", 1))
+			}
+			e.submit(ws...)
+			e.waitFor("every workload running", 30*time.Second, func() bool {
+				return e.countPhase(meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING) == n
+			})
+			launched, received := 0, 0
+			for _, a := range agents {
+				launched += len(a.checkLaunchedOnce(t))
+				a.mu.Lock()
+				received += a.batches
+				a.mu.Unlock()
+			}
+			if launched != n {
+				t.Fatalf("%d workloads launched, want %d", launched, n)
+			}
+			info, err := e.stream(natsbus.StreamDispatch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := metricValue(t, h.loop.m.batches)
+			if batching {
+				if received == 0 || sent == 0 || info.State.Msgs >= n {
+					t.Fatalf("with batching: %v batches sent, %d received, %d messages stored for %d dispatches", sent, received, info.State.Msgs, n)
+				}
+			} else if received != 0 || sent != 0 || info.State.Msgs != n {
+				t.Fatalf("without batching: %v batches sent, %d received, %d messages stored for %d dispatches", sent, received, info.State.Msgs, n)
+			}
+			t.Logf("%d dispatches in %d messages", n, info.State.Msgs)
+		})
+	}
+}
+
+// stream reads a JetStream stream's info through a connection of the
+// test's own.
+func (e *env) stream(name string) (*jetstream.StreamInfo, error) {
+	bus, err := natsbus.Connect(e.ctx, e.url, natsbus.WithName("test-stream-info"))
+	if err != nil {
+		return nil, err
+	}
+	defer bus.Close()
+	s, err := bus.JetStream().Stream(e.ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.Info(e.ctx)
+}
