@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sort"
@@ -123,6 +124,9 @@ type Agent struct {
 	hbInterval  atomic.Int64
 	advInterval atomic.Int64
 	refused     atomic.Bool
+	// eventBatches: the hub that last accepted this agent reads EventBatch
+	// (RegisterAck.capabilities).
+	eventBatches atomic.Bool
 	// unanswered: the last register got no answer (no hub listening, or
 	// none in time). reconnectLoop tries again with a growing pause, so
 	// an agent that started before its hub, or outlived a hub restart
@@ -781,25 +785,67 @@ func (a *Agent) publishLoop(ctx context.Context) {
 }
 
 // publishBatch publishes batch's events; errs[i] is nil once batch[i] is
-// stored.
+// stored. To a hub that reads them, events go as EventBatch messages of
+// up to maxEventsPerMessage; otherwise one message each.
 func (a *Agent) publishBatch(ctx context.Context, batch []*outItem) []error {
-	msgs := make([]natsbus.Event, len(batch))
+	per := 1
+	if a.eventBatches.Load() {
+		per = maxEventsPerMessage
+	}
+	var (
+		msgs  []natsbus.Event
+		spans [][2]int // msgs[i] carries batch[spans[i][0]:spans[i][1]]
+	)
 	errs := make([]error, len(batch))
-	for i, item := range batch {
-		payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(item.ev)
+	for lo := 0; lo < len(batch); lo += per {
+		hi := min(lo+per, len(batch))
+		m, err := eventMessage(batch[lo:hi])
 		if err != nil {
-			errs[i] = err
+			for i := lo; i < hi; i++ {
+				errs[i] = err
+			}
+			continue
 		}
-		msgs[i] = natsbus.Event{MsgID: item.ev.EventId, Payload: payload, Trace: item.trace}
+		msgs, spans = append(msgs, m), append(spans, [2]int{lo, hi})
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for i, err := range a.bus.PublishEvents(pctx, a.cfg.ClusterID, msgs) {
-		if errs[i] == nil {
-			errs[i] = err
+		for j := spans[i][0]; j < spans[i][1]; j++ {
+			errs[j] = err
 		}
 	}
 	return errs
+}
+
+// maxEventsPerMessage bounds an EventBatch (an event is a few hundred
+// bytes; the message stays far below NATS's payload limit).
+const maxEventsPerMessage = 128
+
+// eventMessage encodes one event as it always was (its event id as the
+// message id, its trace in the headers), or several as an EventBatch:
+// each keeps its trace in trace_parent, and the message id, derived from
+// every event id, deduplicates a retried publish of the same batch.
+func eventMessage(items []*outItem) (natsbus.Event, error) {
+	if len(items) == 1 {
+		payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(items[0].ev)
+		return natsbus.Event{MsgID: items[0].ev.EventId, Payload: payload, Trace: items[0].trace}, err
+	}
+	b := &agentv1.EventBatch{Events: make([]*agentv1.DispatchEvent, len(items))}
+	h := fnv.New64a()
+	for i, item := range items {
+		ev := item.ev
+		if item.trace.IsSampled() {
+			ev = proto.Clone(ev).(*agentv1.DispatchEvent)
+			ev.TraceParent = telemetry.TraceParent(item.trace)
+		}
+		b.Events[i] = ev
+		_, _ = h.Write([]byte(ev.GetEventId()))
+		_, _ = h.Write([]byte{0})
+	}
+	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(b)
+	id := fmt.Sprintf("%s%s:%d:%016x", agentv1.EventBatchMsgIDPrefix, items[0].ev.GetEventId(), len(items), h.Sum64())
+	return natsbus.Event{MsgID: id, Payload: payload}, err
 }
 
 // sleep waits d, or for the outbox to be woken when d is 0; false when ctx ended.
@@ -937,6 +983,7 @@ func (a *Agent) register(ctx context.Context) {
 		return
 	}
 	a.refused.Store(false)
+	a.eventBatches.Store(slices.Contains(ack.GetCapabilities(), agentv1.CapabilityEventBatch))
 	if d := ack.GetHeartbeatInterval().AsDuration(); d > 0 {
 		a.hbInterval.Store(int64(d))
 	}

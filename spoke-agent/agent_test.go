@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -51,6 +52,7 @@ type env struct {
 	agent *agent.Agent
 
 	mu      sync.Mutex
+	batches int // EventBatch messages received
 	events  []*agentv1.DispatchEvent
 	arrived map[string]time.Time // event id -> when the hub side got it
 	hbs     []*agentv1.Heartbeat
@@ -115,16 +117,19 @@ func startEnv(t testing.TB, before func(e *env), wait bool) *env {
 	e := &env{t: t, ns: ns, hub: hub, sim: sim, clock: clock, done: make(chan error, 1), arrived: map[string]time.Time{}}
 
 	if _, err := hub.ConsumeEvents(context.Background(), func(_ context.Context, d natsbus.Delivery) error {
-		var ev agentv1.DispatchEvent
-		if err := proto.Unmarshal(d.Payload, &ev); err != nil {
+		evs, err := decodeEvents(d)
+		if err != nil {
+			t.Errorf("events message %s: %v", d.MsgID, err)
 			return natsbus.Permanent(err)
 		}
-		if d.MsgID != ev.EventId {
-			t.Errorf("Nats-Msg-Id %q != event_id %q", d.MsgID, ev.EventId)
-		}
 		e.mu.Lock()
-		e.events = append(e.events, &ev)
-		e.arrived[ev.EventId] = time.Now()
+		if len(evs) > 1 {
+			e.batches++
+		}
+		for _, ev := range evs {
+			e.events = append(e.events, ev)
+			e.arrived[ev.EventId] = time.Now()
+		}
 		e.mu.Unlock()
 		return nil
 	}); err != nil {
@@ -204,6 +209,29 @@ func startEnv(t testing.TB, before func(e *env), wait bool) *env {
 		e.waitFor("first heartbeat", func() bool { return len(e.hbs) > 0 })
 	}
 	return e
+}
+
+// decodeEvents reads an events message as the hub does: one
+// DispatchEvent under its event id, or an EventBatch under a "batch:" id.
+func decodeEvents(d natsbus.Delivery) ([]*agentv1.DispatchEvent, error) {
+	if strings.HasPrefix(d.MsgID, agentv1.EventBatchMsgIDPrefix) {
+		var b agentv1.EventBatch
+		if err := proto.Unmarshal(d.Payload, &b); err != nil {
+			return nil, err
+		}
+		if len(b.Events) < 2 {
+			return nil, fmt.Errorf("a batch of %d events", len(b.Events))
+		}
+		return b.Events, nil
+	}
+	var ev agentv1.DispatchEvent
+	if err := proto.Unmarshal(d.Payload, &ev); err != nil {
+		return nil, err
+	}
+	if d.MsgID != ev.EventId {
+		return nil, fmt.Errorf("Nats-Msg-Id %q != event_id %q", d.MsgID, ev.EventId)
+	}
+	return []*agentv1.DispatchEvent{&ev}, nil
 }
 
 func (e *env) waitFor(what string, cond func() bool) {

@@ -2,9 +2,14 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	agent "github.com/meridian-gpu/meridian/spoke-agent"
 )
 
 func batchOf(ms ...*agentv1.HubMessage) *agentv1.HubMessage {
@@ -52,5 +57,72 @@ func TestDispatchBatch(t *testing.T) {
 	e.waitFor("backlog drained", drained)
 	if got := e.sim.Launches(); got != 6 {
 		t.Fatalf("launches = %d, want 6", got)
+	}
+}
+
+// TestEventBatchesOnlyToAHubThatReadsThem: to a hub whose RegisterAck
+// lists event-batch, events go several to a message, each stored once; to
+// one that does not, one message each (the other tests: their hub side
+// never answers Register).
+func TestEventBatchesOnlyToAHubThatReadsThem(t *testing.T) {
+	e := newEnv(t, func(e *env) {
+		sub, err := e.hub.Conn().Subscribe(agent.RegisterSubject(clusterID), func(m *nats.Msg) {
+			ack, _ := proto.Marshal(&agentv1.RegisterAck{ClusterId: clusterID, Accepted: true, Capabilities: []string{agentv1.CapabilityEventBatch}})
+			_ = m.Respond(ack)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
+	var ms []*agentv1.HubMessage
+	var names []string
+	for i := range 20 {
+		id := fmt.Sprintf("ev-%02d", i)
+		ms, names = append(ms, dispatchMsg(id, 0, nil)), append(names, id)
+	}
+	e.publish("ev-batch", batchOf(ms...))
+	for _, id := range names {
+		e.waitFor(id+" running", e.hasEvent(id, running))
+	}
+	e.mu.Lock()
+	batches := e.batches
+	e.mu.Unlock()
+	if batches == 0 {
+		t.Fatalf("20 dispatches launched together, and not one EventBatch reached a hub that reads them")
+	}
+	for _, id := range names {
+		if got, want := e.eventsOf(id), ids(id, accepted, running); !sameLife(got, want) {
+			t.Fatalf("%s: events %v, want %v (each stored once)", id, got, want)
+		}
+	}
+	t.Logf("%d EventBatch messages", batches)
+}
+
+// TestNoEventBatchesWithoutTheCapability: a hub that does not list
+// event-batch gets one message per event.
+func TestNoEventBatchesWithoutTheCapability(t *testing.T) {
+	e := newEnv(t, func(e *env) {
+		sub, err := e.hub.Conn().Subscribe(agent.RegisterSubject(clusterID), func(m *nats.Msg) {
+			ack, _ := proto.Marshal(&agentv1.RegisterAck{ClusterId: clusterID, Accepted: true})
+			_ = m.Respond(ack)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
+	var ms []*agentv1.HubMessage
+	for i := range 20 {
+		ms = append(ms, dispatchMsg(fmt.Sprintf("one-%02d", i), 0, nil))
+	}
+	e.publish("one-batch", batchOf(ms...))
+	for i := range 20 {
+		e.waitFor("running", e.hasEvent(fmt.Sprintf("one-%02d", i), running))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.batches != 0 {
+		t.Fatalf("%d EventBatch messages sent to a hub that does not read them", e.batches)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,13 +24,21 @@ func decodeEvent(b []byte) (*agentv1.DispatchEvent, error) {
 	if err := proto.Unmarshal(b, ev); err != nil {
 		return nil, err
 	}
-	if ev.GetDispatchId() == "" {
-		return nil, errors.New("dispatch_id: is empty")
-	}
-	if ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_UNSPECIFIED {
-		return nil, errors.New("type: is unspecified")
+	if err := checkEvent(ev); err != nil {
+		return nil, err
 	}
 	return ev, nil
+}
+
+// checkEvent says what makes an event unusable.
+func checkEvent(ev *agentv1.DispatchEvent) error {
+	if ev.GetDispatchId() == "" {
+		return errors.New("dispatch_id: is empty")
+	}
+	if ev.GetType() == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_UNSPECIFIED {
+		return errors.New("type: is unspecified")
+	}
+	return nil
 }
 
 // ---- a working set of records, committed together ----
@@ -468,16 +477,7 @@ func (l *Loop) consumeEvents(t *term) error {
 			var evs []batchEvent
 			take := func(batch jetstream.MessageBatch) {
 				for msg := range batch.Messages() {
-					ev, err := decodeEvent(msg.Data())
-					if err != nil {
-						l.log.Error("undecodable agent event dropped", "subject", msg.Subject(), "err", err)
-						_ = msg.TermWithReason(err.Error())
-						continue
-					}
-					l.m.events.WithLabelValues(ev.GetType().String()).Inc()
-					e := batchEvent{msg: msg, cluster: clusterOfSubject(msg.Subject()), ev: ev}
-					l.startEventSpan(msg, &e)
-					evs = append(evs, e)
+					evs = l.decodeEvents(msg, evs)
 				}
 			}
 			take(first)
@@ -489,41 +489,103 @@ func (l *Loop) consumeEvents(t *term) error {
 			if len(evs) == 0 || t.ctx.Err() != nil {
 				continue
 			}
-			l.processEvents(t, evs)
+			l.processEvents(t, evs, size)
 		}
 	}()
 	return nil
 }
 
-func (l *Loop) processEvents(t *term, evs []batchEvent) {
-	defer endEventSpans(evs)
-	err := l.applyBatch(t, evs, true)
-	if leader.IsNotLeader(err) {
-		t.cancel()
-		return // unacked: the next leader gets them
-	}
-	if err == nil {
-		for _, e := range evs {
-			_ = e.msg.Ack()
+// decodeEvents appends the events of one message to evs: a single
+// DispatchEvent, or every event of an EventBatch (its message id tells),
+// each with its processing span. An event that does not decode is
+// dropped; a message with none left is terminated.
+func (l *Loop) decodeEvents(msg jetstream.Msg, evs []batchEvent) []batchEvent {
+	cluster := clusterOfSubject(msg.Subject())
+	if !strings.HasPrefix(msg.Headers().Get(jetstream.MsgIDHeader), agentv1.EventBatchMsgIDPrefix) {
+		ev, err := decodeEvent(msg.Data())
+		if err != nil {
+			l.log.Error("undecodable agent event dropped", "subject", msg.Subject(), "err", err)
+			_ = msg.TermWithReason(err.Error())
+			return evs
 		}
-		return
+		l.m.events.WithLabelValues(ev.GetType().String()).Inc()
+		e := batchEvent{msg: msg, cluster: cluster, ev: ev}
+		l.startEventSpan(natsbus.TraceFromHeader(msg.Headers()), msg.Subject(), &e)
+		return append(evs, e)
 	}
-	if !store.IsConflict(err) && !errors.Is(err, errBatchTooLarge) {
-		l.log.Warn("apply event batch; retrying one by one", "events", len(evs), "err", err)
+	b := &agentv1.EventBatch{}
+	if err := proto.Unmarshal(msg.Data(), b); err != nil {
+		l.log.Error("undecodable agent event batch dropped", "subject", msg.Subject(), "err", err)
+		_ = msg.TermWithReason(err.Error())
+		return evs
 	}
-	for _, e := range evs {
-		err := l.handleOne(t, e)
-		switch {
-		case err == nil:
-			_ = e.msg.Ack()
-		case leader.IsNotLeader(err) || t.ctx.Err() != nil:
-			return
-		default:
-			l.log.Warn("apply event; will redeliver", "dispatch", e.ev.GetDispatchId(), "type", e.ev.GetType().String(), "err", err)
-			if e.span != nil {
-				telemetry.Fail(e.span, err)
+	n := len(evs)
+	for i, ev := range b.GetEvents() {
+		if err := checkEvent(ev); err != nil {
+			l.log.Error("undecodable agent event of a batch dropped", "subject", msg.Subject(), "index", i, "err", err)
+			continue
+		}
+		l.m.events.WithLabelValues(ev.GetType().String()).Inc()
+		e := batchEvent{msg: msg, cluster: cluster, ev: ev}
+		sc, _ := telemetry.ParseTraceParent(ev.GetTraceParent())
+		l.startEventSpan(sc, msg.Subject(), &e)
+		evs = append(evs, e)
+	}
+	if len(evs) == n {
+		_ = msg.TermWithReason("no usable event in the batch")
+	}
+	return evs
+}
+
+// processEvents applies events, size at a time in one transaction each,
+// and then acknowledges their messages: a message once every event it
+// carries is applied, and for redelivery otherwise (events are
+// idempotent, so those already applied change nothing then).
+func (l *Loop) processEvents(t *term, evs []batchEvent, size int) {
+	defer endEventSpans(evs)
+	failed := map[jetstream.Msg]bool{}
+	for lo := 0; lo < len(evs); lo += size {
+		chunk := evs[lo:min(lo+size, len(evs))]
+		err := l.applyBatch(t, chunk, true)
+		if leader.IsNotLeader(err) {
+			t.cancel()
+			return // unacked: the next leader gets them
+		}
+		if err == nil {
+			continue
+		}
+		if !store.IsConflict(err) && !errors.Is(err, errBatchTooLarge) {
+			l.log.Warn("apply event batch; retrying one by one", "events", len(chunk), "err", err)
+		}
+		for _, e := range chunk {
+			err := l.handleOne(t, e)
+			switch {
+			case err == nil:
+			case leader.IsNotLeader(err) || t.ctx.Err() != nil:
+				return
+			default:
+				l.log.Warn("apply event; will redeliver", "dispatch", e.ev.GetDispatchId(), "type", e.ev.GetType().String(), "err", err)
+				if e.span != nil {
+					telemetry.Fail(e.span, err)
+				}
+				failed[e.msg] = true
 			}
+		}
+	}
+	settleMessages(evs, failed)
+}
+
+// settleMessages acknowledges each message of evs once (a batch's events
+// sit side by side), or naks it when it is in failed.
+func settleMessages(evs []batchEvent, failed map[jetstream.Msg]bool) {
+	for i, e := range evs {
+		if i > 0 && evs[i-1].msg == e.msg {
+			continue
+		}
+		if failed[e.msg] {
 			_ = e.msg.NakWithDelay(200 * time.Millisecond)
+		} else {
+			_ = e.msg.Ack()
 		}
 	}
 }

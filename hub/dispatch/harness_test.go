@@ -432,12 +432,44 @@ func (a *agent) heartbeat() {
 }
 
 func (a *agent) event(dispatchID, workloadID string, typ agentv1.DispatchEventType, reason string) error {
-	ev := &agentv1.DispatchEvent{DispatchId: dispatchID, WorkloadId: workloadID, ClusterId: a.id, Type: typ, Reason: reason, Time: timestamppb.Now(), SessionId: a.session}
+	ev := a.newEvent(dispatchID, workloadID, typ, reason)
+	b, _ := proto.Marshal(ev)
+	_, err := a.bus.PublishEvent(a.e.ctx, a.id, ev.EventId, b)
+	return err
+}
+
+func (a *agent) newEvent(dispatchID, workloadID string, typ agentv1.DispatchEventType, reason string) *agentv1.DispatchEvent {
+	ev := &agentv1.DispatchEvent{DispatchId: dispatchID, WorkloadId: workloadID, ClusterId: a.id, Type: typ, Reason: reason, Time: timestamppb.Now(),
+		SessionId: a.session, EventId: fmt.Sprintf("%s-%d", dispatchID, typ)}
 	if typ == agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED {
 		ev.ExitCode = proto.Int32(0)
 	}
-	b, _ := proto.Marshal(ev)
-	_, err := a.bus.PublishEvent(a.e.ctx, a.id, fmt.Sprintf("%s-%d", dispatchID, typ), b)
+	return ev
+}
+
+// emit publishes an event, or gathers it into out.
+func (a *agent) emit(out *[]*agentv1.DispatchEvent, dispatchID, workloadID string, typ agentv1.DispatchEventType, reason string) error {
+	if out == nil {
+		return a.event(dispatchID, workloadID, typ, reason)
+	}
+	*out = append(*out, a.newEvent(dispatchID, workloadID, typ, reason))
+	return nil
+}
+
+// eventBatch publishes events as one EventBatch, as a real agent does to
+// a hub that reads them.
+func (a *agent) eventBatch(evs []*agentv1.DispatchEvent) error {
+	switch len(evs) {
+	case 0:
+		return nil
+	case 1:
+		return a.event(evs[0].DispatchId, evs[0].WorkloadId, evs[0].Type, evs[0].Reason)
+	}
+	b, err := proto.Marshal(&agentv1.EventBatch{Events: evs})
+	if err != nil {
+		return err
+	}
+	_, err = a.bus.PublishEvent(a.e.ctx, a.id, fmt.Sprintf("%s%s:%d", agentv1.EventBatchMsgIDPrefix, evs[0].EventId, len(evs)), b)
 	return err
 }
 
@@ -485,12 +517,13 @@ func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
 		a.mu.Lock()
 		a.batches++
 		a.mu.Unlock()
+		var evs []*agentv1.DispatchEvent
 		for _, m := range b.GetDispatches() {
-			if err := a.launch(d, m); err != nil {
+			if err := a.launch(d, m, &evs); err != nil {
 				return err
 			}
 		}
-		return nil
+		return a.eventBatch(evs)
 	}
 	m := hm.GetDispatch()
 	if m == nil {
@@ -499,11 +532,12 @@ func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
 	if d.MsgID != m.DispatchId {
 		a.e.t.Errorf("dispatch %s arrived with message id %q", m.DispatchId, d.MsgID)
 	}
-	return a.launch(d, m)
+	return a.launch(d, m, nil)
 }
 
-// launch starts one dispatch, once per dispatch id.
-func (a *agent) launch(d natsbus.Delivery, m *agentv1.Dispatch) error {
+// launch starts one dispatch, once per dispatch id. With out, its events
+// are gathered there for one EventBatch instead of published one by one.
+func (a *agent) launch(d natsbus.Delivery, m *agentv1.Dispatch, out *[]*agentv1.DispatchEvent) error {
 	a.mu.Lock()
 	if a.seqs[m.DispatchId] == nil {
 		a.seqs[m.DispatchId] = map[uint64]bool{}
@@ -516,13 +550,13 @@ func (a *agent) launch(d natsbus.Delivery, m *agentv1.Dispatch) error {
 	a.seen[m.DispatchId] = true
 	if a.reject {
 		a.mu.Unlock()
-		return a.event(m.DispatchId, m.WorkloadId, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED, "told to reject")
+		return a.emit(out, m.DispatchId, m.WorkloadId, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED, "told to reject")
 	}
 	r := &running{workload: m.WorkloadId}
 	ok := a.placeLocked(m, r)
 	if !ok {
 		a.mu.Unlock()
-		return a.event(m.DispatchId, m.WorkloadId, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED, "does not fit")
+		return a.emit(out, m.DispatchId, m.WorkloadId, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_REJECTED, "does not fit")
 	}
 	a.run[m.DispatchId] = r
 	a.launches[m.DispatchId]++
@@ -532,10 +566,10 @@ func (a *agent) launch(d natsbus.Delivery, m *agentv1.Dispatch) error {
 	a.byWorkload[m.WorkloadId][m.DispatchId] = true
 	a.mu.Unlock()
 	a.advertise()
-	if err := a.event(m.DispatchId, m.WorkloadId, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED, ""); err != nil {
+	if err := a.emit(out, m.DispatchId, m.WorkloadId, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_ACCEPTED, ""); err != nil {
 		return err
 	}
-	if err := a.event(m.DispatchId, m.WorkloadId, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING, ""); err != nil {
+	if err := a.emit(out, m.DispatchId, m.WorkloadId, agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_RUNNING, ""); err != nil {
 		return err
 	}
 	if a.runFor > 0 {

@@ -103,6 +103,7 @@ func (l *Loop) answerRegister(t *term, subjectCluster string, payload []byte) *a
 	l.unlockState()
 	sort.Strings(current)
 	ack.Accepted, ack.CurrentDispatchIds = true, current
+	ack.Capabilities = []string{agentv1.CapabilityEventBatch}
 	ack.SentAt = tsOf(l.clock())
 	l.log.Info("agent registered", "cluster", subjectCluster, "session", req.GetSessionId(), "known", len(req.GetKnownDispatchIds()), "current", len(current))
 	return ack

@@ -4,13 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // Tracing (Deps.TracerProvider). The loop continues a workload's trace
@@ -146,17 +144,17 @@ func (l *Loop) recordTrace(r *Record) trace.SpanContext {
 }
 
 // startEventSpan opens the span of the hub's processing of one agent
-// event, a child of the agent's publish; it does not record when the event
-// carries no sampled trace or tracing is off.
-func (l *Loop) startEventSpan(msg jetstream.Msg, e *batchEvent) {
+// event, a child of parent (the agent's publish, from the message headers,
+// or the event's own trace_parent in a batch); it does not record when
+// the event carries no sampled trace or tracing is off.
+func (l *Loop) startEventSpan(parent trace.SpanContext, subject string, e *batchEvent) {
 	if l.tp == nil {
 		return
 	}
-	_, e.span = telemetry.StartFrom(context.Background(), l.tp, natsbus.TraceFromHeader(msg.Headers()), "process "+msg.Subject(),
-		trace.WithSpanKind(trace.SpanKindConsumer))
+	_, e.span = telemetry.StartFrom(context.Background(), l.tp, parent, "process "+subject, trace.WithSpanKind(trace.SpanKindConsumer))
 	if e.span.IsRecording() {
 		e.span.SetAttributes(attribute.String("messaging.system", "nats"), attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", msg.Subject()), attribute.String("meridian.cluster", e.cluster),
+			attribute.String("messaging.destination.name", subject), attribute.String("meridian.cluster", e.cluster),
 			attribute.String("meridian.dispatch.id", e.ev.GetDispatchId()), attribute.String("meridian.workload.id", e.ev.GetWorkloadId()),
 			attribute.String("meridian.event.type", e.ev.GetType().String()))
 	}

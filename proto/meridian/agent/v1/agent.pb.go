@@ -370,7 +370,12 @@ type RegisterAck struct {
 	// Id of the hub replica that answered (the leader).
 	HubId string `protobuf:"bytes,9,opt,name=hub_id,json=hubId,proto3" json:"hub_id,omitempty"`
 	// When the hub sent this message.
-	SentAt        *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	SentAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	// What this hub understands beyond the base protocol. Known:
+	// "event-batch" (EventBatch on the events subject). Every replica of a
+	// federation must run a version that reads what any of them lists: the
+	// agent keeps what it learned until it registers again.
+	Capabilities  []string `protobuf:"bytes,11,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +476,13 @@ func (x *RegisterAck) GetHubId() string {
 func (x *RegisterAck) GetSentAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.SentAt
+	}
+	return nil
+}
+
+func (x *RegisterAck) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
 	}
 	return nil
 }
@@ -1549,7 +1561,10 @@ type DispatchEvent struct {
 	// Unique id of this event, used as the JetStream `Nats-Msg-Id`. An agent
 	// that republishes the same event reuses its id, so it is stored once.
 	// Recommended form: `<dispatch_id>/<seq>`.
-	EventId       string `protobuf:"bytes,11,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	EventId string `protobuf:"bytes,11,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// W3C traceparent of the dispatch's trace, for an event sent in an
+	// EventBatch (a single event carries it in the message headers).
+	TraceParent   string `protobuf:"bytes,12,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1661,6 +1676,65 @@ func (x *DispatchEvent) GetEventId() string {
 	return ""
 }
 
+func (x *DispatchEvent) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
+}
+
+// EventBatch is several events of one cluster in one message on its events
+// subject: one store, delivery and acknowledgement instead of one each.
+// Its `Nats-Msg-Id` starts with "batch:", which tells it from a single
+// DispatchEvent. An agent sends batches only to a hub whose RegisterAck
+// lists the "event-batch" capability. Each event keeps its event_id; the
+// hub applies events idempotently, so a batch delivered twice changes
+// nothing.
+type EventBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The events, in the order the agent published them.
+	Events        []*DispatchEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventBatch) Reset() {
+	*x = EventBatch{}
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventBatch) ProtoMessage() {}
+
+func (x *EventBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
+func (*EventBatch) Descriptor() ([]byte, []int) {
+	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EventBatch) GetEvents() []*DispatchEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // HubMessage is the payload on a cluster's dispatch subject, which carries
 // both dispatches and cancels in order.
 type HubMessage struct {
@@ -1680,7 +1754,7 @@ type HubMessage struct {
 
 func (x *HubMessage) Reset() {
 	*x = HubMessage{}
-	mi := &file_meridian_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1766,7 @@ func (x *HubMessage) String() string {
 func (*HubMessage) ProtoMessage() {}
 
 func (x *HubMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1779,7 @@ func (x *HubMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HubMessage.ProtoReflect.Descriptor instead.
 func (*HubMessage) Descriptor() ([]byte, []int) {
-	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HubMessage) GetKind() isHubMessage_Kind {
@@ -1784,7 +1858,7 @@ type DispatchBatch struct {
 
 func (x *DispatchBatch) Reset() {
 	*x = DispatchBatch{}
-	mi := &file_meridian_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1870,7 @@ func (x *DispatchBatch) String() string {
 func (*DispatchBatch) ProtoMessage() {}
 
 func (x *DispatchBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meridian_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_meridian_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1883,7 @@ func (x *DispatchBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchBatch.ProtoReflect.Descriptor instead.
 func (*DispatchBatch) Descriptor() ([]byte, []int) {
-	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_meridian_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DispatchBatch) GetDispatches() []*Dispatch {
@@ -1838,7 +1912,7 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\asent_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xff\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x04\n" +
 	"\vRegisterAck\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1a\n" +
@@ -1851,7 +1925,8 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x14current_dispatch_ids\x18\b \x03(\tR\x12currentDispatchIds\x12\x15\n" +
 	"\x06hub_id\x18\t \x01(\tR\x05hubId\x123\n" +
 	"\asent_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"N\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12\"\n" +
+	"\fcapabilities\x18\v \x03(\tR\fcapabilities\"N\n" +
 	"\bMigSlice\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x12\n" +
 	"\x04free\x18\x02 \x01(\x05R\x04free\x12\x14\n" +
@@ -1958,7 +2033,7 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\x05Usage\x12*\n" +
 	"\x11gpu_milli_seconds\x18\x01 \x01(\x03R\x0fgpuMilliSeconds\x12*\n" +
 	"\x11cpu_milli_seconds\x18\x02 \x01(\x03R\x0fcpuMilliSeconds\x126\n" +
-	"\twall_time\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bwallTime\"\x9e\x03\n" +
+	"\twall_time\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bwallTime\"\xc1\x03\n" +
 	"\rDispatchEvent\x12\x1f\n" +
 	"\vdispatch_id\x18\x01 \x01(\tR\n" +
 	"dispatchId\x12\x1f\n" +
@@ -1975,9 +2050,13 @@ const file_meridian_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\n" +
 	" \x01(\tR\tsessionId\x12\x19\n" +
-	"\bevent_id\x18\v \x01(\tR\aeventIdB\f\n" +
+	"\bevent_id\x18\v \x01(\tR\aeventId\x12!\n" +
+	"\ftrace_parent\x18\f \x01(\tR\vtraceParentB\f\n" +
 	"\n" +
-	"_exit_code\"\xc6\x01\n" +
+	"_exit_code\"F\n" +
+	"\n" +
+	"EventBatch\x128\n" +
+	"\x06events\x18\x01 \x03(\v2 .meridian.agent.v1.DispatchEventR\x06events\"\xc6\x01\n" +
 	"\n" +
 	"HubMessage\x129\n" +
 	"\bdispatch\x18\x01 \x01(\v2\x1b.meridian.agent.v1.DispatchH\x00R\bdispatch\x12;\n" +
@@ -2019,7 +2098,7 @@ func file_meridian_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_meridian_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meridian_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_meridian_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_meridian_agent_v1_agent_proto_goTypes = []any{
 	(ProtocolVersion)(0),          // 0: meridian.agent.v1.ProtocolVersion
 	(MigStrategy)(0),              // 1: meridian.agent.v1.MigStrategy
@@ -2038,60 +2117,62 @@ var file_meridian_agent_v1_agent_proto_goTypes = []any{
 	(*DispatchCancel)(nil),        // 14: meridian.agent.v1.DispatchCancel
 	(*Usage)(nil),                 // 15: meridian.agent.v1.Usage
 	(*DispatchEvent)(nil),         // 16: meridian.agent.v1.DispatchEvent
-	(*HubMessage)(nil),            // 17: meridian.agent.v1.HubMessage
-	(*DispatchBatch)(nil),         // 18: meridian.agent.v1.DispatchBatch
-	nil,                           // 19: meridian.agent.v1.Register.LabelsEntry
-	nil,                           // 20: meridian.agent.v1.Node.LabelsEntry
-	nil,                           // 21: meridian.agent.v1.Advertisement.LabelsEntry
-	(v1.ConnectorKind)(0),         // 22: meridian.v1.ConnectorKind
-	(v1.FractionalMode)(0),        // 23: meridian.v1.FractionalMode
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
-	(*v1.Workload)(nil),           // 26: meridian.v1.Workload
+	(*EventBatch)(nil),            // 17: meridian.agent.v1.EventBatch
+	(*HubMessage)(nil),            // 18: meridian.agent.v1.HubMessage
+	(*DispatchBatch)(nil),         // 19: meridian.agent.v1.DispatchBatch
+	nil,                           // 20: meridian.agent.v1.Register.LabelsEntry
+	nil,                           // 21: meridian.agent.v1.Node.LabelsEntry
+	nil,                           // 22: meridian.agent.v1.Advertisement.LabelsEntry
+	(v1.ConnectorKind)(0),         // 23: meridian.v1.ConnectorKind
+	(v1.FractionalMode)(0),        // 24: meridian.v1.FractionalMode
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*v1.Workload)(nil),           // 27: meridian.v1.Workload
 }
 var file_meridian_agent_v1_agent_proto_depIdxs = []int32{
 	0,  // 0: meridian.agent.v1.Register.protocol_version:type_name -> meridian.agent.v1.ProtocolVersion
-	22, // 1: meridian.agent.v1.Register.connector:type_name -> meridian.v1.ConnectorKind
-	19, // 2: meridian.agent.v1.Register.labels:type_name -> meridian.agent.v1.Register.LabelsEntry
-	23, // 3: meridian.agent.v1.Register.fractional_modes:type_name -> meridian.v1.FractionalMode
-	24, // 4: meridian.agent.v1.Register.sent_at:type_name -> google.protobuf.Timestamp
+	23, // 1: meridian.agent.v1.Register.connector:type_name -> meridian.v1.ConnectorKind
+	20, // 2: meridian.agent.v1.Register.labels:type_name -> meridian.agent.v1.Register.LabelsEntry
+	24, // 3: meridian.agent.v1.Register.fractional_modes:type_name -> meridian.v1.FractionalMode
+	25, // 4: meridian.agent.v1.Register.sent_at:type_name -> google.protobuf.Timestamp
 	0,  // 5: meridian.agent.v1.RegisterAck.protocol_version:type_name -> meridian.agent.v1.ProtocolVersion
-	25, // 6: meridian.agent.v1.RegisterAck.heartbeat_interval:type_name -> google.protobuf.Duration
-	25, // 7: meridian.agent.v1.RegisterAck.advertise_interval:type_name -> google.protobuf.Duration
-	25, // 8: meridian.agent.v1.RegisterAck.lost_timeout:type_name -> google.protobuf.Duration
-	24, // 9: meridian.agent.v1.RegisterAck.sent_at:type_name -> google.protobuf.Timestamp
+	26, // 6: meridian.agent.v1.RegisterAck.heartbeat_interval:type_name -> google.protobuf.Duration
+	26, // 7: meridian.agent.v1.RegisterAck.advertise_interval:type_name -> google.protobuf.Duration
+	26, // 8: meridian.agent.v1.RegisterAck.lost_timeout:type_name -> google.protobuf.Duration
+	25, // 9: meridian.agent.v1.RegisterAck.sent_at:type_name -> google.protobuf.Timestamp
 	5,  // 10: meridian.agent.v1.Gpu.mig_profiles:type_name -> meridian.agent.v1.MigSlice
-	20, // 11: meridian.agent.v1.Node.labels:type_name -> meridian.agent.v1.Node.LabelsEntry
+	21, // 11: meridian.agent.v1.Node.labels:type_name -> meridian.agent.v1.Node.LabelsEntry
 	6,  // 12: meridian.agent.v1.Node.gpus:type_name -> meridian.agent.v1.Gpu
-	24, // 13: meridian.agent.v1.Advertisement.sent_at:type_name -> google.protobuf.Timestamp
-	22, // 14: meridian.agent.v1.Advertisement.connector:type_name -> meridian.v1.ConnectorKind
-	21, // 15: meridian.agent.v1.Advertisement.labels:type_name -> meridian.agent.v1.Advertisement.LabelsEntry
-	23, // 16: meridian.agent.v1.Advertisement.fractional_modes:type_name -> meridian.v1.FractionalMode
+	25, // 13: meridian.agent.v1.Advertisement.sent_at:type_name -> google.protobuf.Timestamp
+	23, // 14: meridian.agent.v1.Advertisement.connector:type_name -> meridian.v1.ConnectorKind
+	22, // 15: meridian.agent.v1.Advertisement.labels:type_name -> meridian.agent.v1.Advertisement.LabelsEntry
+	24, // 16: meridian.agent.v1.Advertisement.fractional_modes:type_name -> meridian.v1.FractionalMode
 	7,  // 17: meridian.agent.v1.Advertisement.nodes:type_name -> meridian.agent.v1.Node
 	1,  // 18: meridian.agent.v1.Advertisement.mig_strategy:type_name -> meridian.agent.v1.MigStrategy
-	24, // 19: meridian.agent.v1.AdvertisementDelta.sent_at:type_name -> google.protobuf.Timestamp
+	25, // 19: meridian.agent.v1.AdvertisementDelta.sent_at:type_name -> google.protobuf.Timestamp
 	7,  // 20: meridian.agent.v1.AdvertisementDelta.upserted_nodes:type_name -> meridian.agent.v1.Node
 	2,  // 21: meridian.agent.v1.RunningDispatch.state:type_name -> meridian.agent.v1.DispatchEventType
-	24, // 22: meridian.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	25, // 22: meridian.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	10, // 23: meridian.agent.v1.Heartbeat.dispatches:type_name -> meridian.agent.v1.RunningDispatch
-	26, // 24: meridian.agent.v1.Dispatch.workload:type_name -> meridian.v1.Workload
+	27, // 24: meridian.agent.v1.Dispatch.workload:type_name -> meridian.v1.Workload
 	12, // 25: meridian.agent.v1.Dispatch.placement:type_name -> meridian.agent.v1.PodSetPlacement
-	24, // 26: meridian.agent.v1.Dispatch.created_at:type_name -> google.protobuf.Timestamp
-	25, // 27: meridian.agent.v1.DispatchCancel.grace_period:type_name -> google.protobuf.Duration
-	24, // 28: meridian.agent.v1.DispatchCancel.sent_at:type_name -> google.protobuf.Timestamp
-	25, // 29: meridian.agent.v1.Usage.wall_time:type_name -> google.protobuf.Duration
+	25, // 26: meridian.agent.v1.Dispatch.created_at:type_name -> google.protobuf.Timestamp
+	26, // 27: meridian.agent.v1.DispatchCancel.grace_period:type_name -> google.protobuf.Duration
+	25, // 28: meridian.agent.v1.DispatchCancel.sent_at:type_name -> google.protobuf.Timestamp
+	26, // 29: meridian.agent.v1.Usage.wall_time:type_name -> google.protobuf.Duration
 	2,  // 30: meridian.agent.v1.DispatchEvent.type:type_name -> meridian.agent.v1.DispatchEventType
-	24, // 31: meridian.agent.v1.DispatchEvent.time:type_name -> google.protobuf.Timestamp
+	25, // 31: meridian.agent.v1.DispatchEvent.time:type_name -> google.protobuf.Timestamp
 	15, // 32: meridian.agent.v1.DispatchEvent.usage:type_name -> meridian.agent.v1.Usage
-	13, // 33: meridian.agent.v1.HubMessage.dispatch:type_name -> meridian.agent.v1.Dispatch
-	14, // 34: meridian.agent.v1.HubMessage.cancel:type_name -> meridian.agent.v1.DispatchCancel
-	18, // 35: meridian.agent.v1.HubMessage.batch:type_name -> meridian.agent.v1.DispatchBatch
-	13, // 36: meridian.agent.v1.DispatchBatch.dispatches:type_name -> meridian.agent.v1.Dispatch
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	16, // 33: meridian.agent.v1.EventBatch.events:type_name -> meridian.agent.v1.DispatchEvent
+	13, // 34: meridian.agent.v1.HubMessage.dispatch:type_name -> meridian.agent.v1.Dispatch
+	14, // 35: meridian.agent.v1.HubMessage.cancel:type_name -> meridian.agent.v1.DispatchCancel
+	19, // 36: meridian.agent.v1.HubMessage.batch:type_name -> meridian.agent.v1.DispatchBatch
+	13, // 37: meridian.agent.v1.DispatchBatch.dispatches:type_name -> meridian.agent.v1.Dispatch
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_meridian_agent_v1_agent_proto_init() }
@@ -2100,7 +2181,7 @@ func file_meridian_agent_v1_agent_proto_init() {
 		return
 	}
 	file_meridian_agent_v1_agent_proto_msgTypes[13].OneofWrappers = []any{}
-	file_meridian_agent_v1_agent_proto_msgTypes[14].OneofWrappers = []any{
+	file_meridian_agent_v1_agent_proto_msgTypes[15].OneofWrappers = []any{
 		(*HubMessage_Dispatch)(nil),
 		(*HubMessage_Cancel)(nil),
 		(*HubMessage_Batch)(nil),
@@ -2111,7 +2192,7 @@ func file_meridian_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_agent_v1_agent_proto_rawDesc), len(file_meridian_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
