@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,11 @@ import (
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 	agentconfig "github.com/meridian-gpu/meridian/spoke-agent/config"
 )
+
+// EnvSimLaunchJournal names a file the simulated cluster appends its launch
+// journal to (simcluster.JournalEntry lines: every launch, repeat and end),
+// for the soak's "no dispatch launched twice" check. Unset: no journal.
+const EnvSimLaunchJournal = "MERIDIAN_SIM_LAUNCH_JOURNAL"
 
 // buildConnector turns the checked configuration into a connector and its
 // closer.
@@ -63,12 +69,27 @@ func buildConnector(o *options, log *slog.Logger) (agent.Connector, func(), erro
 		if err != nil {
 			return nil, nil, fmt.Errorf("--time-scale: %w", err)
 		}
-		sim, err := simcluster.New(cfg, simcluster.Options{Clock: clock, Logger: log, DefaultDuration: sc.DefaultDuration.D()})
+		opts := simcluster.Options{Clock: clock, Logger: log, DefaultDuration: sc.DefaultDuration.D()}
+		var journal *os.File
+		if path := os.Getenv(EnvSimLaunchJournal); path != "" {
+			if journal, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", EnvSimLaunchJournal, err)
+			}
+			opts.Journal = journal
+		}
+		sim, err := simcluster.New(cfg, opts)
 		if err != nil {
+			if journal != nil {
+				journal.Close()
+			}
 			return nil, nil, err
 		}
-		log.Info("simulated cluster ready", "nodes", len(cfg.Nodes), "gpus", cfg.TotalGPUs(), "time_scale", sc.TimeScale)
-		return sim, sim.Close, nil
+		log.Info("simulated cluster ready", "nodes", len(cfg.Nodes), "gpus", cfg.TotalGPUs(), "time_scale", sc.TimeScale, "launch_journal", os.Getenv(EnvSimLaunchJournal))
+		closer := sim.Close
+		if journal != nil {
+			closer = func() { sim.Close(); journal.Close() }
+		}
+		return sim, closer, nil
 	}
 }
 

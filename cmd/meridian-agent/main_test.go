@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
 func TestFlagErrors(t *testing.T) {
@@ -177,5 +180,35 @@ func TestRunReportsBadKubeconfig(t *testing.T) {
 		"--connector", "kubernetes", "--kubeconfig", missing}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--connector kubernetes") || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("err %v, want one naming the connector and the kubeconfig path", err)
+	}
+}
+
+// MERIDIAN_SIM_LAUNCH_JOURNAL makes the simulated cluster append its launch
+// journal to the file named.
+func TestSimLaunchJournalFromEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.jsonl")
+	t.Setenv(EnvSimLaunchJournal, path)
+	o, err := parseFlags([]string{"--cluster-id", "c", "--nats-url", "nats://x", "--sim-example", "h100-nvlink"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, closer, err := buildConnector(o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &agentv1.Dispatch{DispatchId: "d1", WorkloadId: "w1", Workload: &meridianv1.Workload{Id: "w1",
+		PodSets: []*meridianv1.PodSet{{Name: "m", Replicas: 2, Resources: &meridianv1.Resources{GpuMilli: 1000, AcceleratorClass: "nvidia-h100-80gb"}}}}}
+	if err := conn.Launch(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	closer()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	es, err := simcluster.ReadJournal(f)
+	if err != nil || len(es) != 1 || es[0].Event != simcluster.JournalLaunch || es[0].DispatchID != "d1" || es[0].Replicas != 2 {
+		t.Fatalf("journal = %+v, %v; want one launch of d1 with 2 replicas", es, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"sort"
@@ -46,6 +47,10 @@ type Options struct {
 	Logger *slog.Logger
 	// DefaultDuration overrides the config's default duration when > 0.
 	DefaultDuration time.Duration
+	// Journal, when set, receives a JSON line (JournalEntry) for every
+	// launch, idempotent repeat and end, written while the cluster's lock
+	// is held, so lines are in the order things happened. Nil: none.
+	Journal io.Writer
 }
 
 // Cluster is an in-memory cluster that implements agent.Connector.
@@ -71,7 +76,8 @@ type Cluster struct {
 	vanished      bool
 	closed        bool
 
-	events *agent.EventQueue
+	events  *agent.EventQueue
+	journal *journal
 }
 
 var (
@@ -157,6 +163,9 @@ func New(cfg *Config, opts Options) (*Cluster, error) {
 		works:     map[string]*work{},
 		rejectIDs: map[string]string{},
 		events:    agent.NewEventQueue(),
+	}
+	if opts.Journal != nil {
+		c.journal = &journal{w: opts.Journal}
 	}
 	if c.clock == nil {
 		c.clock, _ = NewScaledClock(1)
@@ -375,6 +384,7 @@ func (c *Cluster) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 		return errors.New("simcluster: cluster is closed")
 	}
 	if _, known := c.works[d.DispatchId]; known {
+		c.journal.write(JournalEntry{Time: time.Now(), Event: JournalRepeat, DispatchID: d.DispatchId, WorkloadID: d.GetWorkloadId()})
 		return nil
 	}
 	if r, ok := c.rejectIDs[d.DispatchId]; ok {
@@ -420,6 +430,8 @@ func (c *Cluster) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 	id := w.id
 	w.timer = c.clock.AfterFunc(dur, func() { c.complete(id) })
 	c.log.Debug("simcluster launched", "dispatch_id", id, "nodes", nodes, "duration", dur)
+	c.journal.write(JournalEntry{Time: time.Now(), Event: JournalLaunch, DispatchID: id, WorkloadID: w.workloadID,
+		Replicas: len(charges), Wanted: wantedReplicas(wl), Nodes: nodes})
 	c.emit(w)
 	return nil
 }
@@ -449,6 +461,8 @@ func (c *Cluster) finishLocked(w *work, st agent.WorkState, exit *int32, reason 
 	for _, ch := range w.charges {
 		ch.release()
 	}
+	c.journal.write(JournalEntry{Time: time.Now(), Event: JournalEnd, DispatchID: w.id, WorkloadID: w.workloadID,
+		State: journalState(st), Reason: reason})
 	c.emit(w)
 	c.finishedOrder = append(c.finishedOrder, w.id)
 	for len(c.finishedOrder) > MaxFinishedKept {
