@@ -234,14 +234,21 @@ func (s *Service) replay(ctx context.Context, w *meridianv1.Workload, id string)
 		}
 		return nil, err
 	}
-	spec := proto.Clone(orig).(*meridianv1.Workload)
-	spec.Id, spec.CreateTime, spec.Status = "", nil, nil
-	if !proto.Equal(spec, w) {
+	if !proto.Equal(specOf(orig), specOf(w)) {
 		return nil, fieldError(codes.AlreadyExists, "idempotency_key",
 			"%q was already used in queue %s for workload %s with a different body; use a new key to submit a different workload",
 			w.GetIdempotencyKey(), w.GetQueue(), orig.GetId())
 	}
 	return &meridianv1.SubmitWorkloadResponse{Workload: orig, Replayed: true}, nil
+}
+
+// specOf is what a client sends of w: without the fields the hub sets on
+// submit (id, create time, status, submitter, trace parent), so that a
+// retry compares equal to the stored workload whoever submitted it.
+func specOf(w *meridianv1.Workload) *meridianv1.Workload {
+	spec := proto.Clone(w).(*meridianv1.Workload)
+	spec.Id, spec.CreateTime, spec.Status, spec.SubmittedBy, spec.TraceParent = "", nil, nil, "", ""
+	return spec
 }
 
 func idempotencyFromMetadata(ctx context.Context) string {
