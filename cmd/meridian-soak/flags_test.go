@@ -24,7 +24,11 @@ func TestServersRefuseNonLoopback(t *testing.T) {
 		"etcd missing flag": {[]string{"etcd-member", "--name", "m1"}, "required flag"},
 		"nats route elsewhere": {[]string{"nats-node", "--name", "n1", "--port", "4222", "--cluster-port", "6222",
 			"--routes", "nats://10.0.0.2:6222", "--store-dir", dir}, "loopback only"},
-		"up without dir": {[]string{"up"}, `required flag(s) "dir"`},
+		"up without dir":    {[]string{"up"}, `required flag(s) "dir"`},
+		"run without dir":   {[]string{"run"}, `required flag(s) "dir"`},
+		"run unknown fault": {[]string{"run", "--dir", dir, "--faults", "hub-kill,meteor"}, `--faults: unknown kind "meteor"`},
+		"run one agent":     {[]string{"run", "--dir", dir, "--agents", "1"}, "--agents must be at least 2"},
+		"run too short":     {[]string{"run", "--dir", dir, "--duration", "5s"}, "--duration at least 30s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := run(context.Background(), tc.args, io.Discard, io.Discard)

@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(etcdMemberCommand(stderr), natsNodeCommand(stderr), upCommand(stdout, stderr))
+	root.AddCommand(etcdMemberCommand(stderr), natsNodeCommand(stderr), upCommand(stdout, stderr), runCommand(stdout, stderr))
 	root.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
 	return root.ExecuteContext(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ import (
 // ends.
 func etcdMemberCommand(stderr io.Writer) *cobra.Command {
 	var name, dataDir, clientURL, peerURL, initial, state string
+	var compact time.Duration
 	cmd := &cobra.Command{
 		Use:   "etcd-member --name m1 --data-dir D --client-url http://127.0.0.1:P --peer-url http://127.0.0.1:Q --initial-cluster m1=http://127.0.0.1:Q,...",
 		Short: "Run one member of a loopback etcd cluster until SIGTERM",
@@ -37,6 +39,7 @@ func etcdMemberCommand(stderr io.Writer) *cobra.Command {
 				// A member of a cluster that is just forming waits for
 				// its peers, which may start later.
 				StartTimeout: 5 * embedetcd.DefaultStartTimeout,
+				CompactEvery: compact,
 				Cluster:      &embedetcd.Cluster{InitialCluster: initial, State: state, Token: "meridian-soak"},
 			})
 			if err != nil {
@@ -56,6 +59,7 @@ func etcdMemberCommand(stderr io.Writer) *cobra.Command {
 	f.StringVar(&peerURL, "peer-url", "", "peer URL, http://127.0.0.1:PORT (required)")
 	f.StringVar(&initial, "initial-cluster", "", "every member as name=peer-url, comma-separated (required)")
 	f.StringVar(&state, "initial-cluster-state", "new", "new: the cluster is forming; existing: join a running one")
+	f.DurationVar(&compact, "compact-every", 0, "drop history older than this, periodically; 0: the embedded default, negative: keep all history")
 	for _, n := range []string{"name", "data-dir", "client-url", "peer-url", "initial-cluster"} {
 		_ = cmd.MarkFlagRequired(n)
 	}

@@ -43,6 +43,13 @@ type Config struct {
 	// SimExample is the simulated cluster every agent runs (meridian-agent
 	// --sim-example); empty means "h100-nvlink" (64 H100s).
 	SimExample string
+	// SimConfig, when set, is a simulated cluster file every agent runs
+	// (meridian-agent --sim-config) instead of SimExample.
+	SimConfig string
+	// EtcdCompactEvery is the etcd members' periodic compaction
+	// (etcd-member --compact-every); 0 keeps their default, negative
+	// keeps all history.
+	EtcdCompactEvery time.Duration
 	// TimeScale is the simulated clusters' simulated seconds per second;
 	// 0 means 1 (a workload labelled 2s runs two seconds).
 	TimeScale float64
@@ -79,7 +86,10 @@ type Hub struct {
 // Agent is one meridian-agent with its simulated cluster.
 type Agent struct {
 	ClusterID string
-	Proc      *procs.Proc
+	// Journal is the simulated cluster's launch journal
+	// (simcluster.JournalEntry lines), <Dir>/journals/<ClusterID>.jsonl.
+	Journal string
+	Proc    *procs.Proc
 }
 
 // Topology is a running federation.
@@ -197,7 +207,8 @@ func (t *Topology) NATSURLs() string {
 func (t *Topology) etcdSpec(m *EtcdMember, initial string) procs.Spec {
 	return procs.Spec{Name: m.Name, Path: t.cfg.SoakBin, Env: t.cfg.SoakEnv, Args: []string{"etcd-member",
 		"--name", m.Name, "--data-dir", filepath.Join(t.cfg.Dir, "etcd", m.Name),
-		"--client-url", m.ClientURL, "--peer-url", m.PeerURL, "--initial-cluster", initial}}
+		"--client-url", m.ClientURL, "--peer-url", m.PeerURL, "--initial-cluster", initial,
+		"--compact-every", t.cfg.EtcdCompactEvery.String()}}
 }
 
 func (t *Topology) startEtcd(ctx context.Context) error {
@@ -366,16 +377,27 @@ func (t *Topology) WaitHub(ctx context.Context, h *Hub) error {
 }
 
 func (t *Topology) agentSpec(a *Agent) procs.Spec {
-	return procs.Spec{Name: "agent-" + a.ClusterID, Path: t.cfg.AgentBin, Args: []string{
-		"--cluster-id", a.ClusterID, "--nats-url", t.NATSURLs(), "--connector", "simcluster",
-		"--sim-example", t.cfg.SimExample, "--time-scale", strconv.FormatFloat(t.cfg.TimeScale, 'f', -1, 64),
-		"--heartbeat-interval", "1s", "--advertise-interval", "2s"}}
+	sim := []string{"--sim-example", t.cfg.SimExample}
+	if t.cfg.SimConfig != "" {
+		sim = []string{"--sim-config", t.cfg.SimConfig}
+	}
+	return procs.Spec{Name: "agent-" + a.ClusterID, Path: t.cfg.AgentBin,
+		Env: []string{"MERIDIAN_SIM_LAUNCH_JOURNAL=" + a.Journal},
+		Args: append(append([]string{
+			"--cluster-id", a.ClusterID, "--nats-url", t.NATSURLs(), "--connector", "simcluster"}, sim...),
+			"--time-scale", strconv.FormatFloat(t.cfg.TimeScale, 'f', -1, 64),
+			"--heartbeat-interval", "1s", "--advertise-interval", "2s")}
 }
 
 func (t *Topology) startAgents(ctx context.Context) error {
 	var ids []string
+	jdir := filepath.Join(t.cfg.Dir, "journals")
+	if err := os.MkdirAll(jdir, 0o755); err != nil {
+		return err
+	}
 	for i := 0; i < t.cfg.Agents; i++ {
-		a := &Agent{ClusterID: fmt.Sprintf("sim-%d", i+1)}
+		id := fmt.Sprintf("sim-%d", i+1)
+		a := &Agent{ClusterID: id, Journal: filepath.Join(jdir, id+".jsonl")}
 		p, err := t.Group.Start(t.agentSpec(a))
 		if err != nil {
 			return err
