@@ -66,6 +66,9 @@ func (a *Agent) sendHeartbeat(ctx context.Context) {
 		return
 	}
 	a.m.heartbeats.Inc()
+	now := a.cfg.Now()
+	a.noteSilence(now)
+	a.lastBeat.Store(now.UnixNano())
 }
 
 // lastAdvSeq never waits for an advertisement in flight.

@@ -132,6 +132,14 @@ type Agent struct {
 	// an agent that started before its hub, or outlived a hub restart
 	// with NATS up all along, registers once a hub is back.
 	unanswered atomic.Bool
+	// lostTimeout is the hub's cluster timeout (RegisterAck.lost_timeout);
+	// lastBeat when a heartbeat was last published (unix nanoseconds,
+	// cfg.Now). suspectBefore ends the last silence longer than
+	// lostTimeout (a paused process, a partition): the hub may have
+	// declared the cluster LOST and given every dispatch it had not seen
+	// accepted to another cluster, so one created before then is refused
+	// rather than launched next to its replacement (see staleAfterSilence).
+	lostTimeout, lastBeat, suspectBefore atomic.Int64
 
 	eventSeq atomic.Uint64 // guarded by mu for ordering, atomic for reads
 	hbSeq    atomic.Uint64
@@ -442,7 +450,10 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 	a.mu.Unlock()
 	ctx, endLaunch := startLaunch(ctx, d, a.conn.Kind())
 
-	err := a.withSlot(ctx, func() error { return a.m.connectorError("launch", a.conn.Launch(ctx, d)) })
+	err := a.staleAfterSilence(d)
+	if err == nil {
+		err = a.withSlot(ctx, func() error { return a.m.connectorError("launch", a.conn.Launch(ctx, d)) })
+	}
 	endLaunch(err)
 
 	a.mu.Lock()
@@ -542,6 +553,39 @@ func (a *Agent) handleCancel(ctx context.Context, c *agentv1.DispatchCancel) err
 	a.mu.Unlock()
 	log.Info("cancel for a dispatch this cluster does not run; answered")
 	return a.waitStored(ctx, item)
+}
+
+// noteSilence records the end of a silence longer than the hub's cluster
+// timeout, if the time since the last heartbeat is one; now is cfg.Now.
+func (a *Agent) noteSilence(now time.Time) {
+	lt, last := a.lostTimeout.Load(), a.lastBeat.Load()
+	if lt <= 0 || last == 0 || now.UnixNano()-last <= lt {
+		return
+	}
+	for {
+		cur := a.suspectBefore.Load()
+		if cur >= now.UnixNano() || a.suspectBefore.CompareAndSwap(cur, now.UnixNano()) {
+			return
+		}
+	}
+}
+
+// staleAfterSilence refuses a dispatch created before the end of this
+// agent's last silence longer than the hub's cluster timeout: the hub may
+// have declared the cluster LOST meanwhile and requeued the dispatch
+// elsewhere, and its cancel is still behind the dispatch in the stream.
+// Refusing is safe: a hub that still counted on it requeues it.
+func (a *Agent) staleAfterSilence(d *agentv1.Dispatch) error {
+	created := d.GetCreatedAt()
+	if created == nil {
+		return nil
+	}
+	a.noteSilence(a.cfg.Now())
+	if sb := a.suspectBefore.Load(); sb > 0 && created.AsTime().UnixNano() < sb {
+		return Reject("stale dispatch: created %s, before this cluster's silence of more than the hub's cluster timeout (%s) ended; the hub may have requeued it elsewhere",
+			created.AsTime().UTC().Format(time.RFC3339Nano), time.Duration(a.lostTimeout.Load()))
+	}
+	return nil
 }
 
 // waitStored waits until item's event is stored, so that a dispatch is
@@ -989,6 +1033,9 @@ func (a *Agent) register(ctx context.Context) {
 	}
 	if d := ack.GetAdvertiseInterval().AsDuration(); d > 0 {
 		a.advInterval.Store(int64(d))
+	}
+	if d := ack.GetLostTimeout().AsDuration(); d > 0 {
+		a.lostTimeout.Store(int64(d))
 	}
 	current := map[string]bool{}
 	for _, id := range ack.GetCurrentDispatchIds() {

@@ -63,6 +63,8 @@ type env struct {
 	wrap func(agent.Connector) agent.Connector
 	// launchParallelism, when set by the before hook, is the agent's.
 	launchParallelism int
+	// now, when set by the before hook, is the agent's clock.
+	now func() time.Time
 
 	stop context.CancelFunc
 	done chan error
@@ -183,7 +185,7 @@ func startEnv(t testing.TB, before func(e *env), wait bool) *env {
 		ClusterID: clusterID, Bus: abus, Connector: conn, Logger: logger(),
 		HeartbeatInterval: 50 * time.Millisecond, AdvertiseInterval: 300 * time.Millisecond,
 		ChangeDelay: 10 * time.Millisecond, RegisterTimeout: 300 * time.Millisecond, AnswerTimeout: 2 * time.Second,
-		LaunchParallelism: e.launchParallelism,
+		LaunchParallelism: e.launchParallelism, Now: e.now,
 	})
 	if err != nil {
 		t.Fatal(err)
