@@ -4,6 +4,9 @@ GO ?= go
 BIN := bin
 PKGS := ./...
 TEST_TIMEOUT ?= 20m
+DURATION ?= 3m
+SEED ?=
+RATE ?= 500
 
 .DEFAULT_GOAL := help
 
@@ -92,6 +95,10 @@ bench: ## Run the benchmarks: throughput, p50/p99 and memory, each beside its in
 sim: build ## Run the multi-team contention scenario and replay the Alibaba OpenB trace (seeds 42-51)
 	./$(BIN)/meridian-sim contention --hours 48
 	./$(BIN)/meridian-sim openb --seeds 42-51 --policy bestfit,fgd,meridian
+
+.PHONY: soak
+soak: ## Chaos soak: 3 etcd, 3 NATS (R3), 3 hubs, 4 agents on loopback under load while seeded faults hit them; JSON summary last (DURATION=3m SEED= RATE=500)
+	DURATION=$(DURATION) SEED=$(SEED) RATE=$(RATE) scripts/soak.sh
 
 .PHONY: slurm-up
 slurm-up: ## Start the local Slurm cluster (root: 4 nodes x 8 fake H100, slurmrestd on 127.0.0.1:6820)
