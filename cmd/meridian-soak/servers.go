@@ -71,6 +71,7 @@ func etcdMemberCommand(stderr io.Writer) *cobra.Command {
 func natsNodeCommand(stderr io.Writer) *cobra.Command {
 	var name, storeDir, routes, clusterName string
 	var port, clusterPort int
+	var noAdvertise bool
 	cmd := &cobra.Command{
 		Use:   "nats-node --name n1 --port P --cluster-port C --routes nats://127.0.0.1:C2,nats://127.0.0.1:C3 --store-dir D",
 		Short: "Run one node of a loopback NATS cluster with JetStream until SIGTERM",
@@ -87,7 +88,7 @@ func natsNodeCommand(stderr io.Writer) *cobra.Command {
 			}
 			log := logger(stderr, name)
 			s, err := embednats.Start(embednats.Config{StoreDir: storeDir, Port: port, ServerName: name, Logger: log,
-				Cluster: &embednats.Cluster{Name: clusterName, Port: clusterPort, Routes: rs}})
+				Cluster: &embednats.Cluster{Name: clusterName, Port: clusterPort, Routes: rs, NoAdvertise: noAdvertise}})
 			if err != nil {
 				return err
 			}
@@ -105,6 +106,7 @@ func natsNodeCommand(stderr io.Writer) *cobra.Command {
 	f.StringVar(&routes, "routes", "", "the other nodes' route URLs, nats://127.0.0.1:PORT, comma-separated (required)")
 	f.StringVar(&storeDir, "store-dir", "", "JetStream's store directory (required)")
 	f.StringVar(&clusterName, "cluster-name", "meridian-soak", "the cluster's name, the same on every node")
+	f.BoolVar(&noAdvertise, "no-advertise", false, "do not tell clients the other nodes' URLs (clients behind proxies)")
 	for _, n := range []string{"name", "port", "cluster-port", "routes", "store-dir"} {
 		_ = cmd.MarkFlagRequired(n)
 	}

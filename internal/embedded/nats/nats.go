@@ -55,6 +55,10 @@ type Cluster struct {
 	// Routes are the other nodes' route URLs, nats://127.0.0.1:port (a
 	// node's own URL may be among them; the server skips it).
 	Routes []string
+	// NoAdvertise keeps the node from telling clients the other nodes'
+	// client URLs, so a client reaches the cluster only through the URLs
+	// it was given (the soak puts a proxy in front of each node).
+	NoAdvertise bool
 }
 
 func (c *Cluster) validate(clientPort int) error {
@@ -168,7 +172,7 @@ func (s *Server) start() error {
 		return err
 	}
 	if c := s.cfg.Cluster; c != nil {
-		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: "127.0.0.1", Port: c.Port}
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: "127.0.0.1", Port: c.Port, NoAdvertise: c.NoAdvertise}
 		if opts.Cluster.Name == "" {
 			opts.Cluster.Name = "meridian"
 		}

@@ -198,6 +198,26 @@ func (in *Injector) apply(ctx context.Context, f Fault) (rec Record) {
 		if err := a.Proc.Resume(); err != nil {
 			return fail(err)
 		}
+	case AgentCut, AgentSlow:
+		a := t.Agents[f.Pick%len(t.Agents)]
+		rec.Target = a.Proc.Name()
+		if len(a.Proxies) == 0 {
+			return fail(errors.New("the agents run without proxies (topology.Config.AgentProxies)"))
+		}
+		rec.Injected = time.Now()
+		if f.Kind == AgentCut {
+			in.logf("%s: cut %s off from NATS for %s", f.Kind, rec.Target, f.Hold)
+			a.CutOff(true)
+			sleep()
+			a.CutOff(false)
+		} else {
+			lat := 200*time.Millisecond + time.Duration(f.Pick%301)*time.Millisecond
+			rec.Target += fmt.Sprintf(" +%s", lat)
+			in.logf("%s: delay %s's NATS traffic by %s each way for %s", f.Kind, a.Proc.Name(), lat, f.Hold)
+			a.SetLatency(lat)
+			sleep()
+			a.SetLatency(0)
+		}
 	default:
 		return fail(fmt.Errorf("unknown fault kind %q", f.Kind))
 	}

@@ -18,12 +18,18 @@ const (
 	NATSKill       Kind = "nats-kill"        // SIGKILL a NATS node, restart it on its store
 	AgentStopShort Kind = "agent-stop-short" // SIGSTOP an agent for less than the cluster timeout
 	AgentStopLong  Kind = "agent-stop-long"  // SIGSTOP an agent past the cluster timeout (LOST)
+	AgentCut       Kind = "agent-cut"        // cut a running agent off from NATS past the cluster timeout (LOST)
+	AgentSlow      Kind = "agent-slow"       // delay an agent's NATS traffic (200 to 500 ms each way)
 )
 
 // AllKinds lists every kind, in a fixed order.
 func AllKinds() []Kind {
-	return []Kind{HubKill, HubPause, HubsRestartAll, EtcdMemberKill, EtcdLeaderKill, NATSKill, AgentStopShort, AgentStopLong}
+	return []Kind{HubKill, HubPause, HubsRestartAll, EtcdMemberKill, EtcdLeaderKill, NATSKill, AgentStopShort, AgentStopLong, AgentCut, AgentSlow}
 }
+
+// NeedsProxies reports whether the kind needs a proxy between agents and
+// NATS (topology.Config.AgentProxies).
+func (k Kind) NeedsProxies() bool { return k == AgentCut || k == AgentSlow }
 
 // LeaderKinds are the faults that take the leader hub away; failover is
 // measured after each.
@@ -98,8 +104,10 @@ func Plan(c PlanConfig) []Fault {
 				f.Hold = c.LeaderTTL + span(2*time.Second, 5*time.Second)
 			case AgentStopShort:
 				f.Hold = span(c.ClusterTimeout/4, c.ClusterTimeout/2)
-			case AgentStopLong:
+			case AgentStopLong, AgentCut:
 				f.Hold = c.ClusterTimeout + span(3*time.Second, 8*time.Second)
+			case AgentSlow:
+				f.Hold = span(5*time.Second, 10*time.Second)
 			}
 			f.At = at
 			if at+f.Budget() > c.Span {

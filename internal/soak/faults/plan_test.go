@@ -43,7 +43,7 @@ func TestPlan(t *testing.T) {
 			if f.Hold >= c.ClusterTimeout {
 				t.Errorf("short agent stop of %s reaches the cluster timeout", f.Hold)
 			}
-		case AgentStopLong:
+		case AgentStopLong, AgentCut:
 			if f.Hold <= c.ClusterTimeout {
 				t.Errorf("long agent stop of %s does not pass the cluster timeout", f.Hold)
 			}

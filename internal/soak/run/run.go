@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	top, err := topology.Up(ctx, topology.Config{
 		Dir: cfg.Dir, HubBin: cfg.HubBin, AgentBin: cfg.AgentBin, SoakBin: cfg.SoakBin, SoakEnv: cfg.SoakEnv,
-		Hubs: cfg.Hubs, Agents: cfg.Agents, SimConfig: simPath,
+		Hubs: cfg.Hubs, Agents: cfg.Agents, SimConfig: simPath, AgentProxies: needsProxies(cfg.Kinds),
 		LeaderTTL: cfg.LeaderTTL, ClusterTimeout: cfg.ClusterTimeout, SchedulePeriod: cfg.SchedulePeriod,
 		// The check follows etcd with a live watch; history older than
 		// this is dropped, so a watch broken by a fault has this long to
@@ -243,6 +243,20 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	sum := summarize(cfg, start, loadEnd, drv, hist.Report(), launches, inj.Records(), peak)
 	return sum, nil
+}
+
+// needsProxies reports whether any of kinds (nil: all) cuts or slows an
+// agent's NATS traffic.
+func needsProxies(kinds []faults.Kind) bool {
+	if kinds == nil {
+		kinds = faults.AllKinds()
+	}
+	for _, k := range kinds {
+		if k.NeedsProxies() {
+			return true
+		}
+	}
+	return false
 }
 
 // createQueues creates the soak's queues on any hub, retrying while the

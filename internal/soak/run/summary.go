@@ -101,7 +101,7 @@ func summarize(cfg Config, start, loadEnd time.Time, drv *load.Driver, h check.R
 			till = loadEnd
 		}
 		wins = append(wins, window{r.Injected, till.Add(2 * time.Second)})
-		if r.Kind == faults.AgentStopLong {
+		if r.Kind == faults.AgentStopLong || r.Kind == faults.AgentCut {
 			lostWins = append(lostWins, check.Window{Cluster: strings.TrimPrefix(r.Target, "agent-"),
 				From: r.Injected.Add(cfg.ClusterTimeout / 2), Till: till.Add(30 * time.Second)})
 		}

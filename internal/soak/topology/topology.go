@@ -22,6 +22,7 @@ import (
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 	"github.com/meridian-gpu/meridian/internal/localrun"
 	"github.com/meridian-gpu/meridian/internal/soak/procs"
+	"github.com/meridian-gpu/meridian/internal/soak/proxy"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -58,6 +59,11 @@ type Config struct {
 	LeaderTTL, SchedulePeriod, ClusterTimeout time.Duration
 	// HubArgs are further flags for every hub.
 	HubArgs []string
+	// AgentProxies puts a TCP proxy (internal/soak/proxy) between each
+	// agent and each NATS node, so that an agent can be cut off from NATS
+	// or slowed down (Agent.Proxies); the nodes then advertise no other
+	// URLs to clients, so an agent reconnects only through its proxies.
+	AgentProxies bool
 	// Progress receives one line per step; nil drops them.
 	Progress io.Writer
 	// ReadyTimeout bounds each wait for readiness; 0 means 60 s.
@@ -90,6 +96,23 @@ type Agent struct {
 	// (simcluster.JournalEntry lines), <Dir>/journals/<ClusterID>.jsonl.
 	Journal string
 	Proc    *procs.Proc
+	// Proxies stand between the agent and each NATS node, with
+	// Config.AgentProxies.
+	Proxies []*proxy.Proxy
+}
+
+// CutOff cuts the agent off from NATS (true) or lets it back (false).
+func (a *Agent) CutOff(on bool) {
+	for _, p := range a.Proxies {
+		p.Cut(on)
+	}
+}
+
+// SetLatency delays the agent's NATS traffic by d each way (0: none).
+func (a *Agent) SetLatency(d time.Duration) {
+	for _, p := range a.Proxies {
+		p.SetLatency(d)
+	}
 }
 
 // Topology is a running federation.
@@ -182,7 +205,14 @@ func Up(ctx context.Context, cfg Config) (_ *Topology, err error) {
 // Close stops every process (SIGTERM, SIGKILL after 10 s). It is
 // idempotent.
 func (t *Topology) Close() {
-	t.closeOnce.Do(func() { t.Group.Close(10 * time.Second) })
+	t.closeOnce.Do(func() {
+		t.Group.Close(10 * time.Second)
+		for _, a := range t.Agents {
+			for _, p := range a.Proxies {
+				_ = p.Close()
+			}
+		}
+	})
 }
 
 // EtcdEndpoints are the etcd members' client URLs.
@@ -283,7 +313,7 @@ func (t *Topology) natsSpec(n *NATSNode) procs.Spec {
 	cport := n.RouteURL[strings.LastIndex(n.RouteURL, ":")+1:]
 	return procs.Spec{Name: n.Name, Path: t.cfg.SoakBin, Env: t.cfg.SoakEnv, Args: []string{"nats-node",
 		"--name", n.Name, "--port", port, "--cluster-port", cport, "--routes", strings.Join(routes, ","),
-		"--store-dir", filepath.Join(t.cfg.Dir, "nats", n.Name)}}
+		"--store-dir", filepath.Join(t.cfg.Dir, "nats", n.Name), fmt.Sprintf("--no-advertise=%t", t.cfg.AgentProxies)}}
 }
 
 func (t *Topology) startNATS(ctx context.Context) error {
@@ -377,6 +407,14 @@ func (t *Topology) WaitHub(ctx context.Context, h *Hub) error {
 }
 
 func (t *Topology) agentSpec(a *Agent) procs.Spec {
+	urls := t.NATSURLs()
+	if len(a.Proxies) > 0 {
+		var us []string
+		for _, p := range a.Proxies {
+			us = append(us, "nats://"+p.Addr())
+		}
+		urls = strings.Join(us, ",")
+	}
 	sim := []string{"--sim-example", t.cfg.SimExample}
 	if t.cfg.SimConfig != "" {
 		sim = []string{"--sim-config", t.cfg.SimConfig}
@@ -384,7 +422,7 @@ func (t *Topology) agentSpec(a *Agent) procs.Spec {
 	return procs.Spec{Name: "agent-" + a.ClusterID, Path: t.cfg.AgentBin,
 		Env: []string{"MERIDIAN_SIM_LAUNCH_JOURNAL=" + a.Journal},
 		Args: append(append([]string{
-			"--cluster-id", a.ClusterID, "--nats-url", t.NATSURLs(), "--connector", "simcluster"}, sim...),
+			"--cluster-id", a.ClusterID, "--nats-url", urls, "--connector", "simcluster"}, sim...),
 			"--time-scale", strconv.FormatFloat(t.cfg.TimeScale, 'f', -1, 64),
 			"--heartbeat-interval", "1s", "--advertise-interval", "2s")}
 }
@@ -398,12 +436,21 @@ func (t *Topology) startAgents(ctx context.Context) error {
 	for i := 0; i < t.cfg.Agents; i++ {
 		id := fmt.Sprintf("sim-%d", i+1)
 		a := &Agent{ClusterID: id, Journal: filepath.Join(jdir, id+".jsonl")}
+		t.Agents = append(t.Agents, a) // before its start, so that Close closes its proxies
+		if t.cfg.AgentProxies {
+			for _, n := range t.NATS {
+				p, err := proxy.New(strings.TrimPrefix(n.ClientURL, "nats://"))
+				if err != nil {
+					return err
+				}
+				a.Proxies = append(a.Proxies, p)
+			}
+		}
 		p, err := t.Group.Start(t.agentSpec(a))
 		if err != nil {
 			return err
 		}
 		a.Proc = p
-		t.Agents = append(t.Agents, a)
 		ids = append(ids, a.ClusterID)
 	}
 	return t.WaitClusters(ctx, ids...)
