@@ -33,6 +33,8 @@ func schema() *cc.Schema[hubconfig.HubConfiguration] {
 //	meridian-hub --print-config [flags]   print the effective configuration
 //	meridian-hub config validate [flags]  check a configuration and exit
 //	meridian-hub config print [flags]     same as --print-config
+//	meridian-hub snapshot save FILE       etcd snapshot of the federation
+//	meridian-hub snapshot restore FILE    restore it as the embedded etcd
 func newCommand(stdout, stderr io.Writer, serve serveFunc) *cobra.Command {
 	s := schema()
 	loader := cc.NewLoader(s)
@@ -69,7 +71,7 @@ over the one before. See examples/config/hub.yaml and docs/operators.md.`,
 	root.SetErr(stderr)
 	loader.AddFlags(root.PersistentFlags())
 	root.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration as YAML (secrets redacted) and exit")
-	root.AddCommand(cc.Command(loader, stdout))
+	root.AddCommand(cc.Command(loader, stdout), snapshotCommand(loader, stdout))
 	return root
 }
 

@@ -85,6 +85,8 @@ var Fields = []cc.Field{
 		Usage: "leader election lease; a dead leader is replaced after about this long"},
 	{Path: "scheduling.shapeHalfLife", Flag: "shape-half-life", Env: []string{"MERIDIAN_SHAPE_HALF_LIFE"},
 		Usage: "half-life of the history of submitted workload shapes that fragmentation-aware placement measures against"},
+	{Path: "scheduling.afterRestore", Flag: "after-restore", Env: []string{"MERIDIAN_AFTER_RESTORE"},
+		Usage: "etcd was restored from a snapshot: before each term's first dispatch wait for every cluster's heartbeat, and adopt the work they report for workloads queued here instead of launching it again"},
 	{Path: "scheduling.window", Flag: "schedule-window", Env: []string{"MERIDIAN_SCHEDULE_WINDOW"},
 		Usage: "how many workloads of each queue, in priority and submit order, one scheduling cycle looks at, and how many it considers in all; the rest wait their turn at no cost to the cycle"},
 	{Path: "scheduling.classWeights", Flag: "class-weight",

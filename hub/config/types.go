@@ -182,6 +182,10 @@ type Scheduling struct {
 	// second can weigh more than a T4 second. See
 	// docs/design/quota-and-fairshare.md.
 	ClassWeights map[string]float64 `yaml:"classWeights"`
+	// AfterRestore: etcd was restored from a snapshot, so the clusters may
+	// run work it does not know; the hub adopts it instead of launching
+	// it again. See docs/operators.md, "Backup and restore".
+	AfterRestore bool `yaml:"afterRestore"`
 	// Window is how many workloads of each queue, in priority and
 	// submit order, a scheduling cycle looks at, and how many it
 	// considers in all: a backlog behind it costs a cycle nothing. See

@@ -200,6 +200,16 @@ func (l *Loop) cycle(t *term) (err error) {
 		l.waitRev(t, rev)
 		s = l.advance()
 	}
+	// After a restore, work the clusters run that etcd did not know is
+	// adopted before anything could dispatch it again (adopt.go).
+	if ms := l.adoptReported(t, s, now); len(ms) > 0 {
+		rev, _, err := l.applyMutations(t, ms)
+		if err != nil {
+			return err
+		}
+		l.waitRev(t, rev)
+		s = l.advance()
+	}
 
 	t.mu.Lock()
 	ledger := t.ledger.Clone()
@@ -215,6 +225,9 @@ func (l *Loop) cycle(t *term) (err error) {
 		l.reconcileReports(t, b, now)
 	}
 
+	if !l.awaitReports(t, now) {
+		return nil
+	}
 	plan, perr := safeDecide(b.snap, l.schedulerConfig())
 	if perr != nil {
 		l.m.panics.Inc()

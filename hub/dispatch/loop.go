@@ -69,6 +69,11 @@ type Config struct {
 	// EventAckWait is how long an event handed to a leader that died stays
 	// invisible before it is redelivered (30s).
 	EventAckWait time.Duration
+	// AfterRestore: etcd was restored from a snapshot, so the clusters
+	// may run work it does not know. Each term waits for every cluster's
+	// heartbeat before it dispatches, and adopts the reported dispatches
+	// of workloads queued here instead of dispatching them again (adopt.go).
+	AfterRestore bool
 }
 
 func (c *Config) defaults() {
@@ -290,6 +295,12 @@ type term struct {
 	lastCommitRev int64                // highest revision the cycle committed
 	prunedAt      time.Time            // last walk over cancelled and finished
 	reportChecked map[string]time.Time // cluster -> time of the heartbeat reconcileReports last checked
+	// After a restore (adopt.go): the hub clock when the term began,
+	// whether every cluster has reported since, and the heartbeats
+	// adoption has looked at, by cluster.
+	startedClock time.Time
+	reportsIn, awaitLogged      bool
+	adoptChecked                map[string]time.Time
 	// heads are the workloads the last cycle handed the core, by id, with
 	// their queues (the cycle's goroutine only): one missing from the next
 	// cycle's heads fell behind its queue's window.
@@ -308,7 +319,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		}
 	}()
 	t := &term{fence: fence, ctx: tctx, cancel: cancel, accruedTo: map[string]time.Time{}, published: map[string]time.Time{},
-		cancelled: map[string]time.Time{}, finished: map[string]time.Time{}, started: time.Now()}
+		cancelled: map[string]time.Time{}, finished: map[string]time.Time{}, started: time.Now(), startedClock: l.clock()}
 	if err := l.loadLedger(tctx, t); err != nil {
 		l.log.Error("load ledger", "err", err)
 		sleepCtx(tctx, 200*time.Millisecond)

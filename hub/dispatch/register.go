@@ -102,6 +102,9 @@ func (l *Loop) answerRegister(t *term, subjectCluster string, payload []byte) *a
 	}
 	l.unlockState()
 	sort.Strings(current)
+	if l.cfg.AfterRestore {
+		current = keepUnknown(current, req)
+	}
 	ack.Accepted, ack.CurrentDispatchIds = true, current
 	ack.Capabilities = []string{agentv1.CapabilityEventBatch}
 	ack.SentAt = tsOf(l.clock())

@@ -63,7 +63,8 @@ type entry struct {
 	draining    bool
 	drainReason string
 	lost        bool
-	reported    []string // dispatch ids of the last heartbeat, sorted
+	reported    []string          // dispatch ids of the last heartbeat, sorted
+	reportedWL  map[string]string // dispatch id -> workload id, from the same heartbeat
 	reportedAt  time.Time
 	reportedSet bool
 	agentVer    string
@@ -301,16 +302,18 @@ func (r *Registry) ApplyHeartbeat(subjectCluster string, hb *agentv1.Heartbeat) 
 	}
 	now := r.clock()
 	ids := make([]string, 0, len(hb.GetDispatches()))
+	wls := make(map[string]string, len(hb.GetDispatches()))
 	for _, d := range hb.GetDispatches() {
 		if d.GetDispatchId() != "" {
 			ids = append(ids, d.GetDispatchId())
+			wls[d.GetDispatchId()] = d.GetWorkloadId()
 		}
 	}
 	sort.Strings(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.entryLocked(id)
-	e.reported, e.reportedAt, e.reportedSet = ids, now, true
+	e.reported, e.reportedWL, e.reportedAt, e.reportedSet = ids, wls, now, true
 	r.seenLocked(e, r.seenAt(now, hb.GetSentAt()))
 	return nil
 }
@@ -421,6 +424,19 @@ func (r *Registry) Reported(id string) (ids []string, at time.Time, ok bool) {
 		return nil, time.Time{}, false
 	}
 	return append([]string(nil), e.reported...), e.reportedAt, true
+}
+
+// ReportedWorkload returns the workload id a cluster's last heartbeat gave
+// for one of its dispatches, if it gave one.
+func (r *Registry) ReportedWorkload(cluster, dispatchID string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[cluster]
+	if e == nil {
+		return "", false
+	}
+	w, ok := e.reportedWL[dispatchID]
+	return w, ok && w != ""
 }
 
 // ReportedAt returns when a cluster's last heartbeat arrived, without

@@ -96,6 +96,13 @@ func (e EtcdClient) check(endpoints []string) error {
 // password from when no --etcd-password-file is given.
 const EnvEtcdPassword = "MERIDIAN_ETCD_PASSWORD"
 
+// ClientConfig is the etcd client configuration the hub would use for
+// endpoints (TLS, user and password read from their files), for the
+// hub's own tools such as the snapshot commands.
+func (e EtcdClient) ClientConfig(endpoints []string, log *slog.Logger) (clientv3.Config, error) {
+	return e.clientConfig(endpoints, log)
+}
+
 // clientConfig builds the client configuration for endpoints: it
 // reads and checks the files, so that a missing or damaged one is
 // reported by its flag before any connection attempt.
