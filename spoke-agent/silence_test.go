@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,6 +55,63 @@ func TestDispatchFromBeforeASilenceIsRefused(t *testing.T) {
 		t.Fatalf("reason %q, want a stale dispatch", ev.GetReason())
 	}
 	dispatch("after", time.Now().Add(time.Duration(skew.Load())))
+	e.waitFor("after accepted", e.started("after"))
+	if n := e.sim.Launches(); n != 2 {
+		t.Fatalf("launches %d, want 2 (before, after)", n)
+	}
+}
+
+// TestDispatchFromBeforeAPartitionIsRefused: the same for an agent that
+// kept running but could not reach NATS for longer than the cluster
+// timeout: its heartbeats of that time failed to publish (the bus fails
+// fast while disconnected), so they do not end the silence.
+func TestDispatchFromBeforeAPartitionIsRefused(t *testing.T) {
+	e := newEnv(t, func(e *env) {
+		sub, err := e.hub.Conn().Subscribe(agent.RegisterSubject(clusterID), func(m *nats.Msg) {
+			ack, _ := proto.Marshal(&agentv1.RegisterAck{ClusterId: clusterID, Accepted: true, HubId: "hub-test",
+				LostTimeout: durationpb.New(500 * time.Millisecond)})
+			_ = m.Respond(ack)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
+	publish := func(id string, created time.Time) {
+		t.Helper()
+		m := dispatchMsg(id, 1, nil)
+		m.GetDispatch().CreatedAt = timestamppb.New(created)
+		payload, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := e.hub.PublishDispatch(ctx, clusterID, id, payload)
+			cancel()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("publish %s: %v", id, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	publish("before", time.Now())
+	e.waitFor("before accepted", e.started("before"))
+	if err := e.ns.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the 500 ms cluster timeout
+	created := time.Now()               // the hub made it while the agent was away
+	if err := e.ns.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	publish("during", created)
+	e.waitFor("during rejected", e.hasEvent("during", rejected))
+	publish("after", time.Now().Add(100*time.Millisecond))
 	e.waitFor("after accepted", e.started("after"))
 	if n := e.sim.Launches(); n != 2 {
 		t.Fatalf("launches %d, want 2 (before, after)", n)
