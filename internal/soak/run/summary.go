@@ -31,6 +31,9 @@ type Summary struct {
 	FaultSubmits         int     `json:"fault_submits"`
 	FaultSubmitErrorRate float64 `json:"fault_submit_error_rate"`
 	FaultSubmitP99Ms     float64 `json:"fault_submit_p99_ms"`
+	// FaultSubmitErrors counts, per fault kind, the submits due in its
+	// windows and how many of them failed: "kind": [due, failed].
+	FaultSubmitErrors map[string][2]int `json:"fault_submit_errors_by_kind"`
 	// Invariants: each must be 0.
 	Lost             int `json:"lost"`
 	QueuedNoReason   int `json:"queued_no_reason"`
@@ -86,7 +89,11 @@ func summarize(cfg Config, start, loadEnd time.Time, drv *load.Driver, h check.R
 	s.Skipped, s.Held = st.Skipped, st.Held
 
 	// Faults and the windows they cover.
-	type window struct{ from, till time.Time }
+	type window struct {
+		from, till time.Time
+		kind       string
+	}
+	s.FaultSubmitErrors = map[string][2]int{}
 	var wins []window
 	var lostWins []check.Window
 	for _, r := range recs {
@@ -100,15 +107,21 @@ func summarize(cfg Config, start, loadEnd time.Time, drv *load.Driver, h check.R
 		if till.IsZero() {
 			till = loadEnd
 		}
-		wins = append(wins, window{r.Injected, till.Add(2 * time.Second)})
+		wins = append(wins, window{r.Injected, till.Add(2 * time.Second), string(r.Kind)})
 		if r.Kind == faults.AgentStopLong || r.Kind == faults.AgentCut {
 			lostWins = append(lostWins, check.Window{Cluster: strings.TrimPrefix(r.Target, "agent-"),
 				From: r.Injected.Add(cfg.ClusterTimeout / 2), Till: till.Add(30 * time.Second)})
 		}
 	}
-	inFault := func(t time.Time) bool {
+	inFault := func(t time.Time, failed bool) bool {
 		for _, w := range wins {
 			if !t.Before(w.from) && !t.After(w.till) {
+				c := s.FaultSubmitErrors[w.kind]
+				c[0]++
+				if failed {
+					c[1]++
+				}
+				s.FaultSubmitErrors[w.kind] = c
 				return true
 			}
 		}
@@ -119,7 +132,7 @@ func summarize(cfg Config, start, loadEnd time.Time, drv *load.Driver, h check.R
 	var lat, faultLat []time.Duration
 	faultErr := 0
 	for _, r := range drv.Results() {
-		f := inFault(r.Scheduled)
+		f := inFault(r.Scheduled, r.Err != "")
 		if f {
 			s.FaultSubmits++
 		}
