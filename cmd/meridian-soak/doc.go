@@ -9,6 +9,14 @@
 // <dir>/logs, prints the endpoints once everything is ready, and stops it
 // all on Ctrl-C. See docs/reliability.md.
 //
+// The chaos soak runs the same shape under load while faults hit it:
+//
+//	meridian-soak run --dir D --duration 3m --seed N [--rate 500] [--hubs 3] [--agents 4] [--faults K,...]
+//
+// and prints progress, the fault timeline and, as its last line, a JSON
+// summary; it exits 1 when an invariant broke (internal/soak/run; make
+// soak).
+//
 // Its two building blocks are commands too, one server per process:
 //
 //	meridian-soak etcd-member --name m1 --data-dir D --client-url http://127.0.0.1:P \

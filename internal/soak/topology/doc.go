@@ -2,9 +2,11 @@
 // on loopback, every part a process of its own: a three-member etcd
 // cluster, a three-node NATS cluster with JetStream streams replicated
 // three times, several meridian-hub replicas on them, and meridian-agent
-// processes on simulated clusters. meridian-soak up runs it for a person;
-// the soak's end-to-end test and, next, its load and fault schedule drive
-// it from Go.
+// processes on simulated clusters, each writing its launch journal
+// (Agent.Journal), optionally behind a TCP proxy per NATS node
+// (Config.AgentProxies). meridian-soak up runs it for a person; the soak's
+// end-to-end test and meridian-soak run (internal/soak/run) drive it from
+// Go.
 //
 // Up starts the parts in order and waits for each to be ready:
 //
