@@ -334,8 +334,10 @@ func (t *Topology) startNATS(ctx context.Context) error {
 	})
 }
 
-// jetStreamReady reports whether the cluster's JetStream answers (its meta
-// leader is elected).
+// jetStreamReady reports whether the cluster's JetStream answers and can
+// place a stream on three nodes: a meta leader that answers may not know
+// every peer yet, and a hub that then creates its R3 streams fails with
+// "no suitable peers for placement".
 func jetStreamReady(ctx context.Context, urls string) error {
 	nc, err := nats.Connect(urls, nats.Timeout(time.Second))
 	if err != nil {
@@ -346,8 +348,15 @@ func jetStreamReady(ctx context.Context, urls string) error {
 	if err != nil {
 		return err
 	}
-	_, err = js.AccountInfo(ctx)
-	return err
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return err
+	}
+	const probe = "MERIDIAN_SOAK_READY"
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: probe, Subjects: []string{"meridian-soak.ready"},
+		Replicas: 3, Storage: jetstream.MemoryStorage, MaxMsgs: 1}); err != nil {
+		return fmt.Errorf("an R3 stream: %w", err)
+	}
+	return js.DeleteStream(ctx, probe)
 }
 
 func (t *Topology) hubSpec(h *Hub) procs.Spec {
