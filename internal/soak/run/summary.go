@@ -55,6 +55,7 @@ type Summary struct {
 	UnknownDispatches    int            `json:"unknown_dispatches"`
 	Dispatches           int            `json:"dispatches"`
 	// Failover: from each leader fault to the next dispatch commit.
+	Failovers     int                `json:"failovers"` // leader faults measured; 0: the p50 and max mean nothing
 	FailoverP50S  float64            `json:"failover_p50_s"`
 	FailoverMaxS  float64            `json:"failover_max_s"`
 	FailoverByKey map[string]float64 `json:"failover_by_fault"`
@@ -232,6 +233,7 @@ func summarize(cfg Config, start, loadEnd time.Time, drv *load.Driver, h check.R
 		fo = append(fo, d)
 		s.FailoverByKey[key] = d.Seconds()
 	}
+	s.Failovers = len(fo)
 	if len(fo) > 0 {
 		s.FailoverP50S = percentile(fo, 0.5).Seconds()
 		s.FailoverMaxS = percentile(fo, 1).Seconds()
