@@ -414,7 +414,7 @@ func (s *Server) startNATS(ctx context.Context) error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.bus = bus
-	if err := bus.EnsureStreams(ctx); err != nil {
+	if err := retryStartup(ctx, s.log, "ensure the NATS streams", streamsRetryLimit, bus.EnsureStreams); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	if s.spoke != nil {
@@ -423,6 +423,30 @@ func (s *Server) startNATS(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// streamsRetryLimit bounds the wait for the NATS streams at start: a
+// NATS cluster that has just formed answers before its meta leader knows
+// every peer, and refuses replicated streams ("no suitable peers for
+// placement") for a few seconds.
+const streamsRetryLimit = 30 * time.Second
+
+// retryStartup calls op until it succeeds, limit passes or ctx ends,
+// pausing 500 ms between tries; it returns op's last error.
+func retryStartup(ctx context.Context, log *slog.Logger, what string, limit time.Duration, op func(context.Context) error) error {
+	deadline := time.Now().Add(limit)
+	for try := 1; ; try++ {
+		err := op(ctx)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		log.Warn("startup step failed; retrying", "step", what, "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func (s *Server) buildAPI() error {
