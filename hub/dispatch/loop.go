@@ -298,9 +298,9 @@ type term struct {
 	// After a restore (adopt.go): the hub clock when the term began,
 	// whether every cluster has reported since, and the heartbeats
 	// adoption has looked at, by cluster.
-	startedClock time.Time
-	reportsIn, awaitLogged      bool
-	adoptChecked                map[string]time.Time
+	startedClock           time.Time
+	reportsIn, awaitLogged bool
+	adoptChecked           map[string]time.Time
 	// heads are the workloads the last cycle handed the core, by id, with
 	// their queues (the cycle's goroutine only): one missing from the next
 	// cycle's heads fell behind its queue's window.
