@@ -44,7 +44,9 @@ func (l *Loop) awaitReports(t *term, now time.Time) bool {
 		if st, ok := l.fleet.State(id); ok && st == scheduler.ClusterLost {
 			continue
 		}
-		if at, ok := l.fleet.ReportedAt(id); !ok || at.Before(t.startedClock) {
+		// A report counts once the adoption pass has looked at it: one
+		// that arrived after this cycle's pass waits for the next.
+		if at, ok := t.adoptChecked[id]; !ok || at.Before(t.startedClock) {
 			missing = append(missing, id)
 		}
 	}
@@ -104,6 +106,19 @@ func (l *Loop) adoptReported(t *term, s *state, now time.Time) []mutation {
 		}
 	}
 	return ms
+}
+
+// adoptable reports whether, after a restore, a reported dispatch that is
+// not current belongs to a workload queued here: adoption takes it, so
+// it must not be cancelled meanwhile (a heartbeat may arrive between a
+// cycle's adoption pass and its check of the reports).
+func (l *Loop) adoptable(b *built, cluster, id string) bool {
+	if !l.cfg.AfterRestore {
+		return false
+	}
+	wid, ok := l.fleet.ReportedWorkload(cluster, id)
+	w := b.byID[wid]
+	return ok && w != nil && w.w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED && !hasCondition(w.w, ConditionCancelRequested)
 }
 
 // adopt returns the write that makes dispatch id on cluster the current

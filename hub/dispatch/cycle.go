@@ -523,6 +523,9 @@ func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
 			if c, cur := b.current[id]; (cur && c.r.r.Cluster == cluster) || !t.finished[id].IsZero() {
 				continue // current, or stopped and reported by the agent itself
 			}
+			if l.adoptable(b, cluster, id) {
+				continue // after a restore: the next cycle adopts it (adopt.go)
+			}
 			stale = append(stale, id)
 		}
 		t.mu.Unlock()
