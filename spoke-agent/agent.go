@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sort"
@@ -876,7 +875,6 @@ func eventMessage(items []*outItem) (natsbus.Event, error) {
 		return natsbus.Event{MsgID: items[0].ev.EventId, Payload: payload, Trace: items[0].trace}, err
 	}
 	b := &agentv1.EventBatch{Events: make([]*agentv1.DispatchEvent, len(items))}
-	h := fnv.New64a()
 	for i, item := range items {
 		ev := item.ev
 		if item.trace.IsSampled() {
@@ -884,11 +882,9 @@ func eventMessage(items []*outItem) (natsbus.Event, error) {
 			ev.TraceParent = telemetry.TraceParent(item.trace)
 		}
 		b.Events[i] = ev
-		_, _ = h.Write([]byte(ev.GetEventId()))
-		_, _ = h.Write([]byte{0})
 	}
 	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(b)
-	id := fmt.Sprintf("%s%s:%d:%016x", agentv1.EventBatchMsgIDPrefix, items[0].ev.GetEventId(), len(items), h.Sum64())
+	id := agentv1.BatchMsgID(len(items), func(i int) string { return items[i].ev.GetEventId() })
 	return natsbus.Event{MsgID: id, Payload: payload}, err
 }
 

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -560,7 +559,12 @@ const nominationTTL = 5 * time.Minute
 // window's reason once; the rest of a backlog keeps the reason it has, so
 // a backlog costs no writes.
 func fellBehind(t *term, b *built, s *state, now time.Time) map[string]string {
-	cur := make(map[string]string, len(b.snap.Pending))
+	// Two maps take turns, so a cycle does not allocate one per head.
+	cur := t.headsSpare
+	if cur == nil {
+		cur = make(map[string]string, len(b.snap.Pending))
+	}
+	clear(cur)
 	for _, w := range b.snap.Pending {
 		cur[w.ID] = w.Queue
 	}
@@ -576,7 +580,7 @@ func fellBehind(t *term, b *built, s *state, now time.Time) map[string]string {
 			out[id] = q
 		}
 	}
-	t.heads = cur
+	t.heads, t.headsSpare = cur, t.heads
 	return out
 }
 
@@ -687,45 +691,42 @@ func publishAll[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.Wor
 
 func publishBatch[T any](l *Loop, t *term, items []T, get func(T) (*meridianv1.Workload, *Record)) {
 	// Each message carries one dispatch, or, for a cluster whose agent
-	// reads them, all of this batch's dispatches for that cluster
-	// (dispatchMessages).
-	var recs []*Record
-	byCluster := map[string][]int{}
-	var clusters []string
+	// reads them, up to maxDispatchesPerMessage of this batch's
+	// dispatches for that cluster (dispatchMessage).
+	type group struct {
+		ws []*meridianv1.Workload
+		rs []*Record
+	}
+	groups := map[string]*group{}
+	var clusters []string // in the items' order
 	for _, it := range items {
 		w, r := get(it)
-		if _, ok := byCluster[r.Cluster]; !ok {
+		g := groups[r.Cluster]
+		if g == nil {
+			g = &group{}
+			groups[r.Cluster] = g
 			clusters = append(clusters, r.Cluster)
 		}
-		byCluster[r.Cluster] = append(byCluster[r.Cluster], len(recs))
-		recs = append(recs, r)
-		_ = w
+		g.ws, g.rs = append(g.ws, w), append(g.rs, r)
 	}
 	var (
 		msgs  []natsbus.Dispatch
 		carry [][]*Record // carry[i]: the dispatches msgs[i] holds
 	)
 	for _, c := range clusters {
-		idx := byCluster[c]
-		batch := len(idx) > 1 && l.fleet.Capable(c, agentv1.CapabilityDispatchBatch)
-		for len(idx) > 0 {
-			n := 1
-			if batch {
-				n = min(len(idx), maxDispatchesPerMessage)
-			}
-			var ws []*meridianv1.Workload
-			var rs []*Record
-			for _, i := range idx[:n] {
-				w, _ := get(items[i])
-				ws, rs = append(ws, w), append(rs, recs[i])
-			}
-			idx = idx[n:]
-			m, err := l.dispatchMessage(ws, rs)
+		g := groups[c]
+		per := 1
+		if len(g.rs) > 1 && l.fleet.Capable(c, agentv1.CapabilityDispatchBatch) {
+			per = maxDispatchesPerMessage
+		}
+		for lo := 0; lo < len(g.rs); lo += per {
+			hi := min(lo+per, len(g.rs))
+			m, err := l.dispatchMessage(g.ws[lo:hi], g.rs[lo:hi])
 			if err != nil {
-				l.log.Error("encode dispatch", "dispatch", rs[0].DispatchID, "dispatches", len(rs), "err", err)
+				l.log.Error("encode dispatch", "dispatch", g.rs[lo].DispatchID, "dispatches", hi-lo, "err", err)
 				continue
 			}
-			msgs, carry = append(msgs, m), append(carry, rs)
+			msgs, carry = append(msgs, m), append(carry, g.rs[lo:hi])
 		}
 	}
 	var (
@@ -785,18 +786,15 @@ func (l *Loop) dispatchMessage(ws []*meridianv1.Workload, rs []*Record) (natsbus
 		return natsbus.Dispatch{Cluster: rs[0].Cluster, MsgID: rs[0].DispatchID, Payload: b, Trace: l.recordTrace(rs[0])}, err
 	}
 	batch := &agentv1.DispatchBatch{Dispatches: make([]*agentv1.Dispatch, len(rs))}
-	h := fnv.New64a()
 	for i, r := range rs {
 		d := dispatchMsg(ws[i], r)
 		if sc := l.recordTrace(r); sc.IsValid() {
 			d.Workload.TraceParent = r.TraceParent
 		}
 		batch.Dispatches[i] = d
-		_, _ = h.Write([]byte(r.DispatchID))
-		_, _ = h.Write([]byte{0})
 	}
 	b, err := marshalDet(&agentv1.HubMessage{Kind: &agentv1.HubMessage_Batch{Batch: batch}})
-	id := fmt.Sprintf("batch:%s:%d:%016x", rs[0].DispatchID, len(rs), h.Sum64())
+	id := agentv1.BatchMsgID(len(rs), func(i int) string { return rs[i].DispatchID })
 	return natsbus.Dispatch{Cluster: rs[0].Cluster, MsgID: id, Payload: b}, err
 }
 

@@ -304,7 +304,7 @@ type term struct {
 	// heads are the workloads the last cycle handed the core, by id, with
 	// their queues (the cycle's goroutine only): one missing from the next
 	// cycle's heads fell behind its queue's window.
-	heads map[string]string
+	heads, headsSpare map[string]string
 }
 
 func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {

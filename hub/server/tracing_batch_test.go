@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
-	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // TestBatchedDispatchesKeepTheirTraces: workloads stored together are
@@ -19,28 +17,7 @@ import (
 // processing and launch spans descend from the hub's span of that
 // workload's dispatch.
 func TestBatchedDispatchesKeepTheirTraces(t *testing.T) {
-	recv := &otlpReceiver{}
-	grpcURL, httpURL := startReceiver(t, recv)
-	hubTr := tracingFor(t, "meridian-hub", map[string]string{
-		"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": grpcURL,
-		"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1",
-	})
-	agentTr := tracingFor(t, "meridian-agent", map[string]string{
-		"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": httpURL,
-	})
-	s, _ := runHub(t, Config{DataDir: t.TempDir(), HubID: "hub-a", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(),
-		TracerProvider: hubTr.TracerProvider()})
-	waitReady(t, s)
-	base := "http://" + s.Addrs().HTTP
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	stopAgent := startEastAgent(t, ctx, s.NATSURL(), 200*time.Millisecond, natsbus.WithTracerProvider(agentTr.TracerProvider()))
-	defer stopAgent()
-	createAcmeQueues(t, base)
-	waitFor(t, 15*time.Second, "cluster east ready", func() bool {
-		code, body := get(t, base+"/v1/clusters/east")
-		return code == 200 && strings.Contains(body, "CLUSTER_STATE_READY")
-	})
+	recv, hubTr, agentTr, base, ctx := tracedFederation(t)
 
 	one := `{"queue":"acme/vision","labels":{"meridian.io/sim-duration":"200ms"},"podSets":[{"name":"w","replicas":1,"resources":{"gpuMilli":1000,"acceleratorClass":"nvidia-h100-80gb"}}]}`
 	code, body := post(t, base+"/v1/workloads:batchSubmit", `{"workloads":[`+strings.Repeat(one+",", 3)+one+`]}`)

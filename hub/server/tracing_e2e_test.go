@@ -112,14 +112,12 @@ func tracingFor(t *testing.T, service string, env map[string]string) *telemetry.
 	return tr
 }
 
-// TestOneTracePerWorkload submits one workload through REST to a hub on
-// embedded etcd and NATS with a simulated cluster's agent, both tracing to
-// an OTLP receiver in this process (the hub over gRPC, the agent over
-// HTTP, each with its own service.name), and checks that the workload's
-// trace holds the submit, the commit, the dispatch, the NATS hops, the
-// agent's consume and launch and the events back, parented back to the
-// REST request, and that the scheduling cycle's span links to it.
-func TestOneTracePerWorkload(t *testing.T) {
+// tracedFederation starts an OTLP receiver, a hub and the east agent, both
+// tracing into it (the hub sampling everything), the acme queues, and
+// waits for east to be READY. It returns the receiver, both tracings, the
+// REST base URL and a context that ends with the test.
+func tracedFederation(t *testing.T) (*otlpReceiver, *telemetry.Tracing, *telemetry.Tracing, string, context.Context) {
+	t.Helper()
 	recv := &otlpReceiver{}
 	grpcURL, httpURL := startReceiver(t, recv)
 	hubTr := tracingFor(t, "meridian-hub", map[string]string{
@@ -129,21 +127,31 @@ func TestOneTracePerWorkload(t *testing.T) {
 	agentTr := tracingFor(t, "meridian-agent", map[string]string{
 		"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": httpURL,
 	})
-
 	s, _ := runHub(t, Config{DataDir: t.TempDir(), HubID: "hub-a", UnsafeNoFsync: true, LeaderTTL: time.Second, Logger: testLogger(),
 		TracerProvider: hubTr.TracerProvider()})
 	waitReady(t, s)
 	base := "http://" + s.Addrs().HTTP
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-
+	t.Cleanup(cancel)
 	stopAgent := startEastAgent(t, ctx, s.NATSURL(), 200*time.Millisecond, natsbus.WithTracerProvider(agentTr.TracerProvider()))
-	defer stopAgent()
+	t.Cleanup(stopAgent)
 	createAcmeQueues(t, base)
 	waitFor(t, 15*time.Second, "cluster east ready", func() bool {
 		code, body := get(t, base+"/v1/clusters/east")
 		return code == 200 && strings.Contains(body, "CLUSTER_STATE_READY")
 	})
+	return recv, hubTr, agentTr, base, ctx
+}
+
+// TestOneTracePerWorkload submits one workload through REST to a hub on
+// embedded etcd and NATS with a simulated cluster's agent, both tracing to
+// an OTLP receiver in this process (the hub over gRPC, the agent over
+// HTTP, each with its own service.name), and checks that the workload's
+// trace holds the submit, the commit, the dispatch, the NATS hops, the
+// agent's consume and launch and the events back, parented back to the
+// REST request, and that the scheduling cycle's span links to it.
+func TestOneTracePerWorkload(t *testing.T) {
+	recv, hubTr, agentTr, base, ctx := tracedFederation(t)
 	code, body := post(t, base+"/v1/workloads", `{"queue":"acme/vision","labels":{"meridian.io/sim-duration":"200ms"},
 		"podSets":[{"name":"w","replicas":2,"resources":{"gpuMilli":1000,"acceleratorClass":"nvidia-h100-80gb"}}]}`)
 	if code != 200 {
