@@ -33,6 +33,10 @@ const (
 	DefaultChangeDelay       = 100 * time.Millisecond
 	DefaultRegisterTimeout   = 2 * time.Second
 	DefaultAnswerTimeout     = 10 * time.Second
+	// DefaultClockSkew is how far the agent's clock may be behind the
+	// hub's for the stale-dispatch check after a long silence (see
+	// Config.ClockSkew). Clocks kept by NTP agree to milliseconds.
+	DefaultClockSkew = time.Second
 	// DefaultLaunchParallelism is how many connector Launch and Cancel
 	// calls run at once. Launches wait on the backend (sbatch, the
 	// apiserver), so a few in flight keep the cluster busy without
@@ -92,6 +96,14 @@ type Config struct {
 	// AnswerTimeout bounds how long a dispatch waits for its ACCEPTED or
 	// REJECTED event to be stored before it is left for redelivery.
 	AnswerTimeout time.Duration
+	// ClockSkew is how far this agent's clock may be behind the hub's.
+	// After a silence longer than the hub's cluster timeout the agent
+	// refuses dispatches the hub created before the silence ended, and the
+	// hub stamps them with its own clock: a dispatch created up to
+	// ClockSkew after the end (by this clock) is refused too, so that a
+	// clock running behind cannot let a requeued dispatch launch twice.
+	// Refusing is always safe (the hub requeues). 0 means the default.
+	ClockSkew time.Duration
 	// Version is reported in Register.
 	Version string
 	// Now returns the time stamped on messages; nil means time.Now.
@@ -197,6 +209,7 @@ func New(cfg Config) (*Agent, error) {
 	for name, d := range map[string]time.Duration{
 		"HeartbeatInterval": cfg.HeartbeatInterval, "AdvertiseInterval": cfg.AdvertiseInterval,
 		"ChangeDelay": cfg.ChangeDelay, "RegisterTimeout": cfg.RegisterTimeout, "AnswerTimeout": cfg.AnswerTimeout,
+		"ClockSkew": cfg.ClockSkew,
 	} {
 		if d < 0 {
 			return nil, fmt.Errorf("agent: %s must not be negative, got %s", name, d)
@@ -212,6 +225,7 @@ func New(cfg Config) (*Agent, error) {
 	def(&cfg.ChangeDelay, DefaultChangeDelay)
 	def(&cfg.RegisterTimeout, DefaultRegisterTimeout)
 	def(&cfg.AnswerTimeout, DefaultAnswerTimeout)
+	def(&cfg.ClockSkew, DefaultClockSkew)
 	switch p := cfg.LaunchParallelism; {
 	case p == 0:
 		cfg.LaunchParallelism = DefaultLaunchParallelism
@@ -573,14 +587,16 @@ func (a *Agent) noteSilence(now time.Time) {
 // agent's last silence longer than the hub's cluster timeout: the hub may
 // have declared the cluster LOST meanwhile and requeued the dispatch
 // elsewhere, and its cancel is still behind the dispatch in the stream.
-// Refusing is safe: a hub that still counted on it requeues it.
+// Refusing is safe: a hub that still counted on it requeues it. The
+// creation time is the hub's clock and the end of the silence this
+// agent's, so the end is moved ClockSkew later.
 func (a *Agent) staleAfterSilence(d *agentv1.Dispatch) error {
 	created := d.GetCreatedAt()
 	if created == nil {
 		return nil
 	}
 	a.noteSilence(a.cfg.Now())
-	if sb := a.suspectBefore.Load(); sb > 0 && created.AsTime().UnixNano() < sb {
+	if sb := a.suspectBefore.Load(); sb > 0 && created.AsTime().UnixNano() < sb+int64(a.cfg.ClockSkew) {
 		return Reject("stale dispatch: created %s, before this cluster's silence of more than the hub's cluster timeout (%s) ended; the hub may have requeued it elsewhere",
 			created.AsTime().UTC().Format(time.RFC3339Nano), time.Duration(a.lostTimeout.Load()))
 	}

@@ -54,7 +54,11 @@ func TestDispatchFromBeforeASilenceIsRefused(t *testing.T) {
 	if ev := e.event("during", rejected); !strings.Contains(ev.GetReason(), "stale dispatch") {
 		t.Fatalf("reason %q, want a stale dispatch", ev.GetReason())
 	}
-	dispatch("after", time.Now().Add(time.Duration(skew.Load())))
+	// Created just after the silence ended by the agent's clock: the hub
+	// stamps with its own, which may run ahead, so it is refused too.
+	dispatch("within-skew", time.Now().Add(time.Duration(skew.Load())))
+	e.waitFor("within-skew rejected", e.hasEvent("within-skew", rejected))
+	dispatch("after", time.Now().Add(time.Duration(skew.Load())+agent.DefaultClockSkew+500*time.Millisecond))
 	e.waitFor("after accepted", e.started("after"))
 	if n := e.sim.Launches(); n != 2 {
 		t.Fatalf("launches %d, want 2 (before, after)", n)
@@ -111,7 +115,7 @@ func TestDispatchFromBeforeAPartitionIsRefused(t *testing.T) {
 	}
 	publish("during", created)
 	e.waitFor("during rejected", e.hasEvent("during", rejected))
-	publish("after", time.Now().Add(100*time.Millisecond))
+	publish("after", time.Now().Add(agent.DefaultClockSkew+500*time.Millisecond))
 	e.waitFor("after accepted", e.started("after"))
 	if n := e.sim.Launches(); n != 2 {
 		t.Fatalf("launches %d, want 2 (before, after)", n)
