@@ -43,14 +43,8 @@ func runCommand(stdout, stderr io.Writer) *cobra.Command {
 			return soak(cmd.Context(), o, stdout, stderr)
 		},
 	}
+	o.up.flags(cmd, fmt.Sprintf("%d H100s", soakrun.GPUsPerCluster), 3*time.Second)
 	f := cmd.Flags()
-	f.StringVar(&o.up.dir, "dir", "", "directory for every part's data, logs, launch journals and binaries (required)")
-	f.IntVar(&o.up.hubs, "hubs", 3, "hub replicas")
-	f.IntVar(&o.up.agents, "agents", 4, "agents, each with a simulated cluster of 192 H100s")
-	f.StringVar(&o.up.hubBin, "hub-bin", "", "meridian-hub program; empty: go build it into D/bin")
-	f.StringVar(&o.up.agentBin, "agent-bin", "", "meridian-agent program; empty: go build it into D/bin")
-	f.DurationVar(&o.up.leaderTTL, "leader-ttl", 3*time.Second, "the hubs' --leader-ttl")
-	f.DurationVar(&o.up.schedule, "schedule-period", 0, "the hubs' --schedule-period; 0: meridian-hub's default")
 	f.DurationVar(&o.clusterTimeout, "cluster-timeout", 15*time.Second, "the hubs' --cluster-timeout (agents are paused for less and for more)")
 	f.DurationVar(&o.duration, "duration", 3*time.Minute, "how long the load runs (faults run inside it)")
 	f.DurationVar(&o.warmup, "warmup", 15*time.Second, "fault-free time at the start")
@@ -59,7 +53,6 @@ func runCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.Float64Var(&o.rate, "rate", 500, "submits per second")
 	f.IntVar(&o.maxInFlight, "max-in-flight", 5000, "hold the load back while more workloads are in flight")
 	f.StringVar(&o.faultKinds, "faults", "", "fault kinds to draw from, comma-separated; empty: all ("+kindNames()+")")
-	_ = cmd.MarkFlagRequired("dir")
 	return cmd
 }
 

@@ -35,17 +35,27 @@ func upCommand(stdout, stderr io.Writer) *cobra.Command {
 			return up(cmd.Context(), o, stdout, stderr)
 		},
 	}
+	o.flags(cmd, "64 H100s", 0)
+	cmd.Flags().Float64Var(&o.timeScale, "time-scale", 1, "simulated seconds per real second in the simulated clusters")
+	return cmd
+}
+
+// flags registers the topology's flags, which up and run share: a
+// cluster's size and the default lease differ between them.
+func (o *upOptions) flags(cmd *cobra.Command, clusterSize string, leaderTTL time.Duration) {
 	f := cmd.Flags()
-	f.StringVar(&o.dir, "dir", "", "directory for every part's data, logs (D/logs/<name>.log) and binaries (required)")
+	f.StringVar(&o.dir, "dir", "", "directory for every part's data, logs (D/logs/<name>.log), launch journals and binaries (required)")
 	f.IntVar(&o.hubs, "hubs", 3, "hub replicas")
-	f.IntVar(&o.agents, "agents", 4, "agents, each with a simulated cluster of 64 H100s")
+	f.IntVar(&o.agents, "agents", 4, "agents, each with a simulated cluster of "+clusterSize)
 	f.StringVar(&o.hubBin, "hub-bin", "", "meridian-hub program; empty: go build it into D/bin")
 	f.StringVar(&o.agentBin, "agent-bin", "", "meridian-agent program; empty: go build it into D/bin")
-	f.Float64Var(&o.timeScale, "time-scale", 1, "simulated seconds per real second in the simulated clusters")
-	f.DurationVar(&o.leaderTTL, "leader-ttl", 0, "the hubs' --leader-ttl; 0: meridian-hub's default")
+	leaderHelp := "the hubs' --leader-ttl"
+	if leaderTTL == 0 {
+		leaderHelp += "; 0: meridian-hub's default"
+	}
+	f.DurationVar(&o.leaderTTL, "leader-ttl", leaderTTL, leaderHelp)
 	f.DurationVar(&o.schedule, "schedule-period", 0, "the hubs' --schedule-period; 0: meridian-hub's default")
 	_ = cmd.MarkFlagRequired("dir")
-	return cmd
 }
 
 func up(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
