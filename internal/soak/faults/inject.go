@@ -21,9 +21,12 @@ type Record struct {
 	// Injected is when the signal went out; Restored when the target was
 	// resumed or restarted and ready again (zero if it never was).
 	Injected time.Time `json:"injected"`
-	Restored time.Time `json:"restored"`
-	Hold     string    `json:"hold"`
-	Err      string    `json:"error,omitempty"`
+	// Restarted is when a killed target's processes were started again
+	// (zero for faults that kill nothing).
+	Restarted time.Time `json:"restarted,omitzero"`
+	Restored  time.Time `json:"restored"`
+	Hold      string    `json:"hold"`
+	Err       string    `json:"error,omitempty"`
 }
 
 // Injector applies a plan to a topology.
@@ -133,6 +136,7 @@ func (in *Injector) apply(ctx context.Context, f Fault) (rec Record) {
 			}
 		}
 		sleep()
+		rec.Restarted = time.Now()
 		var errs []error
 		for _, h := range t.Hubs {
 			errs = append(errs, h.Proc.Restart())
