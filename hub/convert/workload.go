@@ -197,8 +197,11 @@ func Workload(w *meridianv1.Workload, avoid []string) (*scheduler.Workload, erro
 		sw.AvoidClusters = append([]string(nil), avoid...)
 		sort.Strings(sw.AvoidClusters)
 	}
+	sw.PodSets = make([]scheduler.PodSet, 0, len(w.GetPodSets()))
 	for i, ps := range w.GetPodSets() {
-		field := fmt.Sprintf("pod_sets[%d]", i)
+		// The field's name is made only for an error: the hub converts
+		// every stored workload at each of its changes.
+		field := podSetField(i)
 		if ps == nil {
 			return nil, fmt.Errorf("%s: is nil", field)
 		}
@@ -239,6 +242,11 @@ func Workload(w *meridianv1.Workload, avoid []string) (*scheduler.Workload, erro
 	}
 	return sw, nil
 }
+
+// podSetField formats the name of pod set i for an error message.
+type podSetField int
+
+func (i podSetField) String() string { return fmt.Sprintf("pod_sets[%d]", int(i)) }
 
 // PodSetName is the name the scheduler uses for pod set i of w (the API
 // name, or podset-<i> when it is empty).
