@@ -1,8 +1,10 @@
 package convert
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -54,8 +56,16 @@ func NodeMIG(n *agentv1.Node, strategy agentv1.MigStrategy) (scheduler.Node, err
 			MemMiBFree:   max(0, n.GetMemoryMibFree()),
 		},
 	}
-	gpus := append([]*agentv1.Gpu(nil), n.GetGpus()...)
-	sort.SliceStable(gpus, func(a, b int) bool { return gpus[a].GetIndex() < gpus[b].GetIndex() })
+	// Agents list GPUs by index: sort a copy only when they do not (the
+	// hub converts every advertised node at each advertisement).
+	gpus := n.GetGpus()
+	if !slices.IsSortedFunc(gpus, byIndex) {
+		gpus = slices.Clone(gpus)
+		slices.SortStableFunc(gpus, byIndex)
+	}
+	if len(gpus) > 0 {
+		sn.Res.GPUs = make([]gpufit.GPU, 0, len(gpus))
+	}
 	for i, g := range gpus {
 		if g == nil {
 			return scheduler.Node{}, fmt.Errorf("gpus[%d]: is nil", i)
@@ -89,6 +99,8 @@ func NodeMIG(n *agentv1.Node, strategy agentv1.MigStrategy) (scheduler.Node, err
 	}
 	return sn, nil
 }
+
+func byIndex(a, b *agentv1.Gpu) int { return cmp.Compare(a.GetIndex(), b.GetIndex()) }
 
 // migGPU reads one GPU's MIG layout. A GPU that offers nothing (unhealthy,
 // on a closed node) keeps its profiles with no free instance.

@@ -284,3 +284,27 @@ func TestPlacementAndMsgIDs(t *testing.T) {
 		t.Fatal("a bare dispatch id must not read as a cancel")
 	}
 }
+
+// TestNodeSortsGPUsByIndex: GPUs listed out of order come out by index,
+// and the advertisement's own list (shared by the fleet's readers) is not
+// reordered.
+func TestNodeSortsGPUsByIndex(t *testing.T) {
+	n := &agentv1.Node{Name: "n1", Schedulable: true, Gpus: []*agentv1.Gpu{
+		{Index: 2, FreeMilli: 200, Healthy: true}, {Index: 0, FreeMilli: 0, Healthy: true}, {Index: 1, FreeMilli: 100, Healthy: true},
+	}}
+	got, err := Node(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got.Res.GPUs {
+		if want := int32(i * 100); g.FreeMilli != want {
+			t.Fatalf("gpu %d free %d, want %d (sorted by index)", i, g.FreeMilli, want)
+		}
+	}
+	if n.Gpus[0].GetIndex() != 2 {
+		t.Fatalf("the advertisement's GPUs were reordered in place: first is %d", n.Gpus[0].GetIndex())
+	}
+	if _, err := Node(&agentv1.Node{Name: "n2", Gpus: []*agentv1.Gpu{{Index: 0}, {Index: 0}}}); err == nil || !strings.Contains(err.Error(), "gpus[1].index") {
+		t.Fatalf("repeated index: err %v, want one naming gpus[1].index", err)
+	}
+}
