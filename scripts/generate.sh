@@ -6,6 +6,10 @@
 #   proto/meridian/v1/*.pb.gw.go          grpc-gateway REST handlers
 #   proto/meridian/v1/meridian.swagger.json   one merged OpenAPI v2 document
 #   proto/meridian/agent/v1/*.pb.go       package agentv1 (wire protocol)
+#   proto/meridian/{v1,agent/v1}/*_vtproto.pb.go
+#                                         reflection-free MarshalVT, UnmarshalVT,
+#                                         SizeVT and CloneVT (vtprotobuf), which
+#                                         internal/protofast uses on the hot paths
 #
 # Usage: scripts/generate.sh [OUT_DIR]
 #   OUT_DIR defaults to the repository's proto/ folder. scripts/verify-generated.sh
@@ -50,7 +54,13 @@ PLUGINS=(
 	"--plugin=protoc-gen-go-grpc=$BIN/protoc-gen-go-grpc"
 	"--plugin=protoc-gen-grpc-gateway=$BIN/protoc-gen-grpc-gateway"
 	"--plugin=protoc-gen-openapiv2=$BIN/protoc-gen-openapiv2"
+	"--plugin=protoc-gen-go-vtproto=$BIN/protoc-gen-go-vtproto"
 )
+# vtprotobuf: fast marshal, unmarshal, size and clone, beside the messages.
+# Its MarshalVT does not sort map keys, so it is not a deterministic
+# encoding where a message holds a map (internal/protofast says where that
+# matters).
+VTPROTO=(--go-vtproto_out="$OUT" --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size+clone)
 
 # File lists, relative to proto/ (the import root), in a fixed order.
 mapfile -t API_PROTOS < <(cd proto && find meridian/v1 -maxdepth 1 -name '*.proto' | sort)
@@ -62,6 +72,7 @@ echo "generate.sh: protoc $(protoc --version | awk '{print $2}') -> $OUT" >&2
 protoc "${INCLUDES[@]}" "${PLUGINS[@]}" \
 	--go_out="$OUT" --go_opt=paths=source_relative \
 	--go-grpc_out="$OUT" --go-grpc_opt=paths=source_relative \
+	"${VTPROTO[@]}" \
 	--grpc-gateway_out="$OUT" --grpc-gateway_opt=paths=source_relative \
 	--openapiv2_out="$OUT" \
 	--openapiv2_opt=allow_merge=true,merge_file_name=meridian/v1/meridian,disable_service_tags=false,allow_patch_feature=false \
@@ -70,6 +81,7 @@ protoc "${INCLUDES[@]}" "${PLUGINS[@]}" \
 # Agent wire protocol: messages only (it travels over NATS, not gRPC).
 protoc "${INCLUDES[@]}" "${PLUGINS[@]}" \
 	--go_out="$OUT" --go_opt=paths=source_relative \
+	"${VTPROTO[@]}" \
 	"${AGENT_PROTOS[@]}"
 
 echo "generate.sh: done" >&2

@@ -17,10 +17,17 @@ TOOLS_DIR="${MERIDIAN_TOOLS:-$HOME/.cache/meridian/tools}"
 BIN_DIR="$TOOLS_DIR/bin"
 mkdir -p "$BIN_DIR"
 
-# Pinned versions. Keep these in step with go.mod (protobuf, grpc-gateway).
+# Pinned versions. Keep these in step with go.mod (protobuf, grpc-gateway,
+# vtprotobuf: its generated code calls the runtime module of the same
+# version). vtprotobuf is the commit after v0.6.0 that grpc v1.85 itself
+# requires, so go.mod cannot hold v0.6.0 without downgrading grpc; it is
+# v0.6.0 plus the fix that encodes a oneof's empty message as
+# google.golang.org/protobuf does (vtprotobuf issue 61), which
+# RuntimeTemplate.kind and HubMessage.kind need.
 PROTOC_GEN_GO_VERSION="v1.36.12"
 PROTOC_GEN_GO_GRPC_VERSION="v1.6.2"
 GRPC_GATEWAY_VERSION="v2.33.0"
+VTPROTOBUF_VERSION="v0.6.1-0.20240319094008-0393e58bdf10"
 
 log() { printf 'tools.sh: %s\n' "$*" >&2; }
 
@@ -71,4 +78,5 @@ ensure_go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROT
 ensure_go_tool protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
 ensure_go_tool protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway "$GRPC_GATEWAY_VERSION"
 ensure_go_tool protoc-gen-openapiv2 github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2 "$GRPC_GATEWAY_VERSION"
+ensure_go_tool protoc-gen-go-vtproto github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto "$VTPROTOBUF_VERSION"
 log "all tools ready in $BIN_DIR"

@@ -199,3 +199,51 @@ func TestGoldenSamplesSetEveryField(t *testing.T) {
 		}
 	}
 }
+
+// The generated vtprotobuf code (agent_vtproto.pb.go, used through
+// internal/protofast) reads the golden bytes as proto does, keeps what
+// it does not know, and writes the same bytes (every map in the samples
+// has one entry, so map order cannot differ).
+func TestGoldenVTProto(t *testing.T) {
+	type vt interface {
+		proto.Message
+		MarshalVT() ([]byte, error)
+		UnmarshalVT([]byte) error
+	}
+	for name, msg := range samples() {
+		t.Run(name, func(t *testing.T) {
+			want, err := os.ReadFile(filepath.Join("testdata", "golden", name+".binpb"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := msg.(vt).MarshalVT()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("MarshalVT writes %d bytes, golden %d:\n% x\n% x", len(got), len(want), got, want)
+			}
+			// A newer peer's field, appended, survives a decode and an
+			// encode.
+			newer := append(append([]byte{}, want...), 0xa2, 0x06, 0x03, 'n', 'e', 'w') // field 100, bytes "new"
+			decoded := msg.ProtoReflect().New().Interface().(vt)
+			if err := decoded.UnmarshalVT(newer); err != nil {
+				t.Fatalf("UnmarshalVT: %v", err)
+			}
+			viaProto := msg.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(newer, viaProto); err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(decoded, viaProto) {
+				t.Errorf("UnmarshalVT decodes %v, proto %v", decoded, viaProto)
+			}
+			again, err := decoded.MarshalVT()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(again, newer) {
+				t.Errorf("re-encoding with MarshalVT lost or moved the unknown field")
+			}
+		})
+	}
+}
