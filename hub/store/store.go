@@ -183,45 +183,9 @@ func (s *Store) Commit(ctx context.Context, fence *leader.Fence, ops ...Op) (int
 			return 0, fmt.Errorf("store: %w", err)
 		}
 	}
-	seen := make(map[string]int, len(ops))
-	var (
-		cmps    []*pb.Compare
-		checked []Op
-		writes  = make([]*pb.RequestOp, 0, len(ops))
-	)
-	for i, o := range ops {
-		if err := o.validate(i); err != nil {
-			return 0, err
-		}
-		if j, dup := seen[o.key]; dup {
-			return 0, fmt.Errorf("store: ops %d and %d both touch key %s; one op per key", j, i, o.key)
-		}
-		seen[o.key] = i
-		if o.conditional() {
-			cmps = append(cmps, &pb.Compare{Key: []byte(o.key), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL,
-				TargetUnion: &pb.Compare_ModRevision{ModRevision: o.modRev}})
-			checked = append(checked, o)
-		}
-		switch o.kind {
-		case opPut, opPutIfModRev:
-			writes = append(writes, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(o.key), Value: o.val}}})
-		case opDelete, opDeleteAny:
-			writes = append(writes, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(o.key)}}})
-		}
-	}
-
-	// No failure branch: reading every checked key there made each
-	// request (and so each raft entry) carry a read per check, though
-	// commits rarely conflict. A conflict is explained afterwards by
-	// reading the keys at the revision the failed txn saw.
-	req := &pb.TxnRequest{Compare: cmps, Success: writes}
-	if fence != nil {
-		req = &pb.TxnRequest{
-			Compare: []*pb.Compare{{Key: []byte(fence.Key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
-				TargetUnion: &pb.Compare_CreateRevision{CreateRevision: fence.Rev}}},
-			Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestTxn{RequestTxn: req}}},
-			Failure: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte(fence.Key), KeysOnly: true}}}},
-		}
+	req, checked, err := txnRequest(fence, ops)
+	if err != nil {
+		return 0, err
 	}
 	resp, err := s.kv.Txn(ctx, req)
 	if err != nil {
@@ -251,6 +215,80 @@ func (s *Store) Commit(ctx context.Context, fence *leader.Fence, ops ...Op) (int
 	}
 	s.log.Debug("store commit", "ops", len(ops), "rev", resp.Header.Revision, "fenced", fence != nil)
 	return resp.Header.Revision, nil
+}
+
+// txnRequest builds the etcd request of a commit: the ops' compares and
+// writes, nested under the fence's compare when there is one. checked are
+// the ops that compare, to explain a conflict.
+func txnRequest(fence *leader.Fence, ops []Op) (req *pb.TxnRequest, checked []Op, err error) {
+	seen := make(map[string]int, len(ops))
+	// The request's parts are made in a few arrays rather than three or
+	// four objects per op: a commit of a cycle's dispatches or a batch of
+	// submits has dozens of ops, and every object is work for the
+	// collector.
+	keyBytes := 0
+	for _, o := range ops {
+		keyBytes += len(o.key)
+	}
+	var (
+		cmps   []*pb.Compare
+		keys   = make([]byte, 0, keyBytes)
+		writes = make([]*pb.RequestOp, 0, len(ops))
+		reqOps = make([]pb.RequestOp, 0, len(ops))
+		puts   []pb.PutRequest
+		putOps []pb.RequestOp_RequestPut
+		cmpArr []pb.Compare
+		revs   []pb.Compare_ModRevision
+	)
+	for i, o := range ops {
+		if err := o.validate(i); err != nil {
+			return nil, nil, err
+		}
+		if j, dup := seen[o.key]; dup {
+			return nil, nil, fmt.Errorf("store: ops %d and %d both touch key %s; one op per key", j, i, o.key)
+		}
+		seen[o.key] = i
+		keys = append(keys, o.key...)
+		key := keys[len(keys)-len(o.key) : len(keys) : len(keys)]
+		if o.conditional() {
+			if cmps == nil {
+				cmps, cmpArr, revs = make([]*pb.Compare, 0, len(ops)), make([]pb.Compare, 0, len(ops)), make([]pb.Compare_ModRevision, 0, len(ops))
+				checked = make([]Op, 0, len(ops))
+			}
+			revs = append(revs, pb.Compare_ModRevision{ModRevision: o.modRev})
+			cmpArr = append(cmpArr, pb.Compare{Key: key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &revs[len(revs)-1]})
+			cmps = append(cmps, &cmpArr[len(cmpArr)-1])
+			checked = append(checked, o)
+		}
+		switch o.kind {
+		case opPut, opPutIfModRev:
+			if puts == nil {
+				puts, putOps = make([]pb.PutRequest, 0, len(ops)), make([]pb.RequestOp_RequestPut, 0, len(ops))
+			}
+			puts = append(puts, pb.PutRequest{Key: key, Value: o.val})
+			putOps = append(putOps, pb.RequestOp_RequestPut{RequestPut: &puts[len(puts)-1]})
+			reqOps = append(reqOps, pb.RequestOp{Request: &putOps[len(putOps)-1]})
+			writes = append(writes, &reqOps[len(reqOps)-1])
+		case opDelete, opDeleteAny:
+			reqOps = append(reqOps, pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: key}}})
+			writes = append(writes, &reqOps[len(reqOps)-1])
+		}
+	}
+
+	// No failure branch: reading every checked key there made each
+	// request (and so each raft entry) carry a read per check, though
+	// commits rarely conflict. A conflict is explained afterwards by
+	// reading the keys at the revision the failed txn saw.
+	req = &pb.TxnRequest{Compare: cmps, Success: writes}
+	if fence != nil {
+		req = &pb.TxnRequest{
+			Compare: []*pb.Compare{{Key: []byte(fence.Key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
+				TargetUnion: &pb.Compare_CreateRevision{CreateRevision: fence.Rev}}},
+			Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestTxn{RequestTxn: req}}},
+			Failure: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte(fence.Key), KeysOnly: true}}}},
+		}
+	}
+	return req, checked, nil
 }
 
 // conflictAt reads the checked keys at rev, the revision a failed commit
