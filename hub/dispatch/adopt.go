@@ -80,7 +80,11 @@ func (l *Loop) adoptReported(t *term, s *state, now time.Time) []mutation {
 		if t.adoptChecked == nil {
 			t.adoptChecked = map[string]time.Time{}
 		}
+		first := t.adoptChecked[cluster].Before(t.startedClock)
 		t.adoptChecked[cluster] = at
+		if first && !at.Before(t.startedClock) {
+			l.settleUnreported(t, s, cluster, ids)
+		}
 		for _, id := range ids {
 			if _, cur := s.current[id]; cur {
 				continue
@@ -106,6 +110,36 @@ func (l *Loop) adoptReported(t *term, s *state, now time.Time) []mutation {
 		}
 	}
 	return ms
+}
+
+// settleUnreported asks cluster how each run ended that the restored
+// state holds as running there (acknowledged, from before this term) and
+// that the cluster's first heartbeat of the term does not list: it ended
+// after the snapshot, and the hub that applied its last event took that
+// write with it. The ask is a cancel, which the agent answers from its
+// memory of finished dispatches (the last agent.MaxRemembered) with the
+// run's own final event, or, for a run it has forgotten, with CANCELLED.
+// An event the agent published within the bus's duplicate window before
+// the restore (2 minutes) is dropped as a duplicate when sent again, so
+// such a run stays RUNNING until cancelled by hand (docs/operators.md).
+func (l *Loop) settleUnreported(t *term, s *state, cluster string, reported []string) {
+	listed := make(map[string]bool, len(reported))
+	for _, id := range reported {
+		listed[id] = true
+	}
+	var ask []string
+	for id, c := range s.current {
+		r := c.r.r
+		if r.Cluster == cluster && !listed[id] && acked(r, c.w.w) && r.CreatedAt.Before(t.startedClock) {
+			ask = append(ask, id)
+		}
+	}
+	sort.Strings(ask)
+	for _, id := range ask {
+		wid := s.current[id].r.r.WorkloadID
+		l.log.Warn("after restore: a run the restored state holds as running is not on its cluster; asking how it ended", "dispatch", id, "workload", wid, "cluster", cluster)
+		l.sendCancel(t, cluster, id, wid, "after a restore: the restored state held it as running, but its cluster no longer runs it", false)
+	}
 }
 
 // adoptable reports whether, after a restore, a reported dispatch that is

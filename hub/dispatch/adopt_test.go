@@ -1,9 +1,11 @@
 package dispatch
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -69,6 +71,73 @@ func TestAdoptAfterRestore(t *testing.T) {
 			}
 			if st := h.loop.QueueStatus("team/a"); st.GetRunningWorkloads() != 2 {
 				t.Fatalf("queue status: %d running, want 2 (w1 adopted, w2)", st.GetRunningWorkloads())
+			}
+		})
+	}
+}
+
+// TestSettleRunsThatEndedAfterTheSnapshot: etcd holds w1 and w2 as
+// running on c1 (as a snapshot taken while they ran would), but on the
+// cluster w1's run has since succeeded and w2's is forgotten, and the
+// hub that applied their last events is gone with the state it wrote.
+// After a restore the hub asks the cluster about each run it holds as
+// running that the cluster's first heartbeat does not list: w1 ends as
+// the agent remembers it (SUCCEEDED), w2 ends CANCELLED with a message
+// that says why, and w3, which the heartbeat lists, is left running.
+// Without AfterRestore nothing asks, and w1 and w2 stay RUNNING.
+func TestSettleRunsThatEndedAfterTheSnapshot(t *testing.T) {
+	for _, afterRestore := range []bool{true, false} {
+		name := "after-restore"
+		if !afterRestore {
+			name = "plain"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := fastConfig()
+			e := newEnv(t, cfg)
+			e.putQueue("team/a", 16)
+			a := e.startAgent("c1", 2, 8, 0)
+			e.submit(gpuWorkload("w1", "team/a", 1), gpuWorkload("w2", "team/a", 1), gpuWorkload("w3", "team/a", 1))
+			h := e.startHub("hub-a")
+			e.waitFor("leadership", 10*time.Second, h.leading)
+			d1 := e.waitRunningOn("w1", "c1", 10*time.Second)
+			d2 := e.waitRunningOn("w2", "c1", 10*time.Second)
+			e.waitRunningOn("w3", "c1", 10*time.Second)
+			h.kill()
+			// The runs end on the cluster without a word to the new hub.
+			a.mu.Lock()
+			a.releaseLocked(d1)
+			a.releaseLocked(d2)
+			a.ended[d1] = agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_SUCCEEDED
+			a.mu.Unlock()
+			a.advertise()
+
+			e.cfg.AfterRestore = afterRestore
+			h2 := e.startHub("hub-b")
+			e.waitFor("leadership", 10*time.Second, h2.leading)
+			if !afterRestore {
+				time.Sleep(10 * cfg.MaxIdle) // cycles and heartbeats
+				for _, id := range []string{"w1", "w2"} {
+					if w, _ := e.workload(id); w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
+						t.Fatalf("%s: %s without AfterRestore, want it left RUNNING", id, w.GetStatus().GetPhase())
+					}
+				}
+				return
+			}
+			phase := func(id string) meridianv1.WorkloadPhase {
+				w, _ := e.workload(id)
+				return w.GetStatus().GetPhase()
+			}
+			e.waitFor("w1 settled", 10*time.Second, func() bool { return phase("w1") == meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED })
+			e.waitFor("w2 settled", 10*time.Second, func() bool { return phase("w2") == meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED })
+			if w2, _ := e.workload("w2"); !strings.Contains(w2.GetStatus().GetMessage(), "after a restore") {
+				t.Fatalf("w2's message %q does not say it was settled after a restore", w2.GetStatus().GetMessage())
+			}
+			time.Sleep(5 * cfg.MaxIdle)
+			if p := phase("w3"); p != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
+				t.Fatalf("w3, which its cluster lists, is %s, want RUNNING", p)
+			}
+			if n := a.cancelCount(e.waitRunningOn("w3", "c1", time.Second)); n != 0 {
+				t.Fatalf("w3's run was cancelled %d times", n)
 			}
 		})
 	}

@@ -308,11 +308,16 @@ type agent struct {
 	byWorkload map[string]map[string]bool // workload id -> dispatch ids launched
 	seqs       map[string]map[uint64]bool // dispatch id -> stream sequences it arrived in
 	cancels    map[string]int
-	batches    int // DispatchBatch messages received
-	seq        uint64
-	sub        *natsbus.Subscription
-	stopHB     context.CancelFunc
-	reject     bool
+	// ended are runs that finished without a word to the hub (the old hub
+	// applied their events before a restore took etcd back): a cancel for
+	// one is answered with how it ended, as the real agent answers from
+	// its memory of finished dispatches.
+	ended   map[string]agentv1.DispatchEventType
+	batches int // DispatchBatch messages received
+	seq     uint64
+	sub     *natsbus.Subscription
+	stopHB  context.CancelFunc
+	reject  bool
 	// frozen holds the advertisement back: the agent keeps running,
 	// heartbeating and reporting events, but the hub goes on seeing the
 	// last inventory it was sent (an agent whose advertisement lags its
@@ -331,7 +336,8 @@ func (e *env) startAgent(id string, nodes, gpusPerNode int, runFor time.Duration
 		e.t.Fatal(err)
 	}
 	a := &agent{e: e, id: id, bus: bus, runFor: runFor, session: "s-" + id, seen: map[string]bool{}, run: map[string]*running{},
-		launches: map[string]int{}, byWorkload: map[string]map[string]bool{}, seqs: map[string]map[uint64]bool{}, cancels: map[string]int{}}
+		launches: map[string]int{}, byWorkload: map[string]map[string]bool{}, seqs: map[string]map[uint64]bool{}, cancels: map[string]int{},
+		ended: map[string]agentv1.DispatchEventType{}}
 	for n := 0; n < nodes; n++ {
 		node := &agentv1.Node{Name: fmt.Sprintf("%s-n%d", id, n), AcceleratorClass: "h100", Schedulable: true,
 			CpuMilliFree: 256000, CpuMilliTotal: 256000, MemoryMibFree: 1 << 20, MemoryMibTotal: 1 << 20}
@@ -485,6 +491,10 @@ func (a *agent) handle(ctx context.Context, d natsbus.Delivery) error {
 		}
 		a.mu.Lock()
 		a.cancels[id]++
+		if typ, ok := a.ended[id]; ok {
+			a.mu.Unlock()
+			return a.event(id, c.WorkloadId, typ, "finished")
+		}
 		r := a.run[id]
 		if r != nil {
 			a.releaseLocked(id)
