@@ -332,8 +332,9 @@ func (l *Loop) cycle(t *term) (err error) {
 	}
 	counts[scheduler.ReasonDeferred.String()] += b.behind
 	l.m.setPending(counts)
-	for id, q := range fellBehind(t, b, s, now) {
-		reasons[id] = scheduler.WindowReason(q, l.cfg.Scheduler.MaxConsidered)
+	why := func(q string) string { return clip(scheduler.WindowReason(q, l.cfg.Scheduler.MaxConsidered), 1024) }
+	for id, q := range fellBehind(t, b, s, now, why) {
+		reasons[id] = why(q)
 		codes[id] = scheduler.ReasonDeferred.String()
 	}
 	var pms []mutation
@@ -556,9 +557,11 @@ const nominationTTL = 5 * time.Minute
 // fellBehind finds the workloads the last cycle handed the core that this
 // one did not, though they still wait: work of higher priority arrived
 // ahead of them and pushed them out of their queue's window. They get the
-// window's reason once; the rest of a backlog keeps the reason it has, so
-// a backlog costs no writes.
-func fellBehind(t *term, b *built, s *state, now time.Time) map[string]string {
+// window's reason (why, by queue) once; the rest of a backlog keeps the
+// reason it has, so a backlog costs no writes. One stays owed its reason
+// until the mirror shows it stored, so a write that did not commit (a
+// conflict, the fleet still settling) is made by a later cycle.
+func fellBehind(t *term, b *built, s *state, now time.Time, why func(queue string) string) map[string]string {
 	// Two maps take turns, so a cycle does not allocate one per head.
 	cur := t.headsSpare
 	if cur == nil {
@@ -568,19 +571,31 @@ func fellBehind(t *term, b *built, s *state, now time.Time) map[string]string {
 	for _, w := range b.snap.Pending {
 		cur[w.ID] = w.Queue
 	}
-	var out map[string]string
 	for id, q := range t.heads {
-		if _, ok := cur[id]; ok {
-			continue
-		}
-		if w := s.queued[id]; w != nil && s.cancelReq[id] == nil && !held(w.w, now) {
-			if out == nil {
-				out = map[string]string{}
+		if _, ok := cur[id]; !ok {
+			if t.behind == nil {
+				t.behind = map[string]string{}
 			}
-			out[id] = q
+			t.behind[id] = q
 		}
 	}
 	t.heads, t.headsSpare = cur, t.heads
+	var out map[string]string
+	for id, q := range t.behind {
+		w := s.queued[id]
+		if _, head := cur[id]; head || w == nil || s.cancelReq[id] != nil || held(w.w, now) {
+			delete(t.behind, id) // back in the head, gone, or told why elsewhere
+			continue
+		}
+		if st := w.w.GetStatus(); st.GetPendingReasonCode() == scheduler.ReasonDeferred.String() && st.GetPendingReason() == why(q) {
+			delete(t.behind, id) // told
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[id] = q
+	}
 	return out
 }
 

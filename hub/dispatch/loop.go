@@ -305,6 +305,10 @@ type term struct {
 	// their queues (the cycle's goroutine only): one missing from the next
 	// cycle's heads fell behind its queue's window.
 	heads, headsSpare map[string]string
+	// behind are the workloads that fell out of their queue's window and
+	// are still owed the window's reason, with their queues (see
+	// fellBehind).
+	behind map[string]string
 }
 
 func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {

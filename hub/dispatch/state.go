@@ -31,7 +31,9 @@ func tsOf(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 type wl struct {
 	key    string
 	modRev int64
-	w      *meridianv1.Workload
+	// createRev tells a key written again from one deleted and made anew.
+	createRev int64
+	w         *meridianv1.Workload
 	// sw is w converted for the core, shared across cycles: copy it before
 	// changing it. swErr says why it does not convert.
 	sw    *scheduler.Workload
@@ -338,7 +340,7 @@ func (m *mirror) remove(k string) {
 // put decodes one changed item. An undecodable value is logged and left
 // out, as if the key were absent.
 func (m *mirror) put(l *Loop, k string, it store.Item) {
-	_, had := m.workloads[k]
+	prev, had := m.workloads[k]
 	m.remove(k)
 	var err error
 	switch {
@@ -358,8 +360,16 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 				m.workloadChanged(w.GetId())
 				break
 			}
-			sw, swErr := convert.Workload(w, nil)
-			e := &wl{key: k, modRev: it.ModRev, w: w, sw: sw, swErr: swErr}
+			// A workload's spec never changes once stored (only its
+			// status does), so the core's view of it is made once.
+			var sw *scheduler.Workload
+			var swErr error
+			if had && prev.createRev == it.CreateRev && it.CreateRev != 0 && prev.sw != nil {
+				sw = prev.sw
+			} else {
+				sw, swErr = convert.Workload(w, nil)
+			}
+			e := &wl{key: k, modRev: it.ModRev, createRev: it.CreateRev, w: w, sw: sw, swErr: swErr}
 			m.workloads[k], m.byID[w.GetId()] = e, e
 			if active(w.GetStatus().GetPhase()) && folded(w) {
 				e.vrec = &rec{modRev: it.ModRev, r: recordOf(w)}

@@ -210,3 +210,48 @@ func TestBacklogOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestFellBehindUntilTold: a workload pushed out of its queue's window is
+// owed the window's reason until the mirror shows it stored, so a write
+// that did not commit (a conflict, the fleet still settling) is made by a
+// later cycle rather than never.
+func TestFellBehindUntilTold(t *testing.T) {
+	queued := map[string]*wl{}
+	for _, id := range []string{"a", "b", "c", "u"} {
+		queued[id] = &wl{w: &meridianv1.Workload{Id: id, Queue: "q", Status: &meridianv1.WorkloadStatus{PendingReasonCode: "NoFit"}}}
+	}
+	s := &state{queued: queued, cancelReq: map[string]*wl{}}
+	why := func(q string) string { return scheduler.WindowReason(q, 3) }
+	heads := func(ids ...string) *built {
+		snap := &scheduler.Snapshot{}
+		for _, id := range ids {
+			snap.Pending = append(snap.Pending, &scheduler.Workload{ID: id, Queue: "q"})
+		}
+		return &built{snap: snap}
+	}
+	tm := &term{}
+	now := time.Now()
+	if out := fellBehind(tm, heads("a", "b", "c"), s, now, why); len(out) != 0 {
+		t.Fatalf("first cycle: %v fell behind, want none", out)
+	}
+	if out := fellBehind(tm, heads("u", "a", "b"), s, now, why); len(out) != 1 || out["c"] != "q" {
+		t.Fatalf("u arrived ahead: %v fell behind, want c", out)
+	}
+	// The write did not commit: c is still owed its reason.
+	if out := fellBehind(tm, heads("u", "a", "b"), s, now, why); len(out) != 1 || out["c"] != "q" {
+		t.Fatalf("after a write that did not commit: %v, want c again", out)
+	}
+	// Stored: nothing more is owed.
+	queued["c"] = &wl{w: &meridianv1.Workload{Id: "c", Queue: "q", Status: &meridianv1.WorkloadStatus{
+		PendingReasonCode: scheduler.ReasonDeferred.String(), PendingReason: why("q")}}}
+	if out := fellBehind(tm, heads("u", "a", "b"), s, now, why); len(out) != 0 || len(tm.behind) != 0 {
+		t.Fatalf("after c was told: %v owed, %v kept", out, tm.behind)
+	}
+	// One that falls behind and comes back before it is told is owed nothing.
+	if out := fellBehind(tm, heads("u", "a", "c"), s, now, why); len(out) != 1 || out["b"] != "q" {
+		t.Fatalf("b fell behind: %v", out)
+	}
+	if out := fellBehind(tm, heads("a", "b", "c"), s, now, why); len(out) != 1 || out["u"] != "q" || tm.behind["b"] != "" {
+		t.Fatalf("b back in the head, u out: %v owed, %v kept", out, tm.behind)
+	}
+}
