@@ -130,7 +130,7 @@ func (l *Loop) settleUnreported(t *term, s *state, cluster string, reported []st
 	var ask []string
 	for id, c := range s.current {
 		r := c.r.r
-		if r.Cluster == cluster && !listed[id] && acked(r, c.w.w) && r.CreatedAt.Before(t.startedClock) {
+		if r.Cluster == cluster && !listed[id] && acked(r, c.w.doc()) && r.CreatedAt.Before(t.startedClock) {
 			ask = append(ask, id)
 		}
 	}
@@ -152,13 +152,13 @@ func (l *Loop) adoptable(b *built, cluster, id string) bool {
 	}
 	wid, ok := l.fleet.ReportedWorkload(cluster, id)
 	w := b.byID[wid]
-	return ok && w != nil && w.w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED && !hasCondition(w.w, ConditionCancelRequested)
+	return ok && w != nil && w.doc().GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED && !hasCondition(w.doc(), ConditionCancelRequested)
 }
 
 // adopt returns the write that makes dispatch id on cluster the current
 // dispatch of the queued workload w, running (the agent reports it).
 func (l *Loop) adopt(t *term, w *wl, cluster, id string, c *scheduler.Cluster, now time.Time) (mutation, error) {
-	nw := cloneWorkload(w.w)
+	nw := cloneWorkload(w.doc())
 	st := nw.Status
 	st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
 	st.Cluster, st.DispatchId = cluster, id

@@ -47,7 +47,7 @@ func queueOrder(a, b *wl) bool { return scheduler.QueueOrder(a.sw, b.sw) }
 // old one first.
 func (b *backlog) add(w *wl) {
 	if w.sw == nil {
-		b.bad[w.w.GetId()] = w
+		b.bad[w.id()] = w
 		return
 	}
 	q := w.sw.Queue
@@ -64,7 +64,7 @@ func (b *backlog) add(w *wl) {
 // drop forgets a workload add filed.
 func (b *backlog) drop(w *wl) {
 	if w.sw == nil {
-		delete(b.bad, w.w.GetId())
+		delete(b.bad, w.id())
 		return
 	}
 	q := w.sw.Queue
@@ -99,6 +99,12 @@ func (b *backlog) charge(w *scheduler.Workload, sign int64) {
 			delete(m, w.Queue)
 		}
 	}
+}
+
+// deeper reports whether queue q holds more than n workloads.
+func (b *backlog) deeper(q string, n int) bool {
+	t := b.queues[q]
+	return t != nil && t.Len() > n
 }
 
 // heads calls take for the workloads at the head of each queue, queues

@@ -148,7 +148,7 @@ func (l *Loop) requeueStatus(w *meridianv1.Workload, now time.Time, why string, 
 // requeueStatus) and deletes its dispatch record when an older hub wrote
 // one.
 func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool) (mutation, error) {
-	nw := cloneWorkload(w.w)
+	nw := cloneWorkload(w.doc())
 	l.requeueStatus(nw, now, why, avoid)
 	b, err := l.stamp(nw, now)
 	if err != nil {
@@ -249,12 +249,12 @@ func (l *Loop) cycle(t *term) (err error) {
 	dispatched := map[string]bool{}
 	for _, d := range plan.Dispatches {
 		w := b.byID[d.WorkloadID]
-		if w == nil || w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+		if w == nil || w.doc().GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
 			continue
 		}
-		nw := cloneWorkload(w.w)
+		nw := cloneWorkload(w.doc())
 		id := newDispatchID()
-		observeWait := l.submitWait(w.w, now)
+		observeWait := l.submitWait(w.doc(), now)
 		st := nw.Status
 		st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED
 		st.Cluster, st.DispatchId = d.Cluster, id
@@ -307,10 +307,10 @@ func (l *Loop) cycle(t *term) (err error) {
 	if !conflict {
 		for _, p := range plan.Preemptions {
 			w := b.byID[p.WorkloadID]
-			if w == nil || !active(w.w.GetStatus().GetPhase()) {
+			if w == nil || !active(w.doc().GetStatus().GetPhase()) {
 				continue
 			}
-			if l.sendCancel(t, w.w.GetStatus().GetCluster(), w.w.GetStatus().GetDispatchId(), p.WorkloadID, "preempted: "+p.Reason, true) {
+			if l.sendCancel(t, w.doc().GetStatus().GetCluster(), w.doc().GetStatus().GetDispatchId(), p.WorkloadID, "preempted: "+p.Reason, true) {
 				l.m.preemptions.WithLabelValues(p.Rule.String()).Inc()
 			}
 		}
@@ -345,10 +345,10 @@ func (l *Loop) cycle(t *term) (err error) {
 	for _, id := range sortedKeys(reasons) {
 		w := b.byID[id]
 		why, code := clip(reasons[id], 1024), codes[id]
-		if w == nil || dispatched[id] || (w.w.GetStatus().GetPendingReason() == why && w.w.GetStatus().GetPendingReasonCode() == code) {
+		if w == nil || dispatched[id] || (w.doc().GetStatus().GetPendingReason() == why && w.doc().GetStatus().GetPendingReasonCode() == code) {
 			continue
 		}
-		nw := cloneWorkload(w.w)
+		nw := cloneWorkload(w.doc())
 		nw.Status.PendingReason, nw.Status.PendingReasonCode = why, code
 		wb, err := l.stamp(nw, now)
 		if err != nil {
@@ -437,7 +437,7 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 	for _, id := range orphanOrLost {
 		r := s.dispatches[id]
 		w := s.workloads[r.r.WorkloadID]
-		if w == nil || w.w.GetStatus().GetDispatchId() != id || !active(w.w.GetStatus().GetPhase()) {
+		if w == nil || w.doc().GetStatus().GetDispatchId() != id || !active(w.doc().GetStatus().GetPhase()) {
 			// An orphan: its workload moved on. Drop it and make sure the
 			// agent stops it.
 			l.sendCancel(t, r.r.Cluster, id, r.r.WorkloadID, "dispatch is no longer current", false)
@@ -447,8 +447,8 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		if !lost[r.r.Cluster] {
 			continue
 		}
-		wasAcked := acked(r.r, w.w)
-		if wasAcked && !w.w.GetRequeueOnClusterLoss() {
+		wasAcked := acked(r.r, w.doc())
+		if wasAcked && !w.doc().GetRequeueOnClusterLoss() {
 			continue // keeps running there; the agent may come back
 		}
 		why := fmt.Sprintf("cluster %s was lost before it acknowledged the dispatch", r.r.Cluster)
@@ -460,7 +460,7 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 			continue
 		}
 		l.sendCancel(t, r.r.Cluster, id, r.r.WorkloadID, why, false)
-		handled[w.w.GetId()] = true
+		handled[w.doc().GetId()] = true
 		l.m.lostRequeues.Inc()
 		if wasAcked {
 			m.after = func() { l.m.evictions.WithLabelValues(evictClusterLost).Inc() }
@@ -476,15 +476,15 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 	sort.Strings(cancelRequested)
 	for _, id := range cancelRequested {
 		w := s.workloads[id]
-		ph := w.w.GetStatus().GetPhase()
-		r := s.dispatches[w.w.GetStatus().GetDispatchId()]
+		ph := w.doc().GetStatus().GetPhase()
+		r := s.dispatches[w.doc().GetStatus().GetDispatchId()]
 		switch {
 		case ph == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || (active(ph) && r == nil):
-			nw := cloneWorkload(w.w)
+			nw := cloneWorkload(w.doc())
 			nw.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
 			nw.Status.EndTime = tsOf(now)
 			nw.Status.PendingReason, nw.Status.PendingReasonCode = "", ""
-			nw.Status.Message = cancelMessage(w.w, "cancelled by request")
+			nw.Status.Message = cancelMessage(w.doc(), "cancelled by request")
 			if b, err := l.stamp(nw, now); err == nil {
 				ms = append(ms, mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)})
 			}
@@ -583,11 +583,11 @@ func fellBehind(t *term, b *built, s *state, now time.Time, why func(queue strin
 	var out map[string]string
 	for id, q := range t.behind {
 		w := s.queued[id]
-		if _, head := cur[id]; head || w == nil || s.cancelReq[id] != nil || held(w.w, now) {
+		if _, head := cur[id]; head || w == nil || s.cancelReq[id] != nil || held(w.doc(), now) {
 			delete(t.behind, id) // back in the head, gone, or told why elsewhere
 			continue
 		}
-		if st := w.w.GetStatus(); st.GetPendingReasonCode() == scheduler.ReasonDeferred.String() && st.GetPendingReason() == why(q) {
+		if st := w.doc().GetStatus(); st.GetPendingReasonCode() == scheduler.ReasonDeferred.String() && st.GetPendingReason() == why(q) {
 			delete(t.behind, id) // told
 			continue
 		}
@@ -832,7 +832,7 @@ func (l *Loop) republishStale(t *term, s *state, now time.Time) {
 			// missed by republishUnacked, or newer): publish now.
 			t.published[id] = time.Time{}
 		}
-		due = append(due, item{w: c.w.w, r: c.r.r})
+		due = append(due, item{w: c.w.doc(), r: c.r.r})
 	}
 	t.mu.Unlock()
 	if len(due) > 0 {
@@ -915,7 +915,7 @@ func (l *Loop) prune(t *term, s *state) {
 		// An acknowledged dispatch is never published again. One not in the
 		// state may have been committed after it was read: keep what was
 		// published lately, or the next cycle would publish it again.
-		if c, ok := s.current[id]; (ok && acked(c.r.r, c.w.w)) || (!ok && now.Sub(at) > time.Minute) {
+		if c, ok := s.current[id]; (ok && acked(c.r.r, c.w.doc())) || (!ok && now.Sub(at) > time.Minute) {
 			delete(t.published, id)
 		}
 	}

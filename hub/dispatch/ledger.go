@@ -127,16 +127,16 @@ func (l *Loop) accrue(t *term, b *built, now time.Time) error {
 	}
 	for id, c := range b.current {
 		r, w := c.r, c.w
-		if w.w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
+		if w.doc().GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
 			continue
 		}
-		live[w.w.GetId()] = true
+		live[w.doc().GetId()] = true
 		if h, ok := hb[r.r.Cluster]; ok && h.ids[id] {
 			to := h.at
 			if now.Before(to) {
 				to = now
 			}
-			accrueInto(t, w.w, r.r, to, add)
+			accrueInto(t, w.doc(), r.r, to, add)
 		}
 	}
 	// In a fixed order, so that float sums come out the same every time.

@@ -66,7 +66,7 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 		// leave the current set in it must be filed as stopped.
 		wasAcked := map[string]bool{}
 		for d, c := range inc.current {
-			wasAcked[d] = acked(c.r.r, c.w.w)
+			wasAcked[d] = acked(c.r.r, c.w.doc())
 		}
 		changed := map[string]bool{}
 		for range 1 + rng.IntN(4) {
@@ -177,8 +177,8 @@ func mirrorDiff(a, b *mirror) string {
 	// Unacknowledged: exactly the current dispatches without an ack.
 	for _, m := range []*mirror{a, b} {
 		for d, c := range m.current {
-			if _, ok := m.unacked[d]; ok == acked(c.r.r, c.w.w) {
-				return fmt.Sprintf("dispatch %s unacked=%v, but acked=%v", d, ok, acked(c.r.r, c.w.w))
+			if _, ok := m.unacked[d]; ok == acked(c.r.r, c.w.doc()) {
+				return fmt.Sprintf("dispatch %s unacked=%v, but acked=%v", d, ok, acked(c.r.r, c.w.doc()))
 			}
 		}
 		for d := range m.unacked {
@@ -224,7 +224,7 @@ func mirrorDiff(a, b *mirror) string {
 	// And the sets agree with their definitions.
 	for d, r := range b.byDispatch {
 		w := b.byID[r.r.WorkloadID]
-		isCur := w != nil && w.w.GetStatus().GetDispatchId() == d && active(w.w.GetStatus().GetPhase())
+		isCur := w != nil && w.doc().GetStatus().GetDispatchId() == d && active(w.doc().GetStatus().GetPhase())
 		if _, ok := b.current[d]; ok != isCur {
 			return fmt.Sprintf("dispatch %s current=%v, want %v", d, ok, isCur)
 		}

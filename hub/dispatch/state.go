@@ -33,14 +33,54 @@ type wl struct {
 	modRev int64
 	// createRev tells a key written again from one deleted and made anew.
 	createRev int64
-	w         *meridianv1.Workload
-	// sw is w converted for the core, shared across cycles: copy it before
-	// changing it. swErr says why it does not convert.
+	// pb is the workload, decoded; doc gives it. A queued workload deep in
+	// a long backlog is kept compact instead: pb is nil and raw holds its
+	// stored bytes (shared with the watch cache) until something reads it,
+	// which for most of a backlog is when it reaches its queue's window.
+	// A decoded workload is ten times its encoding and full of pointers
+	// for the collector to mark: at hundreds of thousands queued, keeping
+	// them all decoded was most of the hub's heap.
+	pb  *meridianv1.Workload
+	raw []byte
+	// sw is the workload converted for the core, shared across cycles:
+	// copy it before changing it. swErr says why it does not convert. A
+	// compact workload always has sw.
 	sw    *scheduler.Workload
 	swErr error
 	// vrec is the record of the current dispatch when the workload keeps
 	// it (folded): the mirror files it like a stored record with no key.
 	vrec *rec
+}
+
+// doc is the decoded workload, decoding a compact one (once: it stays
+// decoded). Only under the mirror's lock, as everything in a state.
+func (e *wl) doc() *meridianv1.Workload {
+	if e.pb == nil && e.raw != nil {
+		w, err := decodeWorkload(e.raw)
+		if err != nil {
+			// It decoded when it was filed; keep what sw knows.
+			w = &meridianv1.Workload{Id: e.sw.ID, Queue: e.sw.Queue, Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED}}
+		}
+		e.pb, e.raw = w, nil
+	}
+	return e.pb
+}
+
+// id is the workload's id, without decoding a compact one.
+func (e *wl) id() string {
+	if e.pb == nil && e.sw != nil {
+		return e.sw.ID
+	}
+	return e.pb.GetId()
+}
+
+// phase is the workload's phase, without decoding a compact one (which
+// is queued).
+func (e *wl) phase() meridianv1.WorkloadPhase {
+	if e.pb == nil && e.raw != nil {
+		return meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED
+	}
+	return e.pb.GetStatus().GetPhase()
 }
 
 // rec is a dispatch record with its revision. key is empty for a record
@@ -164,6 +204,11 @@ type mirror struct {
 	// from the unfinished workloads, at their submit times.
 	shapes        *scheduler.ShapeHistory
 	shapeHalfLife time.Duration
+	// compactBeyond is how deep in its queue's backlog a queued workload
+	// must land to be kept compact (see wl): twice the window, so that the
+	// workloads the next cycles hand the core are decoded already. 0
+	// keeps every workload decoded.
+	compactBeyond int
 }
 
 func (m *mirror) reset() {
@@ -187,7 +232,7 @@ func (m *mirror) reset() {
 // classify files dispatch d as current or orphan, or forgets it when it
 // has no record.
 func (m *mirror) classify(d string) {
-	if c, ok := m.current[d]; ok && acked(c.r.r, c.w.w) {
+	if c, ok := m.current[d]; ok && acked(c.r.r, c.w.doc()) {
 		if _, seen := m.leaving[d]; !seen {
 			m.leaving[d] = c
 		}
@@ -201,13 +246,13 @@ func (m *mirror) classify(d string) {
 	if r == nil {
 		return
 	}
-	if w := m.byID[r.r.WorkloadID]; w != nil && w.w.GetStatus().GetDispatchId() == d && active(w.w.GetStatus().GetPhase()) {
+	if w := m.byID[r.r.WorkloadID]; w != nil && active(w.phase()) && w.doc().GetStatus().GetDispatchId() == d {
 		c := curRef{r: r, w: w, run: m.running(r, w)}
 		m.current[d], m.fresh[d] = c, c
 		delete(m.stopped, d)
 		m.runIdx[d] = len(m.runs)
 		m.runs, m.runIDs = append(m.runs, *c.run), append(m.runIDs, d)
-		if !acked(r.r, w.w) {
+		if !acked(r.r, w.doc()) {
 			m.unacked[d] = c
 		}
 		return
@@ -235,12 +280,12 @@ func (m *mirror) running(r *rec, w *wl) *scheduler.Running {
 	sw := w.sw
 	if w.swErr != nil {
 		if m.log != nil {
-			m.log.Error("running workload does not convert; its usage is still charged", "workload", w.w.GetId(), "err", w.swErr)
+			m.log.Error("running workload does not convert; its usage is still charged", "workload", w.doc().GetId(), "err", w.swErr)
 		}
-		sw = &scheduler.Workload{ID: w.w.GetId(), Queue: w.w.GetQueue()}
+		sw = &scheduler.Workload{ID: w.doc().GetId(), Queue: w.doc().GetQueue()}
 	}
 	started := r.r.CreatedAt
-	if st := w.w.GetStatus().GetStartTime(); st != nil {
+	if st := w.doc().GetStatus().GetStartTime(); st != nil {
 		started = st.AsTime()
 	}
 	return &scheduler.Running{Workload: sw, Cluster: r.r.Cluster, StartedAt: started, Usage: r.r.Usage, Placement: r.r.Placement}
@@ -274,11 +319,11 @@ func (m *mirror) workloadChanged(id string) {
 	}
 	delete(m.cancelReq, id)
 	if w := m.byID[id]; w != nil {
-		if w.w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+		if w.phase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
 			m.queued[id] = w
 			m.backlog.add(w)
 		}
-		if hasCondition(w.w, ConditionCancelRequested) {
+		if hasCondition(w.doc(), ConditionCancelRequested) {
 			m.cancelReq[id] = w
 		}
 	}
@@ -322,7 +367,7 @@ func (m *mirror) remove(k string) {
 		if w.vrec != nil {
 			m.dropRec(w.vrec)
 		}
-		if id := w.w.GetId(); m.byID[id] == w {
+		if id := w.id(); m.byID[id] == w {
 			delete(m.byID, id)
 			m.workloadChanged(id)
 		}
@@ -369,7 +414,7 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			} else {
 				sw, swErr = convert.Workload(w, nil)
 			}
-			e := &wl{key: k, modRev: it.ModRev, createRev: it.CreateRev, w: w, sw: sw, swErr: swErr}
+			e := &wl{key: k, modRev: it.ModRev, createRev: it.CreateRev, pb: w, sw: sw, swErr: swErr}
 			m.workloads[k], m.byID[w.GetId()] = e, e
 			if active(w.GetStatus().GetPhase()) && folded(w) {
 				e.vrec = &rec{modRev: it.ModRev, r: recordOf(w)}
@@ -378,6 +423,9 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			m.workloadChanged(w.GetId())
 			if !had && swErr == nil && m.shapes != nil {
 				m.shapes.Observe(sw.CreatedAt, sw)
+			}
+			if m.compactBeyond > 0 && sw != nil && m.queued[w.GetId()] == e && m.cancelReq[w.GetId()] == nil && m.backlog.deeper(sw.Queue, m.compactBeyond) {
+				e.pb, e.raw = nil, it.Value
 			}
 		}
 	case strings.HasPrefix(k, prefDispatches):
@@ -421,6 +469,7 @@ func (l *Loop) unlockState() { l.mirror.mu.Unlock() }
 func (l *Loop) advance() *state {
 	m := &l.mirror
 	m.log = l.log
+	m.compactBeyond = 2 * max(0, l.cfg.Scheduler.MaxConsidered)
 	d := l.cache.Delta(m.pos)
 	if d.Full || m.workloads == nil {
 		m.reset()
@@ -571,7 +620,7 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 			continue
 		}
 		v := &views[vi]
-		if at, ok := ackedAt(r, c.w.w); ok && at.Before(v.AdvertAt) {
+		if at, ok := ackedAt(r, c.w.doc()); ok && at.Before(v.AdvertAt) {
 			delete(s.fresh, id)
 			continue
 		}
@@ -603,11 +652,11 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 	eligible := func(w *wl) bool {
 		// A preempted one is held a while (its reason says until when);
 		// a cancel request is finished by housekeeping.
-		return s.cancelReq[w.w.GetId()] == nil && !held(w.w, now)
+		return s.cancelReq[w.doc().GetId()] == nil && !held(w.doc(), now)
 	}
 	add := func(w *wl, nominated bool) {
 		sw := w.sw
-		if av := avoided(w.w, now); len(av) > 0 || nominated {
+		if av := avoided(w.doc(), now); len(av) > 0 || nominated {
 			cp := *sw
 			cp.AvoidClusters, cp.Nominated = av, nominated
 			sw = &cp
@@ -615,7 +664,7 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 		b.snap.Pending = append(b.snap.Pending, sw)
 	}
 	b.behind = s.backlog.heads(l.cfg.Scheduler.MaxConsidered, func(w *wl) bool {
-		if nominated[w.w.GetId()] || !eligible(w) {
+		if nominated[w.doc().GetId()] || !eligible(w) {
 			return false // the nominated ones come below, wherever they stand
 		}
 		add(w, false)

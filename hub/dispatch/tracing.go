@@ -50,7 +50,7 @@ func (l *Loop) startCycleTrace(start time.Time, plan *scheduler.Plan, b *built, 
 		if w == nil {
 			continue
 		}
-		sc, ok := telemetry.ParseTraceParent(w.w.GetTraceParent())
+		sc, ok := telemetry.ParseTraceParent(w.doc().GetTraceParent())
 		if !ok || !sc.IsSampled() {
 			continue
 		}

@@ -131,7 +131,7 @@ func TestBacklogOrder(t *testing.T) {
 				continue
 			}
 			id := fmt.Sprintf("w%03d", i)
-			w := &wl{w: &meridianv1.Workload{Id: id}}
+			w := &wl{pb: &meridianv1.Workload{Id: id}}
 			if rapid.IntRange(0, 9).Draw(t, "bad") == 0 {
 				w.swErr = fmt.Errorf("bad")
 			} else {
@@ -218,7 +218,7 @@ func TestBacklogOrder(t *testing.T) {
 func TestFellBehindUntilTold(t *testing.T) {
 	queued := map[string]*wl{}
 	for _, id := range []string{"a", "b", "c", "u"} {
-		queued[id] = &wl{w: &meridianv1.Workload{Id: id, Queue: "q", Status: &meridianv1.WorkloadStatus{PendingReasonCode: "NoFit"}}}
+		queued[id] = &wl{pb: &meridianv1.Workload{Id: id, Queue: "q", Status: &meridianv1.WorkloadStatus{PendingReasonCode: "NoFit"}}}
 	}
 	s := &state{queued: queued, cancelReq: map[string]*wl{}}
 	why := func(q string) string { return scheduler.WindowReason(q, 3) }
@@ -242,7 +242,7 @@ func TestFellBehindUntilTold(t *testing.T) {
 		t.Fatalf("after a write that did not commit: %v, want c again", out)
 	}
 	// Stored: nothing more is owed.
-	queued["c"] = &wl{w: &meridianv1.Workload{Id: "c", Queue: "q", Status: &meridianv1.WorkloadStatus{
+	queued["c"] = &wl{pb: &meridianv1.Workload{Id: "c", Queue: "q", Status: &meridianv1.WorkloadStatus{
 		PendingReasonCode: scheduler.ReasonDeferred.String(), PendingReason: why("q")}}}
 	if out := fellBehind(tm, heads("u", "a", "b"), s, now, why); len(out) != 0 || len(tm.behind) != 0 {
 		t.Fatalf("after c was told: %v owed, %v kept", out, tm.behind)
