@@ -5,9 +5,9 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 )
 
@@ -56,7 +56,7 @@ func (a *Agent) sendHeartbeat(ctx context.Context) {
 	for _, h := range a.Held() {
 		hb.Dispatches = append(hb.Dispatches, &agentv1.RunningDispatch{DispatchId: h.DispatchID, WorkloadId: h.WorkloadID, State: h.State})
 	}
-	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(hb)
+	payload, err := protofast.MarshalDeterministic(hb)
 	if err == nil {
 		err = a.bus.PublishHeartbeat(ctx, a.cfg.ClusterID, payload)
 	}
@@ -120,7 +120,7 @@ func (a *Agent) sendFull(ctx context.Context) {
 		Labels: inv.Labels, FractionalModes: inv.FractionalModes, Nodes: inv.Nodes, SessionId: a.session,
 		MigStrategy: inv.MIGStrategy, Capabilities: []string{agentv1.CapabilityDispatchBatch},
 	}
-	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(ad)
+	payload, err := protofast.MarshalDeterministic(ad)
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = a.bus.PublishAdvert(pctx, a.cfg.ClusterID, payload)
@@ -183,7 +183,7 @@ func (a *Agent) sendDelta(ctx context.Context) {
 		return
 	}
 	d.Seq = a.advSeq.Add(1)
-	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)
+	payload, err := protofast.MarshalDeterministic(d)
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = a.bus.PublishAdvert(pctx, a.cfg.ClusterID, payload)
@@ -208,7 +208,7 @@ func (a *Agent) sendDelta(ctx context.Context) {
 // nodeBytes is a node's deterministic encoding, what deltas compare. A node
 // that does not encode gets nil and so always counts as changed.
 func nodeBytes(n *agentv1.Node) []byte {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(n)
+	b, err := protofast.MarshalDeterministic(n)
 	if err != nil {
 		return nil
 	}

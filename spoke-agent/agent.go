@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -439,7 +440,7 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 	a.mu.Lock()
 	if ev, ok := a.done[id]; ok {
 		// Finished or refused before: answer the same way again.
-		item := a.enqueueLocked(proto.Clone(ev).(*agentv1.DispatchEvent))
+		item := a.enqueueLocked(protofast.Clone(ev))
 		a.mu.Unlock()
 		a.m.launches.WithLabelValues("duplicate").Inc()
 		log.Debug("redelivered dispatch already finished; answering again", "event", ev.GetType())
@@ -536,7 +537,7 @@ func (a *Agent) handleCancel(ctx context.Context, c *agentv1.DispatchCancel) err
 	log := a.log.With("dispatch_id", id, "preempt", c.GetPreempt())
 	a.mu.Lock()
 	if ev, ok := a.done[id]; ok {
-		item := a.enqueueLocked(proto.Clone(ev).(*agentv1.DispatchEvent))
+		item := a.enqueueLocked(protofast.Clone(ev))
 		a.mu.Unlock()
 		return a.waitStored(ctx, item)
 	}
@@ -887,19 +888,19 @@ const maxEventsPerMessage = 128
 // every event id, deduplicates a retried publish of the same batch.
 func eventMessage(items []*outItem) (natsbus.Event, error) {
 	if len(items) == 1 {
-		payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(items[0].ev)
+		payload, err := protofast.MarshalDeterministic(items[0].ev)
 		return natsbus.Event{MsgID: items[0].ev.EventId, Payload: payload, Trace: items[0].trace}, err
 	}
 	b := &agentv1.EventBatch{Events: make([]*agentv1.DispatchEvent, len(items))}
 	for i, item := range items {
 		ev := item.ev
 		if item.trace.IsSampled() {
-			ev = proto.Clone(ev).(*agentv1.DispatchEvent)
+			ev = protofast.Clone(ev)
 			ev.TraceParent = telemetry.TraceParent(item.trace)
 		}
 		b.Events[i] = ev
 	}
-	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(b)
+	payload, err := protofast.MarshalDeterministic(b)
 	id := agentv1.BatchMsgID(len(items), func(i int) string { return items[i].ev.GetEventId() })
 	return natsbus.Event{MsgID: id, Payload: payload}, err
 }

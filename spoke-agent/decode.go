@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 )
 
@@ -25,7 +24,7 @@ func IsCancelMsgID(msgID string) bool {
 // not have). It never panics; an error means the payload is unusable.
 func DecodeHubMessage(msgID string, payload []byte) (*agentv1.HubMessage, error) {
 	hm := &agentv1.HubMessage{}
-	if err := proto.Unmarshal(payload, hm); err == nil && len(hm.ProtoReflect().GetUnknown()) == 0 {
+	if err := protofast.Unmarshal(payload, hm); err == nil && len(hm.ProtoReflect().GetUnknown()) == 0 {
 		switch {
 		case hm.GetDispatch().GetDispatchId() != "" && len(hm.GetDispatch().ProtoReflect().GetUnknown()) == 0:
 			return hm, nil
@@ -39,7 +38,7 @@ func DecodeHubMessage(msgID string, payload []byte) (*agentv1.HubMessage, error)
 	}
 	cancelMsg := func() (*agentv1.HubMessage, error) {
 		c := &agentv1.DispatchCancel{}
-		if err := proto.Unmarshal(payload, c); err != nil {
+		if err := protofast.Unmarshal(payload, c); err != nil {
 			return nil, fmt.Errorf("decode DispatchCancel: %w", err)
 		}
 		if c.GetDispatchId() == "" {
@@ -51,7 +50,7 @@ func DecodeHubMessage(msgID string, payload []byte) (*agentv1.HubMessage, error)
 		return cancelMsg()
 	}
 	d := &agentv1.Dispatch{}
-	if err := proto.Unmarshal(payload, d); err != nil {
+	if err := protofast.Unmarshal(payload, d); err != nil {
 		return nil, fmt.Errorf("decode HubMessage or Dispatch: %w", err)
 	}
 	if d.GetDispatchId() == "" {

@@ -8,12 +8,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
-
-// marshalOpts is how every record is written: deterministic so equal
-// records are equal bytes.
-var marshalOpts = proto.MarshalOptions{Deterministic: true}
 
 // WorkloadKey is the etcd key of a workload record.
 func WorkloadKey(id string) (string, error) { return store.Key(store.KindWorkloads, id) }
@@ -31,8 +28,11 @@ func IdempotencyKey(queue, key string) string {
 	return k
 }
 
+// marshal is how every record is written: deterministic so equal records
+// are equal bytes (proto's deterministic encoding, written by the
+// generated code).
 func marshal(m proto.Message) ([]byte, error) {
-	b, err := marshalOpts.Marshal(m)
+	b, err := protofast.MarshalDeterministic(m)
 	if err != nil {
 		return nil, fmt.Errorf("api: marshal %T: %w", m, err)
 	}
@@ -42,7 +42,7 @@ func marshal(m proto.Message) ([]byte, error) {
 // DecodeWorkloadRecord parses a stored workload.
 func DecodeWorkloadRecord(b []byte) (*meridianv1.Workload, error) {
 	w := &meridianv1.Workload{}
-	if err := proto.Unmarshal(b, w); err != nil {
+	if err := protofast.Unmarshal(b, w); err != nil {
 		return nil, fmt.Errorf("api: decode workload record: %w", err)
 	}
 	return w, nil
@@ -51,7 +51,7 @@ func DecodeWorkloadRecord(b []byte) (*meridianv1.Workload, error) {
 // DecodeQueueRecord parses a stored queue.
 func DecodeQueueRecord(b []byte) (*meridianv1.Queue, error) {
 	q := &meridianv1.Queue{}
-	if err := proto.Unmarshal(b, q); err != nil {
+	if err := protofast.Unmarshal(b, q); err != nil {
 		return nil, fmt.Errorf("api: decode queue record: %w", err)
 	}
 	return q, nil

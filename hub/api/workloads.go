@@ -23,6 +23,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/api/validation"
 	"github.com/meridian-gpu/meridian/hub/auth"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -63,7 +64,7 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 	if hk := idempotencyFromMetadata(ctx); hk != "" {
 		switch bk := w.GetIdempotencyKey(); {
 		case bk == "":
-			w = proto.Clone(w).(*meridianv1.Workload)
+			w = protofast.Clone(w)
 			w.IdempotencyKey = hk
 		case bk != hk:
 			return nil, invalid("idempotency_key", "the body says %q but the %s header says %q; send one or make them equal", bk, IdempotencyHeader, hk)
@@ -129,7 +130,7 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 // submitter, create time, trace parent, QUEUED status) and the ops that
 // create it: its key and, with an idempotency key, that key's.
 func (s *Service) newWorkload(ctx context.Context, w *meridianv1.Workload, id string, now time.Time) (*meridianv1.Workload, []store.Op, error) {
-	stored := proto.Clone(w).(*meridianv1.Workload)
+	stored := protofast.Clone(w)
 	stored.Id = id
 	if c := callerFrom(ctx); c != nil && c.Principal.Method != auth.MethodNone {
 		stored.SubmittedBy = c.Principal.User
@@ -246,7 +247,7 @@ func (s *Service) replay(ctx context.Context, w *meridianv1.Workload, id string)
 // submit (id, create time, status, submitter, trace parent), so that a
 // retry compares equal to the stored workload whoever submitted it.
 func specOf(w *meridianv1.Workload) *meridianv1.Workload {
-	spec := proto.Clone(w).(*meridianv1.Workload)
+	spec := protofast.Clone(w)
 	spec.Id, spec.CreateTime, spec.Status, spec.SubmittedBy, spec.TraceParent = "", nil, nil, "", ""
 	return spec
 }

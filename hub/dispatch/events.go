@@ -13,6 +13,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -21,7 +22,7 @@ import (
 
 func decodeEvent(b []byte) (*agentv1.DispatchEvent, error) {
 	ev := &agentv1.DispatchEvent{}
-	if err := proto.Unmarshal(b, ev); err != nil {
+	if err := protofast.Unmarshal(b, ev); err != nil {
 		return nil, err
 	}
 	if err := checkEvent(ev); err != nil {
@@ -514,7 +515,7 @@ func (l *Loop) decodeEvents(msg jetstream.Msg, evs []batchEvent) []batchEvent {
 		return append(evs, e)
 	}
 	b := &agentv1.EventBatch{}
-	if err := proto.Unmarshal(msg.Data(), b); err != nil {
+	if err := protofast.Unmarshal(msg.Data(), b); err != nil {
 		l.log.Error("undecodable agent event batch dropped", "subject", msg.Subject(), "err", err)
 		_ = msg.TermWithReason(err.Error())
 		return evs

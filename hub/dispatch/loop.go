@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/quota"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
@@ -446,9 +447,9 @@ func (l *Loop) stamp(w *meridianv1.Workload, now time.Time) ([]byte, error) {
 }
 
 func marshalDet(m proto.Message) ([]byte, error) {
-	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	return protofast.MarshalDeterministic(m)
 }
 
 func cloneWorkload(w *meridianv1.Workload) *meridianv1.Workload {
-	return proto.Clone(w).(*meridianv1.Workload)
+	return protofast.Clone(w)
 }

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -173,14 +173,16 @@ func encodeRecord(r *Record) ([]byte, error) { return json.Marshal(r) }
 
 func decodeWorkload(b []byte) (*meridianv1.Workload, error) {
 	w := &meridianv1.Workload{}
-	if err := proto.Unmarshal(b, w); err != nil {
+	if err := protofast.Unmarshal(b, w); err != nil {
 		return nil, fmt.Errorf("workload record: %w", err)
 	}
 	return w, nil
 }
 
+// encodeWorkload is the workload's deterministic encoding, the bytes
+// proto.MarshalOptions{Deterministic: true} writes.
 func encodeWorkload(w *meridianv1.Workload) ([]byte, error) {
-	return proto.MarshalOptions{Deterministic: true}.Marshal(w)
+	return protofast.MarshalDeterministic(w)
 }
 
 // newDispatchID returns a fresh unique dispatch id.

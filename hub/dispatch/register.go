@@ -9,9 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
@@ -69,7 +69,7 @@ func (l *Loop) answerRegister(t *term, subjectCluster string, payload []byte) *a
 		return ack
 	}
 	req := &agentv1.Register{}
-	if err := proto.Unmarshal(payload, req); err != nil {
+	if err := protofast.Unmarshal(payload, req); err != nil {
 		return refuse("Register does not decode: " + err.Error())
 	}
 	if err := natsbus.ValidateClusterID(req.GetClusterId()); err != nil {

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/convert"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -128,11 +128,11 @@ func (r *Registry) Start(ctx context.Context, bus *natsbus.Bus) error {
 // only decode cleanly as one of them), and applies it.
 func (r *Registry) HandleAdvertPayload(subjectCluster string, payload []byte) error {
 	ad := &agentv1.Advertisement{}
-	if err := proto.Unmarshal(payload, ad); err == nil && len(ad.ProtoReflect().GetUnknown()) == 0 {
+	if err := protofast.Unmarshal(payload, ad); err == nil && len(ad.ProtoReflect().GetUnknown()) == 0 {
 		return r.ApplyAdvert(subjectCluster, ad)
 	}
 	d := &agentv1.AdvertisementDelta{}
-	if err := proto.Unmarshal(payload, d); err != nil {
+	if err := protofast.Unmarshal(payload, d); err != nil {
 		return fmt.Errorf("fleet: advert from %s decodes neither as Advertisement nor as AdvertisementDelta: %w", subjectCluster, err)
 	}
 	return r.ApplyDelta(subjectCluster, d)
@@ -198,7 +198,7 @@ func (r *Registry) ApplyAdvert(subjectCluster string, ad *agentv1.Advertisement)
 	if e.ad != nil && e.session == ad.GetSessionId() && ad.GetSeq() <= e.seq && ad.GetSeq() != 0 {
 		return nil // stale or repeated
 	}
-	e.ad, e.conv = proto.Clone(ad).(*agentv1.Advertisement), conv
+	e.ad, e.conv = protofast.Clone(ad), conv
 	e.session, e.seq = ad.GetSessionId(), ad.GetSeq()
 	e.advertAt = now
 	r.seenLocked(e, r.seenAt(now, ad.GetSentAt()))
@@ -260,7 +260,7 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 // HandleHeartbeatPayload decodes and applies one heartbeat.
 func (r *Registry) HandleHeartbeatPayload(subjectCluster string, payload []byte) error {
 	hb := &agentv1.Heartbeat{}
-	if err := proto.Unmarshal(payload, hb); err != nil {
+	if err := protofast.Unmarshal(payload, hb); err != nil {
 		return fmt.Errorf("fleet: heartbeat from %s: %w", subjectCluster, err)
 	}
 	return r.ApplyHeartbeat(subjectCluster, hb)
