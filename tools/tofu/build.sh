@@ -60,7 +60,10 @@ GO
 log "resolving github.com/opentofu/opentofu@$TOFU_VERSION (about 30 minutes cold on 2 cores; time-box ${BUILD_TIMEOUT}s)"
 (cd "$work" && timeout "$BUILD_TIMEOUT" go mod tidy >&2) || die "go mod tidy failed (module proxy unreachable?)"
 log "building cmd/tofu"
-(cd "$work" && timeout "$BUILD_TIMEOUT" go build -trimpath \
+# Without optimisation or inlining (-gcflags=all=-N -l): tofu is only a
+# test driver here (each acceptance step runs it for seconds), and that
+# cuts about a quarter of the compile time, as for Vault (tools/vault).
+(cd "$work" && timeout "$BUILD_TIMEOUT" go build -trimpath -gcflags='all=-N -l' \
 	-ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" \
 	-o "$CACHE/bin/tofu" github.com/opentofu/opentofu/cmd/tofu >&2) || die "go build of cmd/tofu failed or timed out"
 "$CACHE/bin/tofu" version >&2 || die "the built tofu does not run"
