@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -69,9 +70,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // ServerOptions returns the gRPC server options every hub uses: a
-// receive-size limit (maxRecv bytes; 0 means DefaultMaxRequestBytes) and the
+// receive-size limit (maxRecv bytes; 0 means DefaultMaxRequestBytes), the
 // interceptor chains (outermost first: logging and metrics, a default
-// deadline for unary calls, then panic recovery). m may be nil.
+// deadline for unary calls, then panic recovery) and the protobuf codec of
+// internal/protofast (the same wire, decoded and encoded by the generated
+// code). m may be nil.
 func ServerOptions(log *slog.Logger, m *Metrics, maxRecv int) []grpc.ServerOption {
 	if maxRecv <= 0 {
 		maxRecv = DefaultMaxRequestBytes
@@ -83,6 +86,7 @@ func ServerOptions(log *slog.Logger, m *Metrics, maxRecv int) []grpc.ServerOptio
 		grpc.MaxRecvMsgSize(maxRecv),
 		grpc.ChainUnaryInterceptor(UnaryObserve(log, m), UnaryDeadline(DefaultRequestTimeout), UnaryRecover(log, m)),
 		grpc.ChainStreamInterceptor(StreamObserve(log, m), StreamRecover(log, m)),
+		protofast.ServerOption(),
 	}
 }
 

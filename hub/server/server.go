@@ -39,6 +39,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/ui"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
@@ -511,7 +512,8 @@ func (s *Server) buildAPI() error {
 	s.gwConn, err = grpc.NewClient("passthrough:///meridian-gateway", append([]grpc.DialOption{
 		grpc.WithContextDialer(s.sec.dialPipe),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+(64<<10)))},
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+(64<<10))),
+		protofast.DialOption()},
 		gatewayClientTracing(s.cfg.TracerProvider)...)...)
 	if err != nil {
 		return fmt.Errorf("server: gateway client: %w", err)

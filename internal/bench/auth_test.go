@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/auth"
 	"github.com/meridian-gpu/meridian/hub/server"
 	"github.com/meridian-gpu/meridian/internal/localrun"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	"github.com/meridian-gpu/meridian/internal/testoidc"
 	"github.com/meridian-gpu/meridian/internal/testpki"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -140,9 +141,10 @@ func (a *benchAuth) transport() grpc.DialOption {
 }
 
 // adminDial is how the benchmark's own client dials: with the admin token
-// when authentication is on.
+// when authentication is on, and the protobuf codec meridianctl uses
+// (internal/protofast). userDial too.
 func (a *benchAuth) adminDial() []grpc.DialOption {
-	opts := []grpc.DialOption{a.transport()}
+	opts := []grpc.DialOption{a.transport(), protofast.DialOption()}
 	if a.admin != "" {
 		opts = append(opts, localrun.Bearer(a.admin))
 	}
@@ -155,7 +157,7 @@ func (a *benchAuth) userDial(u int) []grpc.DialOption {
 	if len(a.userTok) == 0 {
 		return a.adminDial()
 	}
-	return []grpc.DialOption{a.transport(), localrun.Bearer(a.userTok[u%len(a.userTok)])}
+	return []grpc.DialOption{a.transport(), protofast.DialOption(), localrun.Bearer(a.userTok[u%len(a.userTok)])}
 }
 
 // access is the load queue's access list: the users' group may submit

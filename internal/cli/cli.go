@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -236,6 +237,7 @@ func (a *app) dial() (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{
 		grpc.WithUserAgent("meridianctl/" + Version),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
+		protofast.DialOption(),
 	}
 	if s.tls {
 		cfg, err := s.tlsConfig()
