@@ -84,7 +84,7 @@ test-race: ## Run all tests with the race detector
 .PHONY: bench
 bench: ## Run the benchmarks: throughput, p50/p99 and memory, each beside its in-process baseline
 	$(GO) test -run '^$$' -bench 'BenchmarkPlan' -benchtime 100x -timeout 60m ./hub/scheduler/
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./hub/scheduler/gpufit/ ./hub/quota/ ./hub/convert/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./hub/scheduler/gpufit/ ./hub/quota/ ./hub/convert/ ./internal/protofast/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./hub/store ./transport/natsbus
 	$(GO) test -run '^$$' -bench CycleWithBacklog -benchtime 30x -timeout 30m ./hub/dispatch/
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/bench/
