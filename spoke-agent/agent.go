@@ -464,10 +464,7 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 	a.mu.Unlock()
 	ctx, endLaunch := startLaunch(ctx, d, a.conn.Kind())
 
-	err := a.staleAfterSilence(d)
-	if err == nil {
-		err = a.withSlot(ctx, func() error { return a.m.connectorError("launch", a.conn.Launch(ctx, d)) })
-	}
+	err := a.withSlot(ctx, func() error { return a.launchFresh(ctx, d, log) })
 	endLaunch(err)
 
 	a.mu.Lock()
@@ -602,6 +599,36 @@ func (a *Agent) staleAfterSilence(d *agentv1.Dispatch) error {
 			created.AsTime().UTC().Format(time.RFC3339Nano), time.Duration(a.lostTimeout.Load()))
 	}
 	return nil
+}
+
+// launchFresh launches d unless it is stale (staleAfterSilence), checked
+// in the launch slot right before the launch: a dispatch can wait for a
+// slot a long time, and the process can be paused meanwhile. A pause
+// during the launch itself (a frozen VM, a stopped process) is caught by
+// checking again afterwards: the run just started is cancelled and the
+// dispatch refused, so it does not run for long beside the copy the hub
+// gave another cluster. Found by the chaos soak: an agent stopped with a
+// batch of dispatches waiting for slots launched them on waking.
+func (a *Agent) launchFresh(ctx context.Context, d *agentv1.Dispatch, log *slog.Logger) error {
+	if err := a.staleAfterSilence(d); err != nil {
+		return err
+	}
+	before := a.suspectBefore.Load()
+	if err := a.m.connectorError("launch", a.conn.Launch(ctx, d)); err != nil {
+		return err
+	}
+	stale := a.staleAfterSilence(d)
+	if stale == nil || a.suspectBefore.Load() == before {
+		return nil
+	}
+	if err := a.m.connectorError("cancel", a.conn.Cancel(ctx, d.GetDispatchId(), false)); err != nil {
+		// Leave it accepted: the hub cancels a dispatch it gave to
+		// another cluster once it hears of this one.
+		log.Warn("a silence ended while the dispatch launched, and cancelling it failed; reporting it accepted", "err", err)
+		return nil
+	}
+	log.Warn("a silence longer than the hub's cluster timeout ended while the dispatch launched; cancelled it")
+	return stale
 }
 
 // waitStored waits until item's event is stored, so that a dispatch is

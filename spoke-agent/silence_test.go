@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,5 +120,63 @@ func TestDispatchFromBeforeAPartitionIsRefused(t *testing.T) {
 	e.waitFor("after accepted", e.started("after"))
 	if n := e.sim.Launches(); n != 2 {
 		t.Fatalf("launches %d, want 2 (before, after)", n)
+	}
+}
+
+// TestSilenceWhileDispatchesWaitToLaunch: the agent is paused (its clock
+// jumps past the hub's cluster timeout) while one dispatch is inside the
+// connector's Launch and another waits for the only launch slot. On
+// waking, the first is cancelled as soon as its launch returns and the
+// second is refused without a launch: both were created before the
+// silence ended, and the hub may have given them to another cluster.
+// Found by the chaos soak: an agent stopped with a batch of dispatches
+// waiting for slots launched them on waking (67 workloads ran twice).
+func TestSilenceWhileDispatchesWaitToLaunch(t *testing.T) {
+	var skew atomic.Int64
+	g := &gatedLaunch{gate: make(chan struct{}), arrived: make(chan struct{}, 1)}
+	e := newEnv(t, func(e *env) {
+		e.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		e.launchParallelism = 1
+		e.wrap = func(c agent.Connector) agent.Connector { g.Connector = c; return g }
+		sub, err := e.hub.Conn().Subscribe(agent.RegisterSubject(clusterID), func(m *nats.Msg) {
+			ack, _ := proto.Marshal(&agentv1.RegisterAck{ClusterId: clusterID, Accepted: true, HubId: "hub-test",
+				LostTimeout: durationpb.New(500 * time.Millisecond)})
+			_ = m.Respond(ack)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
+	created := time.Now()
+	for _, id := range []string{"in-launch", "waiting"} {
+		m := dispatchMsg(id, 1, nil)
+		m.GetDispatch().CreatedAt = timestamppb.New(created)
+		e.publish(id, m)
+	}
+	<-g.arrived // one is inside Launch, the other waits for the slot
+	time.Sleep(100 * time.Millisecond)
+	skew.Store(int64(3 * time.Second)) // the pause
+	time.Sleep(200 * time.Millisecond) // heartbeats see the gap
+	close(g.gate)
+	e.waitFor("in-launch refused", e.hasEvent("in-launch", rejected))
+	e.waitFor("waiting refused", e.hasEvent("waiting", rejected))
+	for _, id := range []string{"in-launch", "waiting"} {
+		if ev := e.event(id, rejected); !strings.Contains(ev.GetReason(), "stale dispatch") {
+			t.Fatalf("%s: reason %q, want a stale dispatch", id, ev.GetReason())
+		}
+		if e.started(id)() {
+			t.Fatalf("%s: reported launched", id)
+		}
+	}
+	_, calls := g.snapshot()
+	launched := map[string]bool{}
+	for _, c := range calls {
+		if id, ok := strings.CutPrefix(c, "launch-start:"); ok {
+			launched[id] = true
+		}
+	}
+	if launched["waiting"] || !launched["in-launch"] || !slices.Contains(calls, "cancel:in-launch") {
+		t.Fatalf("connector calls %v: want in-launch launched and cancelled, waiting never launched", calls)
 	}
 }
