@@ -415,7 +415,7 @@ func (s *Server) startNATS(ctx context.Context) error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.bus = bus
-	if err := retryStartup(ctx, s.log, "ensure the NATS streams", streamsRetryLimit, bus.EnsureStreams); err != nil {
+	if err := ensureStreams(ctx, s.log, streamsRetryLimit, streamsTryTimeout, bus.EnsureStreams); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	if s.spoke != nil {
@@ -431,6 +431,25 @@ func (s *Server) startNATS(ctx context.Context) error {
 // every peer, and refuses replicated streams ("no suitable peers for
 // placement") for a few seconds.
 const streamsRetryLimit = 30 * time.Second
+
+// streamsTryTimeout bounds one try at the streams.
+const streamsTryTimeout = 5 * time.Second
+
+// ensureStreams makes sure the NATS streams exist, retrying for up to
+// limit, each try bounded by perTry. The streams get their own time, not
+// what is left of ctx's: a NATS cluster under load, or just back from
+// losing a node, can take most of the hub's connect timeout to answer one
+// JetStream request, and a hub that gave up here exited (the chaos soak
+// saw it). ctx's values are kept, its deadline and cancellation are not.
+func ensureStreams(ctx context.Context, log *slog.Logger, limit, perTry time.Duration, ensure func(context.Context) error) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	defer cancel()
+	return retryStartup(sctx, log, "ensure the NATS streams", limit, func(c context.Context) error {
+		tctx, cancel := context.WithTimeout(c, perTry)
+		defer cancel()
+		return ensure(tctx)
+	})
+}
 
 // retryStartup calls op until it succeeds, limit passes or ctx ends,
 // pausing 500 ms between tries; it returns op's last error.

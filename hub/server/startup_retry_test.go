@@ -37,3 +37,29 @@ func TestRetryStartup(t *testing.T) {
 		t.Fatal("retryStartup on an ended context succeeded")
 	}
 }
+
+// TestEnsureStreamsOutlivesTheConnectTimeout: the streams get their own
+// time at start, not what is left of the hub's connect timeout, and a try
+// that hangs is cut short and tried again. Found by the chaos soak: on a
+// NATS cluster slow to answer, a restarted hub spent its connect timeout
+// on one JetStream request and exited.
+func TestEnsureStreamsOutlivesTheConnectTimeout(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond) // the connect budget, nearly spent
+	defer cancel()
+	tries := 0
+	t0 := time.Now()
+	err := ensureStreams(ctx, log, 5*time.Second, 200*time.Millisecond, func(c context.Context) error {
+		if tries++; tries == 1 {
+			<-c.Done() // the first request hangs
+			return c.Err()
+		}
+		return nil
+	})
+	if err != nil || tries != 2 {
+		t.Fatalf("ensureStreams = %v after %d tries, want success on the second", err, tries)
+	}
+	if d := time.Since(t0); d < 200*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("took %s: want the hung try cut at its 200 ms and a retry after the pause", d)
+	}
+}

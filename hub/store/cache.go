@@ -171,6 +171,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // relist replaces the cache contents with a fresh list and emits the
 // difference as events.
 func (c *Cache) relist(ctx context.Context) error {
+	t0 := time.Now()
 	items, rev, err := list(ctx, c.client, c.prefix, c.pageSize)
 	if err != nil {
 		return err
@@ -206,7 +207,9 @@ func (c *Cache) relist(ctx context.Context) error {
 	default:
 		close(c.ready)
 	}
-	c.log.Debug("cache listed", "prefix", c.prefix, "keys", len(fresh), "rev", rev)
+	// At start this is what a hub waits for before it may lead: say how
+	// long it took.
+	c.log.Info("cache listed", "prefix", c.prefix, "keys", len(fresh), "rev", rev, "took", time.Since(t0).Round(time.Millisecond).String())
 	return nil
 }
 
