@@ -70,6 +70,7 @@ type History struct {
 	moved      map[string]MoveAway // dispatch id -> how the hub left it
 	lastRev    int64
 	watchErrs  []string
+	resumes    int // watches cancelled without losing history, resumed
 	undecoded  int
 	inFlight   int
 }
@@ -88,11 +89,17 @@ func (h *History) Follow(ctx context.Context, c *clientv3.Client, from int64) {
 		for resp := range wch {
 			if err := resp.Err(); err != nil {
 				h.mu.Lock()
-				h.watchErrs = append(h.watchErrs, fmt.Sprintf("at revision %d: %v", next, err))
-				h.mu.Unlock()
 				if resp.CompactRevision > 0 {
-					next = resp.CompactRevision // history lost: say so, go on
+					// History lost: the revisions up to the compaction
+					// cannot be checked. Say so, go on.
+					h.watchErrs = append(h.watchErrs, fmt.Sprintf("at revision %d: %v", next, err))
+					next = resp.CompactRevision
+				} else {
+					// Cancelled (the etcd member lost its leader): the
+					// watch resumes from the next revision, nothing missed.
+					h.resumes++
 				}
+				h.mu.Unlock()
 				break
 			}
 			h.apply(resp.Events, time.Now())
@@ -281,7 +288,8 @@ type Report struct {
 	Dispatches      []Dispatch
 	Moved           map[string]MoveAway
 	Workloads       map[string]WorkloadState
-	WatchErrors     []string
+	WatchErrors     []string // history lost to compaction
+	WatchResumes    int      // watches cancelled and resumed, nothing missed
 	Undecoded       int
 }
 
@@ -292,7 +300,7 @@ func (h *History) Report() Report {
 	r := Report{LastRevision: h.lastRev, QuotaViolations: h.nViol, Violations: append([]QuotaViolation(nil), h.violations...),
 		StaleTerm: append([]Dispatch(nil), h.stale...), Dispatches: append([]Dispatch(nil), h.dispatches...),
 		Moved: make(map[string]MoveAway, len(h.moved)), Workloads: make(map[string]WorkloadState, len(h.ws)),
-		WatchErrors: append([]string(nil), h.watchErrs...), Undecoded: h.undecoded}
+		WatchErrors: append([]string(nil), h.watchErrs...), WatchResumes: h.resumes, Undecoded: h.undecoded}
 	for k, v := range h.moved {
 		r.Moved[k] = v
 	}

@@ -71,9 +71,12 @@ type Summary struct {
 	FaultErrors int             `json:"fault_errors"`
 	Timeline    []faults.Record `json:"-"`
 	WatchErrors []string        `json:"watch_errors,omitempty"`
-	Failures    []string        `json:"failures,omitempty"`
-	Samples     []string        `json:"samples,omitempty"`
-	OK          bool            `json:"ok"`
+	// WatchResumes counts the history watch's cancellations (an etcd
+	// member without a leader) that resumed without losing a revision.
+	WatchResumes int      `json:"watch_resumes"`
+	Failures     []string `json:"failures,omitempty"`
+	Samples      []string `json:"samples,omitempty"`
+	OK           bool     `json:"ok"`
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
@@ -90,7 +93,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func summarize(cfg Config, start, loadEnd time.Time, drv *load.Driver, h check.Report, ls []check.Launch, recs []faults.Record, peak int) *Summary {
 	s := &Summary{Seed: cfg.Seed, DurationS: loadEnd.Sub(start).Seconds(), RateTarget: cfg.Rate, InFlightPeak: peak,
 		Finished: map[string]int{}, Requeues: map[string]int{}, FaultKinds: map[string]int{}, FailoverByKey: map[string]float64{}, FailoverFromKill: map[string]float64{},
-		Timeline: recs, WatchErrors: h.WatchErrors}
+		Timeline: recs, WatchErrors: h.WatchErrors, WatchResumes: h.WatchResumes}
 	st := drv.Stats()
 	s.Skipped, s.Held = st.Skipped, st.Held
 
