@@ -17,8 +17,12 @@ import (
 // to the server's limit when it is larger (the embedded server allows 10,000).
 const DefaultMaxTxnOps = 128
 
-// DefaultPageSize is List's page size when the caller passes 0.
-const DefaultPageSize = 500
+// DefaultPageSize is List's page size when the caller passes 0. etcd
+// counts the rest of the range for every page it serves, so small pages
+// make a long list quadratic: the cache's first list of 233,000 keys took
+// 8.3 s in pages of 1,000 and 1.8 s in pages of 10,000 (three members on
+// loopback). 2,000 keeps a page of typical workloads to a few MB.
+const DefaultPageSize = 2000
 
 type opKind int
 
