@@ -83,6 +83,24 @@ func TestCompactBacklog(t *testing.T) {
 	if !proto.Equal(last.doc(), ws[n-1]) || last.pb == nil || last.raw != nil {
 		t.Fatalf("a compact workload read back as %v, want %v (and decoded from then on)", last.doc(), ws[n-1])
 	}
+	// Rewritten (a new reason): one that was read stays decoded, one that
+	// was not stays compact.
+	l := &Loop{log: slog.New(slog.DiscardHandler)}
+	rewrite := func(w *meridianv1.Workload, rev int64) *wl {
+		w = proto.Clone(w).(*meridianv1.Workload)
+		w.Status.PendingReason = "rewritten"
+		b, _ := proto.Marshal(w)
+		k, _ := WorkloadKey(w.GetId())
+		old := m.workloads[k]
+		m.put(l, k, store.Item{Key: k, Value: b, ModRev: rev, CreateRev: old.createRev})
+		return m.workloads[k]
+	}
+	if e := rewrite(ws[n-1], 1000); e.pb == nil {
+		t.Fatal("a workload that was read was compacted again when rewritten")
+	}
+	if e := rewrite(ws[n-2], 1001); e.pb != nil {
+		t.Fatal("a compact workload was decoded for good when rewritten")
+	}
 
 	// Memory, a backlog of 20,000 behind a window of 2,048 (compact
 	// beyond 4,096) against all decoded, in this process, each with the

@@ -424,7 +424,11 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			if !had && swErr == nil && m.shapes != nil {
 				m.shapes.Observe(sw.CreatedAt, sw)
 			}
-			if m.compactBeyond > 0 && sw != nil && m.queued[w.GetId()] == e && m.cancelReq[w.GetId()] == nil && m.backlog.deeper(sw.Queue, m.compactBeyond) {
+			// The queue's length decides, not the workload's place in it,
+			// so one that was read (a head, whose reason is rewritten) is
+			// kept decoded across its rewrites.
+			keptDecoded := had && prev.pb != nil && prev.createRev == it.CreateRev
+			if m.compactBeyond > 0 && sw != nil && !keptDecoded && m.queued[w.GetId()] == e && m.cancelReq[w.GetId()] == nil && m.backlog.deeper(sw.Queue, m.compactBeyond) {
 				e.pb, e.raw = nil, it.Value
 			}
 		}
