@@ -613,12 +613,13 @@ func (a *Agent) launchFresh(ctx context.Context, d *agentv1.Dispatch, log *slog.
 	if err := a.staleAfterSilence(d); err != nil {
 		return err
 	}
-	before := a.suspectBefore.Load()
 	if err := a.m.connectorError("launch", a.conn.Launch(ctx, d)); err != nil {
 		return err
 	}
+	// Fresh before the launch, so stale now only if a silence ended
+	// during it.
 	stale := a.staleAfterSilence(d)
-	if stale == nil || a.suspectBefore.Load() == before {
+	if stale == nil {
 		return nil
 	}
 	if err := a.m.connectorError("cancel", a.conn.Cancel(ctx, d.GetDispatchId(), false)); err != nil {

@@ -266,7 +266,7 @@ func (g *groupCommitter) heldLocked(l *lane) map[string]bool {
 // hold adds p's keys to held.
 func hold(held map[string]bool, p *pendingCommit) {
 	for _, o := range p.ops {
-		held[o.Key()] = held[o.Key()] || !isCheck(o)
+		held[o.Key()] = held[o.Key()] || o.Writes()
 	}
 }
 
@@ -275,15 +275,12 @@ func hold(held map[string]bool, p *pendingCommit) {
 // that only read a key cannot change each other's outcome.
 func touchesHeld(held map[string]bool, p *pendingCommit) bool {
 	for _, o := range p.ops {
-		if w, ok := held[o.Key()]; ok && (w || !isCheck(o)) {
+		if w, ok := held[o.Key()]; ok && (w || o.Writes()) {
 			return true
 		}
 	}
 	return false
 }
-
-// isCheck reports whether o is a Check (it writes nothing).
-func isCheck(o store.Op) bool { return o.SameCheck(o) }
 
 // lingerForMore waits, under load, until as many callers are queued as
 // the last transaction had, or linger passes.

@@ -152,7 +152,7 @@ func (l *Loop) adoptable(b *built, cluster, id string) bool {
 	}
 	wid, ok := l.fleet.ReportedWorkload(cluster, id)
 	w := b.byID[wid]
-	return ok && w != nil && w.doc().GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED && !hasCondition(w.doc(), ConditionCancelRequested)
+	return ok && w != nil && w.phase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED && !hasCondition(w.doc(), ConditionCancelRequested)
 }
 
 // adopt returns the write that makes dispatch id on cluster the current

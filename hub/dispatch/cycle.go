@@ -332,9 +332,9 @@ func (l *Loop) cycle(t *term) (err error) {
 	}
 	counts[scheduler.ReasonDeferred.String()] += b.behind
 	l.m.setPending(counts)
-	why := func(q string) string { return clip(scheduler.WindowReason(q, l.cfg.Scheduler.MaxConsidered), 1024) }
-	for id, q := range fellBehind(t, b, s, now, why) {
-		reasons[id] = why(q)
+	windowReason := func(q string) string { return clip(scheduler.WindowReason(q, l.cfg.Scheduler.MaxConsidered), 1024) }
+	for id, q := range fellBehind(t, b, s, now, windowReason) {
+		reasons[id] = windowReason(q)
 		codes[id] = scheduler.ReasonDeferred.String()
 	}
 	var pms []mutation

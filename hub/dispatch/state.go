@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/hub/convert"
@@ -20,10 +19,9 @@ import (
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/scheduler/gpufit"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
-
-var protoUnmarshal = proto.Unmarshal
 
 func tsOf(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 
@@ -405,11 +403,13 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 				m.workloadChanged(w.GetId())
 				break
 			}
+			// The same key since its creation (not deleted and made anew).
+			same := had && it.CreateRev != 0 && prev.createRev == it.CreateRev
 			// A workload's spec never changes once stored (only its
 			// status does), so the core's view of it is made once.
 			var sw *scheduler.Workload
 			var swErr error
-			if had && prev.createRev == it.CreateRev && it.CreateRev != 0 && prev.sw != nil {
+			if same && prev.sw != nil {
 				sw = prev.sw
 			} else {
 				sw, swErr = convert.Workload(w, nil)
@@ -427,8 +427,7 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			// The queue's length decides, not the workload's place in it,
 			// so one that was read (a head, whose reason is rewritten) is
 			// kept decoded across its rewrites.
-			keptDecoded := had && prev.pb != nil && prev.createRev == it.CreateRev
-			if m.compactBeyond > 0 && sw != nil && !keptDecoded && m.queued[w.GetId()] == e && m.cancelReq[w.GetId()] == nil && m.backlog.deeper(sw.Queue, m.compactBeyond) {
+			if m.compactBeyond > 0 && sw != nil && !(same && prev.pb != nil) && m.queued[w.GetId()] == e && m.cancelReq[w.GetId()] == nil && m.backlog.deeper(sw.Queue, m.compactBeyond) {
 				e.pb, e.raw = nil, it.Value
 			}
 		}
@@ -442,7 +441,7 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 		}
 	case strings.HasPrefix(k, prefQueues):
 		q := &meridianv1.Queue{}
-		if err = protoUnmarshal(it.Value, q); err == nil {
+		if err = protofast.Unmarshal(it.Value, q); err == nil {
 			m.queues[k] = q
 		}
 	case strings.HasPrefix(k, prefClusters):
@@ -656,7 +655,7 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 	eligible := func(w *wl) bool {
 		// A preempted one is held a while (its reason says until when);
 		// a cancel request is finished by housekeeping.
-		return s.cancelReq[w.doc().GetId()] == nil && !held(w.doc(), now)
+		return s.cancelReq[w.id()] == nil && !held(w.doc(), now)
 	}
 	add := func(w *wl, nominated bool) {
 		sw := w.sw
@@ -668,7 +667,7 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 		b.snap.Pending = append(b.snap.Pending, sw)
 	}
 	b.behind = s.backlog.heads(l.cfg.Scheduler.MaxConsidered, func(w *wl) bool {
-		if nominated[w.doc().GetId()] || !eligible(w) {
+		if nominated[w.id()] || !eligible(w) {
 			return false // the nominated ones come below, wherever they stand
 		}
 		add(w, false)

@@ -92,7 +92,8 @@ func (o Op) conditional() bool {
 	return o.kind == opPutIfModRev || o.kind == opDelete || o.kind == opCheck
 }
 
-func (o Op) writes() bool { return o.kind != opCheck }
+// Writes reports whether o writes its key (every op but a Check).
+func (o Op) Writes() bool { return o.kind != opCheck }
 
 func (o Op) validate(i int) error {
 	switch {

@@ -31,18 +31,14 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return fallback.Marshal(v)
 	}
-	vt, ok := m.(vtMarshaler)
+	vt, t, ok := vtEncoder(m)
 	if !ok {
-		return fallback.Marshal(v)
-	}
-	t := tableOf(m.ProtoReflect().Descriptor())
-	if !t.ok {
 		return fallback.Marshal(v)
 	}
 	size := vt.SizeVT()
 	if mem.IsBelowBufferPoolingThreshold(size) {
 		b := make([]byte, size)
-		if n, err := vt.MarshalToSizedBufferVT(b); err != nil || n != size || !t.check(b, 1) {
+		if !encodeVT(vt, t, b) {
 			return fallback.Marshal(v)
 		}
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
@@ -50,7 +46,7 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	pool := mem.DefaultBufferPool()
 	bp := pool.Get(size)
 	*bp = (*bp)[:size]
-	if n, err := vt.MarshalToSizedBufferVT(*bp); err != nil || n != size || !t.check(*bp, 1) {
+	if !encodeVT(vt, t, *bp) {
 		pool.Put(bp)
 		return fallback.Marshal(v)
 	}

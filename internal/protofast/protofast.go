@@ -64,21 +64,34 @@ func MarshalDeterministic(m proto.Message) ([]byte, error) {
 // (no generated code, a field the scan does not handle, or a string that
 // is not UTF-8, which proto refuses with an error).
 func marshalVT(m proto.Message) ([]byte, *table, bool) {
+	vt, t, ok := vtEncoder(m)
+	if !ok {
+		return nil, nil, false
+	}
+	b := make([]byte, vt.SizeVT())
+	if !encodeVT(vt, t, b) {
+		return nil, nil, false
+	}
+	return b, t, true
+}
+
+// vtEncoder returns m's generated encoder and its scan table, or false
+// when m has no generated code or a field the scan does not handle.
+func vtEncoder(m proto.Message) (vtMarshaler, *table, bool) {
 	vt, ok := m.(vtMarshaler)
 	if !ok || m == nil {
 		return nil, nil, false
 	}
 	t := tableOf(m.ProtoReflect().Descriptor())
-	if !t.ok {
-		return nil, nil, false
-	}
-	size := vt.SizeVT()
-	b := make([]byte, size)
+	return vt, t, t.ok
+}
+
+// encodeVT writes vt into b, which is exactly its SizeVT long, and
+// reports whether the bytes are what proto would have written (false:
+// leave it to proto).
+func encodeVT(vt vtMarshaler, t *table, b []byte) bool {
 	n, err := vt.MarshalToSizedBufferVT(b)
-	if err != nil || n != size || !t.check(b, 1) {
-		return nil, nil, false
-	}
-	return b, t, true
+	return err == nil && n == len(b) && t.check(b, 1)
 }
 
 // Clone is proto.Clone: a deep copy, unknown fields included.
