@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,6 +78,71 @@ func BenchmarkCommit(b *testing.B) {
 			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "ops/s")
 			b.ReportMetric(pct(0.50), "p50_ms")
 			b.ReportMetric(pct(0.99), "p99_ms")
+		})
+	}
+}
+
+// BenchmarkListHistory lists a prefix of many stored keys, as a hub does
+// before it may lead (a day of finished workloads and their idempotency
+// keys), streamed and, as the baseline in the same process, in pages of
+// DefaultPageSize. MERIDIAN_BENCH_LIST_KEYS sets the keys (default 50,000
+// of 1,200 bytes each).
+func BenchmarkListHistory(b *testing.B) {
+	ctx := context.Background()
+	n := 50_000
+	if v := os.Getenv("MERIDIAN_BENCH_LIST_KEYS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("MERIDIAN_BENCH_LIST_KEYS=%q: want a positive number of keys", v)
+		}
+	}
+	bsrv, err := embedetcd.Start(ctx, embedetcd.Config{DataDir: b.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bsrv.Close()
+	cli, err := bsrv.Client(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	s, err := New(cli, Options{MaxTxnOps: bsrv.MaxTxnOps()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const prefix = "/bench/history/"
+	val := make([]byte, 1200)
+	for i := range val {
+		val[i] = byte(i)
+	}
+	ops := make([]Op, 0, 1000)
+	for i := 0; i < n; i++ {
+		ops = append(ops, Put(fmt.Sprintf("%s%08d", prefix, i), val))
+		if len(ops) == cap(ops) || i == n-1 {
+			if _, err := s.Commit(ctx, nil, ops...); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	for _, way := range []struct {
+		name string
+		list func() ([]Item, int64, error)
+	}{
+		{"pages", func() ([]Item, int64, error) { return listPages(ctx, cli, prefix, DefaultPageSize) }},
+		{"stream", func() ([]Item, int64, error) { return listStream(ctx, cli, prefix) }},
+	} {
+		b.Run(fmt.Sprintf("%s/keys=%d", way.name, n), func(b *testing.B) {
+			for b.Loop() {
+				items, _, err := way.list()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(items) != n {
+					b.Fatalf("listed %d keys, want %d", len(items), n)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "keys/s")
 		})
 	}
 }

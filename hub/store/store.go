@@ -9,6 +9,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/meridian-gpu/meridian/hub/leader"
 )
@@ -17,11 +19,12 @@ import (
 // to the server's limit when it is larger (the embedded server allows 10,000).
 const DefaultMaxTxnOps = 128
 
-// DefaultPageSize is List's page size when the caller passes 0. etcd
-// counts the rest of the range for every page it serves, so small pages
-// make a long list quadratic: the cache's first list of 233,000 keys took
-// 8.3 s in pages of 1,000 and 1.8 s in pages of 10,000 (three members on
-// loopback). 2,000 keeps a page of typical workloads to a few MB.
+// DefaultPageSize is List's page size when the caller passes 0 and etcd
+// cannot stream the range. etcd counts the rest of the range for every page
+// it serves, so small pages make a long list quadratic: the cache's first
+// list of 233,000 keys took 8.3 s in pages of 1,000 and 1.8 s in pages of
+// 10,000 (three members on loopback). 2,000 keeps a page of typical
+// workloads to a few MB.
 const DefaultPageSize = 2000
 
 type opKind int
@@ -364,10 +367,12 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
 	return kv.Value, kv.ModRevision, nil
 }
 
-// List reads every key under prefix, pageSize keys per request, all at one
-// revision (the first page's), and returns them in key order with that
-// revision. pageSize 0 means DefaultPageSize. If etcd compacts that revision
-// mid-list the error wraps rpctypes.ErrCompacted and the caller retries.
+// List reads every key under prefix, all at one revision, and returns them
+// in key order with that revision. It streams the range where etcd can
+// (3.7's RangeStream: one pass over the range, chunks sized by the server)
+// and otherwise reads pages of pageSize keys (0 means DefaultPageSize). If
+// etcd compacts that revision mid-list the error wraps rpctypes.ErrCompacted
+// and the caller retries.
 func (s *Store) List(ctx context.Context, prefix string, pageSize int) ([]Item, int64, error) {
 	return list(ctx, s.c, prefix, pageSize)
 }
@@ -382,6 +387,49 @@ func list(ctx context.Context, kv clientv3.KV, prefix string, pageSize int) ([]I
 	if pageSize == 0 {
 		pageSize = DefaultPageSize
 	}
+	items, rev, err := listStream(ctx, kv, prefix)
+	if status.Code(err) == codes.Unimplemented {
+		// An etcd before 3.7, or the in-process adapter of an embedded
+		// member, which has no streams.
+		return listPages(ctx, kv, prefix, pageSize)
+	}
+	return items, rev, err
+}
+
+// listStream reads the range in one RangeStream. Unlike pages, which make
+// etcd count the rest of the range for each page served (quadratic in the
+// keys), a stream walks the range once.
+func listStream(ctx context.Context, kv clientv3.KV, prefix string) ([]Item, int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the client's receiving goroutine on an early return
+	ch, err := kv.GetStream(ctx, prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)))
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: list %s: %w", prefix, err)
+	}
+	var (
+		items []Item
+		rev   int64
+	)
+	for chunk := range ch {
+		if err := chunk.Err(); err != nil {
+			return nil, 0, fmt.Errorf("store: list %s: %w", prefix, err)
+		}
+		for _, kv := range chunk.Kvs {
+			items = append(items, Item{Key: string(kv.Key), Value: kv.Value, ModRev: kv.ModRevision, CreateRev: kv.CreateRevision})
+		}
+		if h := chunk.Header; h != nil {
+			rev = h.Revision // only the last chunk has a header
+		}
+	}
+	if rev == 0 {
+		return nil, 0, fmt.Errorf("store: list %s: the stream ended without its last chunk", prefix)
+	}
+	return items, rev, nil
+}
+
+// listPages reads the range pageSize keys per request, all at the first
+// page's revision.
+func listPages(ctx context.Context, kv clientv3.KV, prefix string, pageSize int) ([]Item, int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	start := prefix
 	var (

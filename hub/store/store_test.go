@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/meridian-gpu/meridian/hub/leader"
 )
@@ -234,7 +236,11 @@ func TestFencedCommitAfterLeaderChange(t *testing.T) {
 	}
 }
 
-func TestListPaginates(t *testing.T) {
+// TestListStreamsOrPaginates lists 53 keys three ways: streamed (etcd
+// 3.7, more than one chunk: the server's first chunk holds 10), in pages
+// of several sizes, and through the in-process client, whose adapter has no
+// stream, so List falls back to pages.
+func TestListStreamsOrPaginates(t *testing.T) {
 	ctx := testCtx(t, 10*time.Second)
 	s := newStore(t)
 	p := testPrefix(t)
@@ -248,22 +254,44 @@ func TestListPaginates(t *testing.T) {
 	if _, err := s.Commit(ctx, nil, Put(strings.TrimSuffix(p, "/")+"0", []byte("outside"))); err != nil {
 		t.Fatal(err)
 	}
-	for _, page := range []int{1, 7, 53, 100, 0} {
+	check := func(t *testing.T, items []Item, rev int64, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) != n {
+			t.Fatalf("got %d items, want %d", len(items), n)
+		}
+		for i, it := range items {
+			if want := fmt.Sprintf("%s%03d", p, i); it.Key != want || string(it.Value) != fmt.Sprint(i) || it.ModRev > rev || it.CreateRev != it.ModRev {
+				t.Fatalf("item %d = %+v, want key %s value %d mod rev <= %d", i, it, want, i, rev)
+			}
+		}
+	}
+	t.Run("stream", func(t *testing.T) {
+		items, rev, err := listStream(ctx, s.c, p)
+		check(t, items, rev, err)
+		items, rev, err = s.List(ctx, p, 1) // streams: the page size is for the fallback
+		check(t, items, rev, err)
+	})
+	for _, page := range []int{1, 7, 53, 100} {
 		t.Run(fmt.Sprintf("page=%d", page), func(t *testing.T) {
-			items, rev, err := s.List(ctx, p, page)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(items) != n {
-				t.Fatalf("got %d items, want %d", len(items), n)
-			}
-			for i, it := range items {
-				if want := fmt.Sprintf("%s%03d", p, i); it.Key != want || string(it.Value) != fmt.Sprint(i) || it.ModRev > rev {
-					t.Fatalf("item %d = %+v, want key %s value %d mod rev <= %d", i, it, want, i, rev)
-				}
-			}
+			items, rev, err := listPages(ctx, s.c, p, page)
+			check(t, items, rev, err)
 		})
 	}
+	t.Run("in-process fallback", func(t *testing.T) {
+		c, err := srv.InProcessClient()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, _, err := listStream(ctx, c, p); status.Code(err) != codes.Unimplemented {
+			t.Fatalf("the in-process adapter streamed (err %v): this test no longer covers the fallback", err)
+		}
+		items, rev, err := list(ctx, c, p, 7)
+		check(t, items, rev, err)
+	})
 	for name, tc := range map[string]struct {
 		prefix string
 		page   int
@@ -276,8 +304,6 @@ func TestListPaginates(t *testing.T) {
 	}
 }
 
-// The commit tests again with the in-process client and KV the hub uses
-// with its embedded etcd, which Commit sends its requests through.
 func TestCommitInProcess(t *testing.T) {
 	inProcess = true
 	defer func() { inProcess = false }()
