@@ -571,6 +571,26 @@ func fellBehind(t *term, b *built, s *state, now time.Time, why func(queue strin
 	for _, w := range b.snap.Pending {
 		cur[w.ID] = w.Queue
 	}
+	if t.heads == nil {
+		// A term's first cycle: the last term's heads are unknown here
+		// (another hub may have led it, or this one forgot them with its
+		// term). A queued workload outside the heads that carries a
+		// reason other than the window's was told it as a head, so it
+		// is owed the window's reason now. One walk per term, reading
+		// compact workloads without decoding them.
+		deferred, invalid := scheduler.ReasonDeferred.String(), scheduler.ReasonInvalid.String()
+		for id, w := range s.queued {
+			if _, head := cur[id]; head || w.sw == nil {
+				continue
+			}
+			if c := w.pendingCode(); c != "" && c != deferred && c != invalid {
+				if t.behind == nil {
+					t.behind = map[string]string{}
+				}
+				t.behind[id] = w.sw.Queue
+			}
+		}
+	}
 	for id, q := range t.heads {
 		if _, ok := cur[id]; !ok {
 			if t.behind == nil {

@@ -81,6 +81,19 @@ func (e *wl) phase() meridianv1.WorkloadPhase {
 	return e.pb.GetStatus().GetPhase()
 }
 
+// pendingCode is the stored pending reason code, without decoding a
+// compact workload (a scan of its bytes).
+func (e *wl) pendingCode() string {
+	if e.pb == nil && e.raw != nil {
+		sum, err := records.SummarizeWorkload(e.raw)
+		if err != nil {
+			return ""
+		}
+		return sum.PendingCode
+	}
+	return e.pb.GetStatus().GetPendingReasonCode()
+}
+
 // rec is a dispatch record with its revision. key is empty for a record
 // folded into its workload (modRev is then the workload's).
 type rec struct {

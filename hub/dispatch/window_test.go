@@ -92,6 +92,59 @@ func TestBacklogBehindTheWindow(t *testing.T) {
 	e.waitRunningOn("w00", "c1", 10*time.Second)
 }
 
+// TestBehindTheWindowAfterFailover: the heads one leader told why they
+// wait are known to the next leader only from the store. A head that falls
+// behind the window in the new term is still told so, though the new term
+// never saw it as a head (a new term used to start with no heads, and the
+// workload kept "NoFit" while far behind the window).
+func TestBehindTheWindowAfterFailover(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Scheduler = scheduler.DefaultConfig()
+	cfg.Scheduler.MaxConsidered = 3
+	e := newEnv(t, cfg)
+	e.putQueue("team/a", 100)
+	e.startAgent("c1", 1, 8, 0)
+	a := e.startHub("hub-a")
+	e.waitFor("leadership", 10*time.Second, a.leading)
+	e.waitKnown(a, "c1")
+	e.submit(gpuWorkload("holder", "team/a", 8))
+	e.waitRunningOn("holder", "c1", 10*time.Second)
+	t0 := time.Now().Add(-time.Minute)
+	for i := range 6 {
+		w := gpuWorkload(fmt.Sprintf("w%02d", i), "team/a", 8)
+		w.CreateTime = timestamppb.New(t0.Add(time.Duration(i) * time.Second))
+		e.submit(w)
+	}
+	code := func(id string) string { w, _ := e.workload(id); return w.GetStatus().GetPendingReasonCode() }
+	e.waitFor("the head to be told it does not fit", 10*time.Second, func() bool {
+		return code("w00") == "NoFit" && code("w01") == "NoFit" && code("w02") == "NoFit"
+	})
+	// Work of higher priority arrives while no hub leads: the new
+	// leader's first cycle already has it at the head, and w02 behind.
+	a.kill()
+	urgent := gpuWorkload("urgent", "team/a", 8)
+	urgent.Priority = 10
+	e.submit(urgent)
+	b := e.startHub("hub-b")
+	e.waitFor("hub-b to lead", 15*time.Second, b.leading)
+	e.waitFor("w02 to be told it fell behind the window", 10*time.Second, func() bool {
+		w, _ := e.workload("w02")
+		return w.GetStatus().GetPendingReasonCode() == "Deferred" && w.GetStatus().GetPendingReason() == scheduler.WindowReason("team/a", 3)
+	})
+	// The heads keep their reasons, and the rest of the backlog was never
+	// written: it has no reason at all.
+	for _, id := range []string{"urgent", "w00", "w01"} {
+		if c := code(id); c != "NoFit" {
+			t.Errorf("%s: code %q, want NoFit", id, c)
+		}
+	}
+	for _, id := range []string{"w03", "w04", "w05"} {
+		if c := code(id); c != "" {
+			t.Errorf("%s behind the window was written: code %q", id, c)
+		}
+	}
+}
+
 // finish ends a workload running on the agent, as if it succeeded.
 func (a *agent) finish(wid string) {
 	a.e.t.Helper()

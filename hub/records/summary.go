@@ -20,6 +20,9 @@ type WorkloadSummary struct {
 	Queue          string
 	IdempotencyKey string
 	Phase          meridianv1.WorkloadPhase
+	// PendingCode is the status's pending_reason_code: why a queued
+	// workload waits, as the last cycle that told it wrote it.
+	PendingCode string
 	// End is when the workload finished: its end_time, else its last
 	// update, else its creation; the zero time when none is set (the rule
 	// of retention.EndTime).
@@ -38,6 +41,7 @@ const (
 	fieldStatusPhase         = 1
 	fieldStatusEndTime       = 9
 	fieldStatusUpdateTime    = 12
+	fieldStatusPendingCode   = 13
 	fieldTimestampSeconds    = 1
 	fieldTimestampNanos      = 2
 	minValidTimestampSeconds = -62135596800 // 0001-01-01T00:00:00Z
@@ -95,6 +99,8 @@ func SummarizeWorkload(b []byte) (WorkloadSummary, error) {
 					return end.merge(v)
 				case num == fieldStatusUpdateTime && typ == protowire.BytesType:
 					return updated.merge(v)
+				case num == fieldStatusPendingCode && typ == protowire.BytesType:
+					out.PendingCode = string(v)
 				}
 				return nil
 			})

@@ -14,7 +14,8 @@ import (
 // fullSummary is what the summary must equal: the same facts read from
 // the fully decoded message.
 func fullSummary(w *meridianv1.Workload) WorkloadSummary {
-	out := WorkloadSummary{ID: w.GetId(), Queue: w.GetQueue(), IdempotencyKey: w.GetIdempotencyKey(), Phase: w.GetStatus().GetPhase()}
+	out := WorkloadSummary{ID: w.GetId(), Queue: w.GetQueue(), IdempotencyKey: w.GetIdempotencyKey(), Phase: w.GetStatus().GetPhase(),
+		PendingCode: w.GetStatus().GetPendingReasonCode()}
 	st := w.GetStatus()
 	for _, ts := range []*timestamppb.Timestamp{st.GetEndTime(), st.GetUpdateTime(), w.GetCreateTime()} {
 		if ts != nil && ts.IsValid() && (ts.GetSeconds() != 0 || ts.GetNanos() != 0) {
@@ -30,6 +31,8 @@ func summaryRecords() []*meridianv1.Workload {
 	return []*meridianv1.Workload{
 		{},
 		{Id: "w-1", Queue: "acme/ml", CreateTime: timestamppb.New(t0)},
+		{Id: "w-q", Queue: "acme/ml", CreateTime: timestamppb.New(t0), Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED,
+			PendingReasonCode: "NoFit", PendingReason: "no cluster has 8 free GPUs"}},
 		{Id: "w-2", Queue: "acme/ml", IdempotencyKey: "k-2", Name: "train", Labels: map[string]string{"a": "b"},
 			PodSets:    []*meridianv1.PodSet{{Name: "main", Replicas: 2, Resources: &meridianv1.Resources{GpuMilli: 1000}}},
 			CreateTime: timestamppb.New(t0),
@@ -98,6 +101,7 @@ func TestSummaryFieldNumbers(t *testing.T) {
 	check(sd, "phase", fieldStatusPhase)
 	check(sd, "end_time", fieldStatusEndTime)
 	check(sd, "update_time", fieldStatusUpdateTime)
+	check(sd, "pending_reason_code", fieldStatusPendingCode)
 	td := (&timestamppb.Timestamp{}).ProtoReflect().Descriptor()
 	check(td, "seconds", fieldTimestampSeconds)
 	check(td, "nanos", fieldTimestampNanos)
