@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ const (
 	DefaultShutdownGrace  = 5 * time.Second
 	DefaultConnectTimeout = 15 * time.Second
 )
+
+// CacheSnapshotFile is the watch cache's snapshot in the data directory.
+const CacheSnapshotFile = "cache.snapshot"
 
 // Config says how to run one hub replica.
 type Config struct {
@@ -126,6 +130,11 @@ type Config struct {
 	Clock func() time.Time
 	// Version is reported by GetHealth.
 	Version string
+	// CacheSnapshotEvery is how often the hub writes its watch cache to
+	// DataDir/cache.snapshot, which a restart starts from; 0 means
+	// store.DefaultSnapshotEvery, negative writes none (and a restart
+	// lists every key).
+	CacheSnapshotEvery time.Duration
 	// UnsafeNoFsync skips fsync in the embedded etcd; for tests only.
 	UnsafeNoFsync bool
 	// DisableReflection turns off the gRPC server reflection service
@@ -291,7 +300,17 @@ func New(cfg Config) (s *Server, err error) {
 	if err := s.startNATS(ctx); err != nil {
 		return nil, err
 	}
-	s.cache, err = store.NewCache(s.cli, store.Root+"/", store.CacheOptions{Logger: s.log.With("component", "cache")})
+	cacheOpts := store.CacheOptions{Logger: s.log.With("component", "cache"), SnapshotEvery: max(0, s.cfg.CacheSnapshotEvery)}
+	if s.cfg.DataDir != "" && s.cfg.CacheSnapshotEvery >= 0 {
+		// A restart starts from this copy and reads only what changed
+		// (hub/store/warm.go): without it, restarting every hub costs a
+		// full list of a day's finished work before anyone leads.
+		if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("server: data directory: %w", err)
+		}
+		cacheOpts.SnapshotFile = filepath.Join(s.cfg.DataDir, CacheSnapshotFile)
+	}
+	s.cache, err = store.NewCache(s.cli, store.Root+"/", cacheOpts)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

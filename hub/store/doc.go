@@ -34,6 +34,13 @@
 // notifications, so writes outside the prefix do not stall it). Events
 // subscriptions are coalesced per key and never block the watcher.
 //
+// With CacheOptions.SnapshotFile the cache keeps a copy of its items on
+// disk, exactly as of one revision (snapshot.go), and its first list
+// starts from it (warm.go): it resumes the watch from the copy's revision,
+// or, when etcd has compacted that history, checks each copied key's
+// revisions against etcd's key index and reads only what changed. A file
+// that cannot be trusted costs a full list, never a wrong cache.
+//
 // This package must never make scheduling decisions, never retry a conflict
 // on its own (the caller re-snapshots and re-plans), never split a commit,
 // and never import the protobuf API types: values are opaque bytes.

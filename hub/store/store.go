@@ -377,7 +377,8 @@ func (s *Store) List(ctx context.Context, prefix string, pageSize int) ([]Item, 
 	return list(ctx, s.c, prefix, pageSize)
 }
 
-func list(ctx context.Context, kv clientv3.KV, prefix string, pageSize int) ([]Item, int64, error) {
+// list is List with extra options for every request (WithKeysOnly).
+func list(ctx context.Context, kv clientv3.KV, prefix string, pageSize int, extra ...clientv3.OpOption) ([]Item, int64, error) {
 	if prefix == "" {
 		return nil, 0, errors.New("store: List: prefix is empty")
 	}
@@ -387,11 +388,11 @@ func list(ctx context.Context, kv clientv3.KV, prefix string, pageSize int) ([]I
 	if pageSize == 0 {
 		pageSize = DefaultPageSize
 	}
-	items, rev, err := listStream(ctx, kv, prefix)
+	items, rev, err := listStream(ctx, kv, prefix, extra...)
 	if status.Code(err) == codes.Unimplemented {
 		// An etcd before 3.7, or the in-process adapter of an embedded
 		// member, which has no streams.
-		return listPages(ctx, kv, prefix, pageSize)
+		return listPages(ctx, kv, prefix, pageSize, extra...)
 	}
 	return items, rev, err
 }
@@ -399,10 +400,10 @@ func list(ctx context.Context, kv clientv3.KV, prefix string, pageSize int) ([]I
 // listStream reads the range in one RangeStream. Unlike pages, which make
 // etcd count the rest of the range for each page served (quadratic in the
 // keys), a stream walks the range once.
-func listStream(ctx context.Context, kv clientv3.KV, prefix string) ([]Item, int64, error) {
+func listStream(ctx context.Context, kv clientv3.KV, prefix string, extra ...clientv3.OpOption) ([]Item, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the client's receiving goroutine on an early return
-	ch, err := kv.GetStream(ctx, prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)))
+	ch, err := kv.GetStream(ctx, prefix, append([]clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix))}, extra...)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list %s: %w", prefix, err)
 	}
@@ -429,7 +430,7 @@ func listStream(ctx context.Context, kv clientv3.KV, prefix string) ([]Item, int
 
 // listPages reads the range pageSize keys per request, all at the first
 // page's revision.
-func listPages(ctx context.Context, kv clientv3.KV, prefix string, pageSize int) ([]Item, int64, error) {
+func listPages(ctx context.Context, kv clientv3.KV, prefix string, pageSize int, extra ...clientv3.OpOption) ([]Item, int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	start := prefix
 	var (
@@ -437,7 +438,7 @@ func listPages(ctx context.Context, kv clientv3.KV, prefix string, pageSize int)
 		rev   int64
 	)
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize))}
+		opts := append([]clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize))}, extra...)
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}

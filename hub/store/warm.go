@@ -1,0 +1,483 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A warm start: a restarted hub must hold every key under its prefix
+// before it may lead, and a day of finished workloads makes that list long
+// (233,000 keys after a 30-minute soak). With a snapshot file the cache
+// lists only keys and revisions, which etcd answers from its in-memory
+// index without reading a value, keeps each snapshot item whose key, mod
+// and create revision etcd still has (a key's value at a revision never
+// changes), and reads only the rest.
+//
+// A revision names a value only within one etcd history. A restore from a
+// backup bumps revisions past any the old history used (hub/backup), and
+// a foreign store (another cluster id, or a revision behind the
+// snapshot's) is refused; a handful of the newest kept items are read back
+// and compared as a last check. Anything wrong means a full list.
+
+// WarmStats says how the cache's first list went.
+type WarmStats struct {
+	// Warm is true when the snapshot file was used.
+	Warm bool
+	// Resumed is true when the cache started from the snapshot's items and
+	// caught up from its revision with the watch: Replayed changes.
+	Resumed  bool
+	Replayed int
+	// Kept items came from the snapshot; Read were read from etcd (new or
+	// changed since the snapshot, plus the few read back to check).
+	Kept, Read int
+	// Why the snapshot was not used; empty when it was or there was none.
+	Why string
+}
+
+// maxWarmReads (a variable for tests) bounds the values a warm start reads one key (or run of
+// keys) at a time; past it, and past a quarter of the keys, one streamed
+// list is cheaper.
+var maxWarmReads = 4096
+
+// warmChecks is how many of the newest kept items are read back.
+const warmChecks = 16
+
+// warmBatch is the reads per etcd transaction: stock etcd's --max-txn-ops.
+const warmBatch = DefaultMaxTxnOps
+
+// errNoSnapshot: no file, nothing to say.
+var errNoSnapshot = errors.New("no snapshot file")
+
+// usableSnapshot reads the snapshot file and checks that it is of this
+// prefix and of this etcd cluster, and not ahead of it; it returns the
+// snapshot and etcd's current revision.
+func (c *Cache) usableSnapshot(ctx context.Context) (*snapshot, int64, error) {
+	snap, err := readSnapshot(c.snapFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, errNoSnapshot
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if snap.prefix != c.prefix {
+		return nil, 0, fmt.Errorf("snapshot of %q, not %q", snap.prefix, c.prefix)
+	}
+	probe, err := c.client.Get(ctx, c.prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return nil, 0, fmt.Errorf("probe etcd: %w", err)
+	}
+	if id := probe.Header.GetClusterId(); snap.clusterID != 0 && id != snap.clusterID {
+		return nil, 0, fmt.Errorf("snapshot of etcd cluster %x, this is %x", snap.clusterID, id)
+	}
+	if probe.Header.GetRevision() < snap.rev {
+		return nil, 0, fmt.Errorf("etcd is at revision %d, behind the snapshot's %d: a different or reset store", probe.Header.GetRevision(), snap.rev)
+	}
+	c.setClusterID(probe.Header.GetClusterId())
+	return snap, probe.Header.GetRevision(), nil
+}
+
+// checkedList lists the prefix from a snapshot whose revision etcd has
+// compacted: keys and revisions from etcd, values from the snapshot where
+// they still hold, the rest read. Any error means a full list.
+func (c *Cache) checkedList(ctx context.Context, snap *snapshot) ([]Item, int64, WarmStats, error) {
+	var st WarmStats
+	keys, rev, err := list(ctx, c.client, c.prefix, c.pageSize, clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, 0, st, fmt.Errorf("list keys: %w", err)
+	}
+	// Both are in key order: walk them together.
+	items := make([]Item, len(keys))
+	var fetch []int // indexes into keys whose values must be read
+	j := 0
+	for i, k := range keys {
+		for j < len(snap.items) && snap.items[j].Key < k.Key {
+			j++
+		}
+		items[i] = k
+		if j < len(snap.items) && snap.items[j].Key == k.Key && snap.items[j].ModRev == k.ModRev && snap.items[j].CreateRev == k.CreateRev {
+			items[i].Value = snap.items[j].Value
+			continue
+		}
+		fetch = append(fetch, i)
+	}
+	if len(fetch) > max(maxWarmReads, len(keys)/4) {
+		return nil, 0, st, fmt.Errorf("%d of %d keys changed since the snapshot", len(fetch), len(keys))
+	}
+	checks := newestKept(items, fetch, warmChecks)
+	want := make(map[int][]byte, len(checks))
+	for _, i := range checks {
+		want[i] = items[i].Value
+	}
+	if err := c.readValues(ctx, items, mergeSorted(fetch, checks), rev); err != nil {
+		return nil, 0, st, err
+	}
+	for i, v := range want {
+		if !bytes.Equal(items[i].Value, v) {
+			return nil, 0, st, fmt.Errorf("key %q at revision %d holds other bytes than the snapshot's: not this store's snapshot", clipKey(items[i].Key), items[i].ModRev)
+		}
+	}
+	st = WarmStats{Warm: true, Kept: len(items) - len(fetch), Read: len(fetch) + len(checks)}
+	return items, rev, st, nil
+}
+
+// spotCheck reads the newest of the snapshot's items back from etcd and
+// compares those still at the same revisions (a changed one proves
+// nothing, and the watch brings its change).
+func (c *Cache) spotCheck(ctx context.Context, items []Item) error {
+	idx := newestKept(items, nil, warmChecks)
+	if len(idx) == 0 {
+		return nil
+	}
+	ops := make([]clientv3.Op, len(idx))
+	for n, i := range idx {
+		ops[n] = clientv3.OpGet(items[i].Key)
+	}
+	resp, err := c.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("read back: %w", err)
+	}
+	for n, i := range idx {
+		for _, kv := range resp.Responses[n].GetResponseRange().GetKvs() {
+			if kv.ModRevision == items[i].ModRev && kv.CreateRevision == items[i].CreateRev && !bytes.Equal(kv.Value, items[i].Value) {
+				return fmt.Errorf("key %q at revision %d holds other bytes than the snapshot's: not this store's snapshot", clipKey(items[i].Key), items[i].ModRev)
+			}
+		}
+	}
+	return nil
+}
+
+// newestKept picks up to n kept items (not in fetch), those with the
+// highest mod revisions, whose values are read back as a check.
+func newestKept(items []Item, fetch []int, n int) []int {
+	skip := make(map[int]bool, len(fetch))
+	for _, i := range fetch {
+		skip[i] = true
+	}
+	var top []int // ascending by mod revision, at most n
+	for i := range items {
+		if skip[i] {
+			continue
+		}
+		if len(top) == n && items[i].ModRev <= items[top[0]].ModRev {
+			continue
+		}
+		k := 0
+		for k < len(top) && items[top[k]].ModRev < items[i].ModRev {
+			k++
+		}
+		top = append(top[:k], append([]int{i}, top[k:]...)...)
+		if len(top) > n {
+			top = top[1:]
+		}
+	}
+	return top
+}
+
+// mergeSorted merges two ascending index lists without duplicates.
+func mergeSorted(a, b []int) []int {
+	bs := append([]int(nil), b...)
+	for i := 1; i < len(bs); i++ { // b is short: insertion sort
+		for k := i; k > 0 && bs[k] < bs[k-1]; k-- {
+			bs[k], bs[k-1] = bs[k-1], bs[k]
+		}
+	}
+	out := make([]int, 0, len(a)+len(bs))
+	i, k := 0, 0
+	for i < len(a) || k < len(bs) {
+		switch {
+		case k == len(bs) || (i < len(a) && a[i] < bs[k]):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || bs[k] < a[i]:
+			out = append(out, bs[k])
+			k++
+		default:
+			out = append(out, a[i])
+			i, k = i+1, k+1
+		}
+	}
+	return out
+}
+
+// readValues reads the values of items[idx] (ascending) at rev. A run of
+// neighbours in the key list is one range read, since at rev no other key
+// lies between them; the reads go in transactions of warmBatch.
+func (c *Cache) readValues(ctx context.Context, items []Item, idx []int, rev int64) error {
+	type run struct{ lo, hi int } // items[lo..hi]
+	var runs []run
+	for _, i := range idx {
+		if n := len(runs); n > 0 && runs[n-1].hi == i-1 {
+			runs[n-1].hi = i
+			continue
+		}
+		runs = append(runs, run{i, i})
+	}
+	for len(runs) > 0 {
+		batch := runs[:min(len(runs), warmBatch)]
+		runs = runs[len(batch):]
+		ops := make([]clientv3.Op, len(batch))
+		for b, r := range batch {
+			if r.lo == r.hi {
+				ops[b] = clientv3.OpGet(items[r.lo].Key, clientv3.WithRev(rev))
+			} else {
+				ops[b] = clientv3.OpGet(items[r.lo].Key, clientv3.WithRange(items[r.hi].Key+"\x00"), clientv3.WithRev(rev))
+			}
+		}
+		resp, err := c.client.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("read changed keys at revision %d: %w", rev, err)
+		}
+		for b, r := range batch {
+			kvs := resp.Responses[b].GetResponseRange().GetKvs()
+			if len(kvs) != r.hi-r.lo+1 {
+				return fmt.Errorf("read %d keys from %q at revision %d, listed %d", len(kvs), clipKey(items[r.lo].Key), rev, r.hi-r.lo+1)
+			}
+			for n, kv := range kvs {
+				it := &items[r.lo+n]
+				if string(kv.Key) != it.Key || kv.ModRevision != it.ModRev {
+					return fmt.Errorf("read %q at revision %d, listed %q at %d", clipKey(string(kv.Key)), kv.ModRevision, clipKey(it.Key), it.ModRev)
+				}
+				it.Value = kv.Value
+			}
+		}
+	}
+	return nil
+}
+
+// firstList is the cache's first list. With a usable snapshot file it
+// first resumes: the snapshot's items as of its revision, and ready once
+// the watch from there has caught up with etcd (resumeAt > 0). When etcd
+// has compacted that history, the next call checks the snapshot's items
+// against etcd's keys instead (checkedList). Without a usable file, or
+// when that fails, it lists in full.
+func (c *Cache) firstList(ctx context.Context) (items []Item, rev, resumeAt int64, err error) {
+	if c.snapFile == "" {
+		items, rev, err = c.coldList(ctx)
+		return items, rev, 0, err
+	}
+	t0 := time.Now()
+	snap, now, err := c.usableSnapshot(ctx)
+	if err == nil {
+		c.mu.Lock()
+		resume := !c.resumeTried
+		c.resumeTried = true
+		c.mu.Unlock()
+		if resume {
+			if err := c.spotCheck(ctx, snap.items); err != nil {
+				c.log.Warn("cache snapshot not used; listing every key", "file", c.snapFile, "why", err.Error())
+				c.mu.Lock()
+				c.warm = WarmStats{Why: err.Error()}
+				c.mu.Unlock()
+				items, rev, err = c.coldList(ctx)
+				return items, rev, 0, err
+			}
+			c.mu.Lock()
+			c.warm = WarmStats{Warm: true, Resumed: true, Kept: len(snap.items)}
+			c.warmSince = t0
+			c.mu.Unlock()
+			c.log.Info("cache loaded its snapshot; catching up", "prefix", c.prefix, "keys", len(snap.items), "snapshot_rev", snap.rev, "etcd_rev", now,
+				"took", time.Since(t0).Round(time.Millisecond).String())
+			return snap.items, snap.rev, max(now, snap.rev), nil
+		}
+		var st WarmStats
+		if items, rev, st, err = c.checkedList(ctx, snap); err == nil {
+			c.mu.Lock()
+			c.warm = st
+			c.mu.Unlock()
+			c.log.Info("cache started from its snapshot, checked key by key", "prefix", c.prefix, "kept", st.Kept, "read", st.Read, "took", time.Since(t0).Round(time.Millisecond).String())
+			return items, rev, 0, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, 0, 0, ctx.Err()
+	}
+	if !errors.Is(err, errNoSnapshot) {
+		c.log.Warn("cache snapshot not used; listing every key", "file", c.snapFile, "why", err.Error())
+		c.mu.Lock()
+		c.warm = WarmStats{Why: err.Error()}
+		c.mu.Unlock()
+	}
+	items, rev, err = c.coldList(ctx)
+	return items, rev, 0, err
+}
+
+// coldList reads every key and value, and learns etcd's cluster id for
+// the snapshots to come.
+func (c *Cache) coldList(ctx context.Context) ([]Item, int64, error) {
+	if c.snapFile != "" && c.clusterIDKnown() == 0 {
+		if probe, err := c.client.Get(ctx, c.prefix, clientv3.WithCountOnly()); err == nil {
+			c.setClusterID(probe.Header.GetClusterId())
+		}
+	}
+	return list(ctx, c.client, c.prefix, c.pageSize)
+}
+
+// Warm says how the first list went (see WarmStats).
+func (c *Cache) Warm() WarmStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.warm
+}
+
+func (c *Cache) setClusterID(id uint64) {
+	c.mu.Lock()
+	c.clusterID = id
+	c.mu.Unlock()
+}
+
+func (c *Cache) clusterIDKnown() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clusterID
+}
+
+// snapshotChunk is how many items the writer copies per hold of the
+// cache's lock, so that writing a large cache never stalls the watch.
+const snapshotChunk = 4096
+
+// WriteSnapshot writes the cache's items, exactly as of one revision, to
+// its snapshot file (a temporary file, renamed over the old one). It
+// copies the items a chunk at a time and then, under one short hold of
+// the lock, takes the current item of every key that changed meanwhile
+// (the change journal names them). Without fsync: a file lost or torn by
+// a crash only means a longer start.
+func (c *Cache) WriteSnapshot() (int, error) {
+	if c.snapFile == "" {
+		return 0, errors.New("store: the cache has no snapshot file")
+	}
+	items, rev, id, err := c.consistentItems()
+	if err != nil {
+		return 0, err
+	}
+	tmp := c.snapFile + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("store: write cache snapshot: %w", err)
+	}
+	w := newSnapshotWriter(f, c.prefix, id, rev)
+	for _, it := range items {
+		w.add(it)
+	}
+	err = w.close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, c.snapFile)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return 0, fmt.Errorf("store: write cache snapshot: %w", err)
+	}
+	return len(items), nil
+}
+
+// consistentItems copies the items in key order as of one revision
+// without holding the lock for the whole copy.
+func (c *Cache) consistentItems() ([]Item, int64, uint64, error) {
+	c.mu.Lock()
+	if !c.listed {
+		c.mu.Unlock()
+		return nil, 0, 0, errors.New("store: the cache has not listed yet")
+	}
+	from := c.journal.base + uint64(len(c.journal.keys)) // changes from here on are re-read below
+	items := make([]Item, 0, len(c.items))
+	c.mu.Unlock()
+	next := c.prefix
+	for {
+		n := len(items)
+		c.mu.Lock()
+		c.keys.AscendGreaterOrEqual(next, func(k string) bool {
+			items = append(items, c.items[k])
+			return len(items)-n < snapshotChunk
+		})
+		c.mu.Unlock()
+		if len(items)-n < snapshotChunk {
+			break
+		}
+		next = items[len(items)-1].Key + "\x00" // the least key after the last
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rev, id, j := c.rev, c.clusterID, &c.journal
+	if from < j.base {
+		// More changed during the copy than the journal keeps: copy
+		// again, all under the lock (rare: tens of thousands of changes
+		// in the time of one copy).
+		items = items[:0]
+		c.keys.Ascend(func(k string) bool { items = append(items, c.items[k]); return true })
+		return items, rev, id, nil
+	}
+	changed := make(map[string]bool, len(j.keys)-int(from-j.base))
+	var fresh []Item
+	for _, k := range j.keys[from-j.base:] {
+		if changed[k] {
+			continue
+		}
+		changed[k] = true
+		if it, ok := c.items[k]; ok {
+			fresh = append(fresh, it)
+		}
+	}
+	if len(changed) == 0 {
+		return items, rev, id, nil
+	}
+	slices.SortFunc(fresh, func(a, b Item) int { return strings.Compare(a.Key, b.Key) })
+	out := make([]Item, 0, len(items)+len(fresh))
+	f := 0
+	for _, it := range items {
+		if changed[it.Key] {
+			continue
+		}
+		for f < len(fresh) && fresh[f].Key < it.Key {
+			out = append(out, fresh[f])
+			f++
+		}
+		out = append(out, it)
+	}
+	return append(out, fresh[f:]...), rev, id, nil
+}
+
+// snapshotLoop writes the snapshot every snapEvery while the cache moves
+// on, and once more when ctx ends (a clean stop leaves a fresh file).
+func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(c.snapEvery)
+	defer t.Stop()
+	var written int64
+	write := func() {
+		c.mu.Lock()
+		rev, listed := c.rev, c.listed
+		c.mu.Unlock()
+		if !listed || rev == written {
+			return
+		}
+		t0 := time.Now()
+		n, err := c.WriteSnapshot()
+		if err != nil {
+			c.log.Warn("cache snapshot", "err", err)
+			return
+		}
+		written = rev
+		c.log.Debug("cache snapshot written", "file", c.snapFile, "keys", n, "rev", rev, "took", time.Since(t0).Round(time.Millisecond).String())
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			write()
+			return
+		case <-t.C:
+			write()
+		}
+	}
+}
