@@ -87,6 +87,7 @@ bench: ## Run the benchmarks: throughput, p50/p99 and memory, each beside its in
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./hub/scheduler/gpufit/ ./hub/quota/ ./hub/convert/ ./internal/protofast/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./hub/store ./transport/natsbus
 	$(GO) test -run '^$$' -bench CycleWithBacklog -benchtime 30x -timeout 30m ./hub/dispatch/
+	$(GO) test -run '^$$' -bench LeadAfterRestart -benchtime 5x -timeout 20m ./hub/server/
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/bench/
 	$(GO) test -run '^$$' -bench WorkloadsViewFirstPage -benchtime 20x -timeout 20m ./hub/ui/
 	@if [ "$$(id -u)" = 0 ]; then $(GO) test -run '^$$' -bench DispatchVsSbatch -benchtime 200x ./internal/e2e/slurmhub/; else echo "bench: not root, skipping the Meridian-vs-sbatch benchmark (it needs the local Slurm cluster)"; fi

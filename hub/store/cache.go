@@ -87,16 +87,16 @@ type CacheOptions struct {
 	// starts from: only keys that changed since are read from etcd
 	// (warm.go). The file's directory must exist.
 	SnapshotFile string
-	// SnapshotEvery is the time between snapshot writes; 0 means
-	// DefaultSnapshotEvery.
+	// SnapshotEvery is the longest time between snapshot writes while keys
+	// change; 0 means DefaultSnapshotEvery. The cache also writes once soon
+	// after it is ready, and whenever a quarter of its keys' worth of
+	// changes piled up (warm.go).
 	SnapshotEvery time.Duration
 }
 
-// DefaultSnapshotEvery is how often a cache with a snapshot file writes
-// it. A restart reads what changed since the last write one key at a time,
-// so the file should be younger than a few thousand changes; writing costs
-// a sequential write of the cache's size (about 140 MB for 233,000 keys,
-// a fraction of a second).
+// DefaultSnapshotEvery is the longest time between a cache's snapshot
+// writes while keys change. A write costs a sequential write of the
+// cache's size (about 140 MB for 233,000 keys, a fraction of a second).
 const DefaultSnapshotEvery = time.Minute
 
 // NewCache returns a cache of the keys under prefix. It does nothing until

@@ -448,18 +448,39 @@ func (c *Cache) consistentItems() ([]Item, int64, uint64, error) {
 	return append(out, fresh[f:]...), rev, id, nil
 }
 
-// snapshotLoop writes the snapshot every snapEvery while the cache moves
-// on, and once more when ctx ends (a clean stop leaves a fresh file).
+// When the snapshot is written. A restart replays every change since the
+// file's revision, which costs more per change than a list costs per key,
+// so the file is kept within a quarter of the keys' worth of changes
+// (variables for tests):
+var (
+	snapshotTick       = time.Second      // how often the loop looks
+	snapshotFirstAfter = 5 * time.Second  // after the cache is ready: a hub restarted again soon finds a fresh file
+	snapshotMinGap     = 10 * time.Second // between writes, whatever the changes
+	snapshotMinChanges = 1000             // never write for fewer changes than this (besides the periodic write)
+)
+
+const snapshotShare = 4 // write once keys/snapshotShare changes piled up
+
+// snapshotLoop writes the snapshot file while the cache runs: once soon
+// after it is ready, then when the changes since the last write reach a
+// quarter of the keys (at most every snapshotMinGap) or snapEvery has
+// passed with any change, and once more when ctx ends (a clean stop
+// leaves a fresh file).
 func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(c.snapEvery)
+	t := time.NewTicker(snapshotTick)
 	defer t.Stop()
-	var written int64
+	var (
+		last    time.Time // of the last write; zero before the first
+		lastPos uint64    // journal position at the last write
+		readyAt time.Time
+	)
 	write := func() {
 		c.mu.Lock()
 		rev, listed := c.rev, c.listed
+		pos := c.journal.base + uint64(len(c.journal.keys))
 		c.mu.Unlock()
-		if !listed || rev == written {
+		if !listed || (!last.IsZero() && pos == lastPos) {
 			return
 		}
 		t0 := time.Now()
@@ -468,7 +489,7 @@ func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
 			c.log.Warn("cache snapshot", "err", err)
 			return
 		}
-		written = rev
+		last, lastPos = t0, pos
 		c.log.Debug("cache snapshot written", "file", c.snapFile, "keys", n, "rev", rev, "took", time.Since(t0).Round(time.Millisecond).String())
 	}
 	for {
@@ -477,6 +498,26 @@ func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
 			write()
 			return
 		case <-t.C:
+		}
+		if !c.isReady() {
+			continue
+		}
+		if readyAt.IsZero() {
+			readyAt = time.Now()
+		}
+		c.mu.Lock()
+		changes := c.journal.base + uint64(len(c.journal.keys)) - lastPos
+		keys := len(c.items)
+		c.mu.Unlock()
+		since := time.Since(last)
+		switch {
+		case last.IsZero():
+			if time.Since(readyAt) >= snapshotFirstAfter {
+				write()
+			}
+		case changes == 0:
+		case since >= c.snapEvery,
+			since >= snapshotMinGap && changes >= uint64(max(snapshotMinChanges, keys/snapshotShare)):
 			write()
 		}
 	}

@@ -265,6 +265,62 @@ func TestCacheWarmStartRefusesWhatItCannotTrust(t *testing.T) {
 	})
 }
 
+// TestCacheSnapshotWrites: the cache writes its snapshot soon after it is
+// ready, again once a quarter of its keys' worth of changes piled up, and
+// not for fewer (the periodic write aside, an hour here).
+func TestCacheSnapshotWrites(t *testing.T) {
+	defer func(tick, first, gap time.Duration, minChanges int) {
+		snapshotTick, snapshotFirstAfter, snapshotMinGap, snapshotMinChanges = tick, first, gap, minChanges
+	}(snapshotTick, snapshotFirstAfter, snapshotMinGap, snapshotMinChanges)
+	snapshotTick, snapshotFirstAfter, snapshotMinGap, snapshotMinChanges = 10*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond, 5
+	ctx := testCtx(t, 30*time.Second)
+	s := newStore(t)
+	p := testPrefix(t)
+	file := filepath.Join(t.TempDir(), "cache.snapshot")
+	rev := seedKeys(t, ctx, s, p, 100)
+	runWarmCache(t, s, p, file)
+	waitSnapshot := func(what string, atLeast int64) *snapshot {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if snap, err := readSnapshot(file); err == nil && snap.rev >= atLeast {
+				return snap
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no snapshot at revision %d or later %s", atLeast, what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	first := waitSnapshot("soon after the start", rev)
+	if len(first.items) != 100 {
+		t.Fatalf("first snapshot holds %d items, want 100", len(first.items))
+	}
+	// 10 changes of 100 keys: fewer than a quarter, so no write.
+	var ops []Op
+	for i := range 10 {
+		ops = append(ops, Put(fmt.Sprintf("%sk%03d", p, i), []byte("changed")))
+	}
+	few, err := s.Commit(ctx, nil, ops...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if snap, err := readSnapshot(file); err != nil || snap.rev >= few {
+		t.Fatalf("a snapshot was written for 10 changes of 100 keys (%v)", err)
+	}
+	// 20 more: 30 in all, past a quarter.
+	ops = ops[:0]
+	for i := range 20 {
+		ops = append(ops, Put(fmt.Sprintf("%sk%03d", p, 50+i), []byte("changed")))
+	}
+	many, err := s.Commit(ctx, nil, ops...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSnapshot("after a quarter of the keys changed", many)
+}
+
 // FuzzDecodeSnapshot: no input makes the decoder panic, and what it
 // accepts is a well-formed snapshot.
 func FuzzDecodeSnapshot(f *testing.F) {
