@@ -3,12 +3,15 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // startCache runs a cache of prefix until the test ends.
@@ -368,5 +371,27 @@ func TestCacheArgumentsAndDoubleRun(t *testing.T) {
 	defer cancel()
 	if err := c.WaitForRevision(ctx, 1<<40); err == nil {
 		t.Fatal("WaitForRevision of a future revision returned nil")
+	}
+}
+
+// TestWatchEnd: only lost history makes the cache list again; a watch the
+// server cancelled for another reason (no leader during an etcd election,
+// a member behind the revision asked for) resumes where it was.
+func TestWatchEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		wr           clientv3.WatchResponse
+		end, relists bool
+	}{
+		{"events", clientv3.WatchResponse{}, false, false},
+		{"compacted", clientv3.WatchResponse{CompactRevision: 42, Canceled: true}, true, true},
+		{"cancelled for another reason", clientv3.WatchResponse{Canceled: true}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := watchEnd(tc.wr, 7)
+			if (err != nil) != tc.end || errors.Is(err, errRelist) != tc.relists {
+				t.Fatalf("watchEnd = %v; want an end %v, a relist %v", err, tc.end, tc.relists)
+			}
+		})
 	}
 }
