@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/meridian-gpu/meridian/hub/leader"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 )
@@ -18,20 +20,7 @@ import (
 // transactions per second and p50/p99 latency.
 func BenchmarkCommit(b *testing.B) {
 	ctx := context.Background()
-	bsrv, err := embedetcd.Start(ctx, embedetcd.Config{DataDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bsrv.Close()
-	cli, err := bsrv.Client(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
-	s, err := New(cli, Options{MaxTxnOps: bsrv.MaxTxnOps()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, cli := benchStore(b, embedetcd.Config{DataDir: b.TempDir()})
 	el, err := leader.New(cli, "/bench/leader", "bench", 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
@@ -96,20 +85,7 @@ func BenchmarkListHistory(b *testing.B) {
 			b.Fatalf("MERIDIAN_BENCH_LIST_KEYS=%q: want a positive number of keys", v)
 		}
 	}
-	bsrv, err := embedetcd.Start(ctx, embedetcd.Config{DataDir: b.TempDir(), UnsafeNoFsync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bsrv.Close()
-	cli, err := bsrv.Client(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
-	s, err := New(cli, Options{MaxTxnOps: bsrv.MaxTxnOps()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, cli := benchStore(b, embedetcd.Config{DataDir: b.TempDir(), UnsafeNoFsync: true})
 	const prefix = "/bench/history/"
 	val := make([]byte, 1200)
 	for i := range val {
@@ -145,4 +121,25 @@ func BenchmarkListHistory(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "keys/s")
 		})
 	}
+}
+
+// benchStore starts an etcd member of its own for a benchmark and returns
+// a store on it and its client; both close when the benchmark ends.
+func benchStore(b *testing.B, cfg embedetcd.Config) (*Store, *clientv3.Client) {
+	b.Helper()
+	bsrv, err := embedetcd.Start(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = bsrv.Close() })
+	cli, err := bsrv.Client(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cli.Close() })
+	s, err := New(cli, Options{MaxTxnOps: bsrv.MaxTxnOps()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, cli
 }

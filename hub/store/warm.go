@@ -272,29 +272,24 @@ func (c *Cache) firstList(ctx context.Context) (items []Item, rev, resumeAt int6
 		c.resumeTried = true
 		c.mu.Unlock()
 		if resume {
-			if err := c.spotCheck(ctx, snap.items); err != nil {
-				c.log.Warn("cache snapshot not used; listing every key", "file", c.snapFile, "why", err.Error())
+			if err = c.spotCheck(ctx, snap.items); err == nil {
 				c.mu.Lock()
-				c.warm = WarmStats{Why: err.Error()}
+				c.warm = WarmStats{Warm: true, Resumed: true, Kept: len(snap.items)}
+				c.warmSince = t0
 				c.mu.Unlock()
-				items, rev, err = c.coldList(ctx)
-				return items, rev, 0, err
+				c.log.Info("cache loaded its snapshot; catching up", "prefix", c.prefix, "keys", len(snap.items), "snapshot_rev", snap.rev, "etcd_rev", now,
+					"took", time.Since(t0).Round(time.Millisecond).String())
+				return snap.items, snap.rev, max(now, snap.rev), nil
 			}
-			c.mu.Lock()
-			c.warm = WarmStats{Warm: true, Resumed: true, Kept: len(snap.items)}
-			c.warmSince = t0
-			c.mu.Unlock()
-			c.log.Info("cache loaded its snapshot; catching up", "prefix", c.prefix, "keys", len(snap.items), "snapshot_rev", snap.rev, "etcd_rev", now,
-				"took", time.Since(t0).Round(time.Millisecond).String())
-			return snap.items, snap.rev, max(now, snap.rev), nil
-		}
-		var st WarmStats
-		if items, rev, st, err = c.checkedList(ctx, snap); err == nil {
-			c.mu.Lock()
-			c.warm = st
-			c.mu.Unlock()
-			c.log.Info("cache started from its snapshot, checked key by key", "prefix", c.prefix, "kept", st.Kept, "read", st.Read, "took", time.Since(t0).Round(time.Millisecond).String())
-			return items, rev, 0, nil
+		} else {
+			var st WarmStats
+			if items, rev, st, err = c.checkedList(ctx, snap); err == nil {
+				c.mu.Lock()
+				c.warm = st
+				c.mu.Unlock()
+				c.log.Info("cache started from its snapshot, checked key by key", "prefix", c.prefix, "kept", st.Kept, "read", st.Read, "took", time.Since(t0).Round(time.Millisecond).String())
+				return items, rev, 0, nil
+			}
 		}
 	}
 	if ctx.Err() != nil {
