@@ -76,6 +76,7 @@ func (a *Agent) lastAdvSeq() uint64 { return a.sentSeq.Load() }
 
 func (a *Agent) advertLoop(ctx context.Context) {
 	a.sendFull(ctx)
+	var lastFull time.Time // the last full advertisement sent on a hub's request
 	full := time.NewTimer(time.Duration(a.advInterval.Load()))
 	defer full.Stop()
 	for {
@@ -85,6 +86,14 @@ func (a *Agent) advertLoop(ctx context.Context) {
 		case <-full.C:
 			a.sendFull(ctx)
 			full.Reset(time.Duration(a.advInterval.Load()))
+		case <-a.askedFull:
+			// Several hubs may ask at once: one full advertisement a
+			// second at most answers them all.
+			if time.Since(lastFull) >= time.Second {
+				a.m.adverts.WithLabelValues("asked").Inc()
+				a.sendFull(ctx)
+				lastFull = time.Now()
+			}
 		case <-a.changed:
 			t := time.NewTimer(a.cfg.ChangeDelay)
 			select {

@@ -174,6 +174,7 @@ type Agent struct {
 	lastNodes map[string][]byte // encodings of the last nodes sent, for deltas
 	sentSeq   atomic.Uint64     // seq of the last advertisement or delta sent
 	changed   chan struct{}
+	askedFull chan struct{} // a hub asked for a full advertisement
 	rejoin    chan struct{} // a vanished connector is back
 
 	running atomic.Bool
@@ -254,7 +255,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, conn: cfg.Connector, bus: cfg.Bus, session: hex.EncodeToString(sid[:]), m: m,
 		held: map[string]*entry{}, done: map[string]*agentv1.DispatchEvent{},
-		outWake: make(chan struct{}, 1), changed: make(chan struct{}, 1), rejoin: make(chan struct{}, 1),
+		outWake: make(chan struct{}, 1), changed: make(chan struct{}, 1), askedFull: make(chan struct{}, 1), rejoin: make(chan struct{}, 1),
 		slots: make(chan struct{}, cfg.LaunchParallelism),
 	}
 	a.log = log.With("cluster", cfg.ClusterID, "session", a.session)
@@ -341,6 +342,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 		return fmt.Errorf("agent: %w", err)
+	}
+	// A hub without a base for our deltas asks for a full advertisement
+	// (every hub restarted). Agent credentials issued before this
+	// subject existed may not allow it: the periodic one still comes.
+	if stopAsk, err := a.bus.SubscribeAdvertRequests(a.cfg.ClusterID, func() {
+		select {
+		case a.askedFull <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		a.log.Warn("not listening for advertisement requests; hubs that restart wait for the periodic full advertisement", "err", err)
+	} else {
+		defer stopAsk()
 	}
 	start(a.heartbeatLoop)
 	start(a.advertLoop)

@@ -63,6 +63,8 @@ type env struct {
 	wrap func(agent.Connector) agent.Connector
 	// launchParallelism, when set by the before hook, is the agent's.
 	launchParallelism int
+	// advertiseInterval, when set by the before hook, replaces 300 ms.
+	advertiseInterval time.Duration
 	// now, when set by the before hook, is the agent's clock.
 	now func() time.Time
 
@@ -181,9 +183,13 @@ func startEnv(t testing.TB, before func(e *env), wait bool) *env {
 	if e.wrap != nil {
 		conn = e.wrap(sim)
 	}
+	advertise := 300 * time.Millisecond
+	if e.advertiseInterval > 0 {
+		advertise = e.advertiseInterval
+	}
 	a, err := agent.New(agent.Config{
 		ClusterID: clusterID, Bus: abus, Connector: conn, Logger: logger(),
-		HeartbeatInterval: 50 * time.Millisecond, AdvertiseInterval: 300 * time.Millisecond,
+		HeartbeatInterval: 50 * time.Millisecond, AdvertiseInterval: advertise,
 		ChangeDelay: 10 * time.Millisecond, RegisterTimeout: 300 * time.Millisecond, AnswerTimeout: 2 * time.Second,
 		LaunchParallelism: e.launchParallelism, Now: e.now,
 	})
@@ -929,5 +935,38 @@ func TestRegisterRetriedUntilAHubAnswers(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if n := len(got); n > 0 {
 		t.Fatalf("%d more registers after one was answered", n)
+	}
+}
+
+// TestFullAdvertisementOnRequest: a hub that has no base for the agent's
+// deltas asks for a full advertisement and gets one at once, not at the
+// next periodic one (an hour away here); hubs asking together get one.
+func TestFullAdvertisementOnRequest(t *testing.T) {
+	e := newEnv(t, func(e *env) { e.advertiseInterval = time.Hour })
+	fulls := func() int { e.mu.Lock(); defer e.mu.Unlock(); return len(e.ads) }
+	deadline := time.Now().Add(5 * time.Second)
+	for fulls() == 0 { // the one at start
+		if time.Now().After(deadline) {
+			t.Fatal("no full advertisement at start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	before := fulls()
+	for range 3 { // three hubs ask at once
+		if err := e.hub.RequestAdvert(clusterID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for fulls() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no full advertisement after a hub asked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := fulls() - before; got != 1 {
+		t.Fatalf("%d full advertisements for three requests at once, want 1", got)
 	}
 }

@@ -48,7 +48,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		publishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_agent_publish_errors_total",
 			Help: "Failed publishes (retried later), by what (event, advert, delta, heartbeat)."}, []string{"what"}),
 		adverts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_agent_advertisements_total",
-			Help: "Advertisements sent, by kind (full, delta)."}, []string{"kind"}),
+			Help: "Advertisements sent, by kind (full, delta); asked counts the full ones sent because a hub asked (also counted as full)."}, []string{"kind"}),
 		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_agent_heartbeats_total", Help: "Heartbeats sent."}),
 		outbox:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_agent_outbox_events", Help: "Events waiting to be stored."}),
 		held:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_agent_held_dispatches", Help: "Dispatches launched and not yet reported finished."}),

@@ -50,6 +50,7 @@ type Registry struct {
 	mu       sync.Mutex
 	clusters map[string]*entry
 	changed  chan struct{}
+	asked    map[string]time.Time // when each cluster was last asked for a full advertisement
 }
 
 type entry struct {
@@ -107,7 +108,18 @@ func (r *Registry) Start(ctx context.Context, bus *natsbus.Bus) error {
 		return errors.New("fleet: Start: bus is nil")
 	}
 	if _, err := bus.WatchAdverts(ctx, func(cluster string, payload []byte) {
-		if err := r.HandleAdvertPayload(cluster, payload); err != nil {
+		err := r.HandleAdvertPayload(cluster, payload)
+		if errors.Is(err, ErrNoBase) && r.shouldAsk(cluster) {
+			// Ask for a full one rather than wait for the agent's
+			// next periodic one (every hub starts this way when every
+			// hub restarted).
+			if aerr := bus.RequestAdvert(cluster); aerr != nil {
+				r.log.Warn("fleet: ask for a full advertisement", "cluster", cluster, "err", aerr)
+			}
+			r.log.Info("fleet: asked for a full advertisement", "cluster", cluster, "why", err.Error())
+			return
+		}
+		if err != nil {
 			r.log.Warn("fleet: dropped advertisement", "cluster", cluster, "err", err)
 		}
 	}); err != nil {
@@ -206,6 +218,30 @@ func (r *Registry) ApplyAdvert(subjectCluster string, ad *agentv1.Advertisement)
 	return nil
 }
 
+// ErrNoBase: a delta that does not build on the last applied
+// advertisement; the cluster's next full advertisement repairs the gap.
+var ErrNoBase = errors.New("waiting for a full advertisement")
+
+// askGap is the least time between two requests for a full advertisement
+// from one cluster.
+const askGap = 2 * time.Second
+
+// shouldAsk reports whether to ask cluster for a full advertisement now,
+// at most once per askGap.
+func (r *Registry) shouldAsk(cluster string) bool {
+	now := r.clock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if last, ok := r.asked[cluster]; ok && now.Sub(last) < askGap {
+		return false
+	}
+	if r.asked == nil {
+		r.asked = map[string]time.Time{}
+	}
+	r.asked[cluster] = now
+	return true
+}
+
 // ApplyDelta applies an advertisement delta. It is ignored unless it builds
 // on the last applied sequence number of the same session (the agent's next
 // full advertisement repairs the gap).
@@ -222,7 +258,7 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 	defer r.mu.Unlock()
 	e := r.clusters[id]
 	if e == nil || e.ad == nil || e.session != d.GetSessionId() || e.seq != d.GetBaseSeq() {
-		return fmt.Errorf("fleet: delta %d of %s builds on %d, which is not the last applied advertisement; waiting for a full one", d.GetSeq(), id, d.GetBaseSeq())
+		return fmt.Errorf("fleet: delta %d of %s builds on %d, which is not the last applied advertisement: %w", d.GetSeq(), id, d.GetBaseSeq(), ErrNoBase)
 	}
 	next := shallowWithoutNodes(e.ad)
 	removed := map[string]bool{}

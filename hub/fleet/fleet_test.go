@@ -205,16 +205,24 @@ func TestReplayedOldAdvertDoesNotLookAlive(t *testing.T) {
 	}
 }
 
-func TestStartOverNATS(t *testing.T) {
+// startBus runs a NATS server of the test's own with the streams made and
+// returns a bus connected to it.
+func startBus(t *testing.T, ctx context.Context) *natsbus.Bus {
+	t.Helper()
 	ns, err := embednats.Start(embednats.Config{StoreDir: t.TempDir()})
 	must(t, err)
 	t.Cleanup(func() { _ = ns.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	bus, err := natsbus.Connect(ctx, ns.ClientURL())
 	must(t, err)
 	t.Cleanup(bus.Close)
 	must(t, bus.EnsureStreams(ctx))
+	return bus
+}
+
+func TestStartOverNATS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bus := startBus(t, ctx)
 
 	// An advert published before the registry starts is replayed to it.
 	b, _ := proto.Marshal(advert("east", "s1", 1, time.Now(), 1000, 1000))
@@ -241,6 +249,52 @@ func TestStartOverNATS(t *testing.T) {
 	case <-r.Changed():
 	default:
 		t.Fatal("no change signal after an advert")
+	}
+}
+
+// TestStartOnADeltaAsksForAFullAdvert: when the stream's last advert of a
+// cluster is a delta (every hub restarted between an agent's full
+// advertisements), the registry asks the agent for a full one, once per
+// askGap however many deltas it drops, instead of waiting for the next
+// periodic one.
+func TestStartOnADeltaAsksForAFullAdvert(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bus := startBus(t, ctx)
+	asked := make(chan struct{}, 16)
+	stop, err := bus.SubscribeAdvertRequests("east", func() { asked <- struct{}{} })
+	must(t, err)
+	defer stop()
+	must(t, bus.Conn().Flush())
+
+	delta := func(seq uint64) []byte {
+		b, _ := proto.Marshal(&agentv1.AdvertisementDelta{ClusterId: "east", SessionId: "s1", Seq: seq, BaseSeq: seq - 1, SentAt: timestamppb.Now()})
+		return b
+	}
+	must(t, bus.PublishAdvert(ctx, "east", delta(7)))
+	r := New(Options{Timeout: 10 * time.Second})
+	must(t, r.Start(ctx, bus))
+	select {
+	case <-asked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the registry did not ask for a full advertisement")
+	}
+	for seq := uint64(8); seq < 12; seq++ { // more deltas it cannot apply
+		must(t, bus.PublishAdvert(ctx, "east", delta(seq)))
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(asked); n != 0 {
+		t.Fatalf("asked %d more times within %s", n, askGap)
+	}
+	// The full advertisement it asked for makes the cluster known.
+	b, _ := proto.Marshal(advert("east", "s1", 12, time.Now(), 1000, 1000))
+	must(t, bus.PublishAdvert(ctx, "east", b))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.Views()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the full advertisement did not make the cluster known")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -179,8 +179,8 @@ func TestIssuedCredentialIsLeastPrivilege(t *testing.T) {
 	if got := []string(uc.Pub.Allow); strings.Join(got, " ") != strings.Join(want.Publish, " ") {
 		t.Fatalf("publish allow %v, want %v", got, want.Publish)
 	}
-	if got := []string(uc.Sub.Allow); strings.Join(got, " ") != "_INBOX_gpu-east.>" {
-		t.Fatalf("subscribe allow %v, want [_INBOX_gpu-east.>]", got)
+	if got := []string(uc.Sub.Allow); strings.Join(got, " ") != "_INBOX_gpu-east.> meridian.advert-request.gpu-east" {
+		t.Fatalf("subscribe allow %v, want [_INBOX_gpu-east.> meridian.advert-request.gpu-east]", got)
 	}
 	if is.PublicKey != uc.Subject || is.InboxPrefix != "_INBOX_gpu-east" {
 		t.Fatalf("issued %+v does not match the JWT's subject %s", is.Credential, uc.Subject)

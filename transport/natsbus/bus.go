@@ -399,6 +399,37 @@ func (b *Bus) PublishAdvert(ctx context.Context, cluster string, payload []byte)
 	return nil
 }
 
+// RequestAdvert asks cluster's agent for a full advertisement now, on core
+// NATS: fire and forget. A hub that starts when the stream's last advert
+// of a cluster is a delta has no base to apply it to; without asking, it
+// waits for the agent's next periodic full advertisement (10 s by
+// default). An agent too old to listen, or without the permission to,
+// simply does not answer.
+func (b *Bus) RequestAdvert(cluster string) error {
+	subj, err := AdvertRequestSubject(cluster)
+	if err != nil {
+		return err
+	}
+	if err := b.nc.Publish(subj, nil); err != nil {
+		return fmt.Errorf("natsbus: request an advert from %s: %w", cluster, err)
+	}
+	return nil
+}
+
+// SubscribeAdvertRequests calls fn whenever a hub asks cluster's agent for
+// a full advertisement, until the returned func is called.
+func (b *Bus) SubscribeAdvertRequests(cluster string, fn func()) (func(), error) {
+	subj, err := AdvertRequestSubject(cluster)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := b.nc.Subscribe(subj, func(*nats.Msg) { fn() })
+	if err != nil {
+		return nil, fmt.Errorf("natsbus: subscribe %s: %w", subj, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
 // PublishHeartbeat sends a heartbeat on core NATS: fire and forget, nothing
 // is stored, and nobody listening is not an error.
 func (b *Bus) PublishHeartbeat(ctx context.Context, cluster string, payload []byte) error {

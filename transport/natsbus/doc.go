@@ -9,6 +9,8 @@
 //	meridian.advert.<cluster>     agent -> hub  stream ADVERT    capacity; last value per cluster
 //	meridian.heartbeat.<cluster>  agent -> hub  core NATS        liveness, not persisted
 //	meridian.register.<cluster>   agent -> hub  core NATS        request; the leader answers
+//	meridian.advert-request.<cluster>  hub -> agent  core NATS   "send a full advert now" (a hub
+//	                                                              that has no base for a delta)
 //
 // Identity: in production each cluster's agent has its own NATS user whose
 // permissions are AgentPermissions(cluster): its own subjects above, its

@@ -20,7 +20,7 @@ func TestAgentPermissionsAreTheClustersOwn(t *testing.T) {
 	if strings.Join(p.Publish, " ") != strings.Join(want, " ") {
 		t.Fatalf("publish %v, want %v", p.Publish, want)
 	}
-	if len(p.Subscribe) != 1 || p.Subscribe[0] != "_INBOX_gpu-east.>" {
+	if strings.Join(p.Subscribe, " ") != "_INBOX_gpu-east.> meridian.advert-request.gpu-east" {
 		t.Fatalf("subscribe %v", p.Subscribe)
 	}
 	for _, s := range append(p.Publish, p.Subscribe...) {

@@ -19,6 +19,7 @@ const (
 	advertRoot    = "meridian.advert."
 	heartbeatRoot = "meridian.heartbeat."
 	registerRoot  = "meridian.register."
+	advertAskRoot = "meridian.advert-request."
 )
 
 // MaxClusterIDLen bounds a cluster id, so that derived consumer names stay
@@ -56,6 +57,10 @@ func EventsSubject(cluster string) (string, error) { return subject(eventsRoot, 
 
 // AdvertSubject is meridian.advert.<cluster>.
 func AdvertSubject(cluster string) (string, error) { return subject(advertRoot, cluster) }
+
+// AdvertRequestSubject is meridian.advert-request.<cluster>, where a hub
+// asks the cluster's agent for a full advertisement.
+func AdvertRequestSubject(cluster string) (string, error) { return subject(advertAskRoot, cluster) }
 
 // HeartbeatSubject is meridian.heartbeat.<cluster>.
 func HeartbeatSubject(cluster string) (string, error) { return subject(heartbeatRoot, cluster) }
@@ -123,7 +128,7 @@ type Permissions struct {
 //     pull (CONSUMER.MSG.NEXT) and ack, nak or mark in progress
 //     ($JS.ACK.DISPATCH.dispatch-<cluster>.>);
 //   - subscribe to its own inbox, where pull deliveries, PubAcks and the
-//     register reply arrive.
+//     register reply arrive, and to its own advert-request subject.
 //
 // Nothing else: no other cluster's subjects, no stream or consumer
 // creation, update, purge or delete, no direct gets.
@@ -143,6 +148,6 @@ func AgentPermissions(cluster string) (Permissions, error) {
 			"$JS.API.CONSUMER.MSG.NEXT." + StreamDispatch + "." + durable,
 			"$JS.ACK." + StreamDispatch + "." + durable + ".>",
 		},
-		Subscribe: []string{inbox + ".>"},
+		Subscribe: []string{inbox + ".>", advertAskRoot + cluster},
 	}, nil
 }
