@@ -458,17 +458,19 @@ const snapshotShare = 4 // write once keys/snapshotShare changes piled up
 
 // snapshotLoop writes the snapshot file while the cache runs: once soon
 // after it is ready, then when the changes since the last write reach a
-// quarter of the keys (at most every snapshotMinGap) or snapEvery has
-// passed with any change, and once more when ctx ends (a clean stop
+// quarter of the keys (at most every snapshotMinGap, and after a pause of
+// twenty times the last write's duration) or snapEvery has passed with
+// any change, and once more when ctx ends (a clean stop
 // leaves a fresh file).
 func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(snapshotTick)
 	defer t.Stop()
 	var (
-		last    time.Time // of the last write; zero before the first
-		lastPos uint64    // journal position at the last write
-		readyAt time.Time
+		last     time.Time     // of the last write; zero before the first
+		lastTook time.Duration // how long it took
+		lastPos  uint64        // journal position at the last write
+		readyAt  time.Time
 	)
 	write := func() {
 		c.mu.Lock()
@@ -484,7 +486,7 @@ func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
 			c.log.Warn("cache snapshot", "err", err)
 			return
 		}
-		last, lastPos = t0, pos
+		last, lastPos, lastTook = t0, pos, time.Since(t0)
 		c.log.Debug("cache snapshot written", "file", c.snapFile, "keys", n, "rev", rev, "took", time.Since(t0).Round(time.Millisecond).String())
 	}
 	for {
@@ -512,7 +514,9 @@ func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
 			}
 		case changes == 0:
 		case since >= c.snapEvery,
-			since >= snapshotMinGap && changes >= uint64(max(snapshotMinChanges, keys/snapshotShare)):
+			// At most a twentieth of the time goes to writing, however
+			// fast the keys change and however many there are.
+			since >= max(snapshotMinGap, 20*lastTook) && changes >= uint64(max(snapshotMinChanges, keys/snapshotShare)):
 			write()
 		}
 	}
