@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -212,6 +213,31 @@ func waitFor(t *testing.T, c *Connector, id string, want agent.WorkState, timeou
 			t.Fatalf("dispatch %s: no %v event within %v", id, want, timeout)
 		}
 	}
+}
+
+// waitForEach waits for a want event of each of ids, in any order, and
+// fails on another terminal event of one of them.
+func waitForEach(t *testing.T, c *Connector, want agent.WorkState, timeout time.Duration, ids ...string) map[string]agent.WorkEvent {
+	t.Helper()
+	tm := time.NewTimer(timeout)
+	defer tm.Stop()
+	got := map[string]agent.WorkEvent{}
+	for len(got) < len(ids) {
+		select {
+		case ev := <-c.Events():
+			if !slices.Contains(ids, ev.DispatchID) {
+				continue
+			}
+			if ev.State == want {
+				got[ev.DispatchID] = ev
+			} else if ev.State.Terminal() {
+				t.Fatalf("dispatch %s ended %v (exit %v, %s), want %v", ev.DispatchID, ev.State, fmtp(ev.ExitCode), ev.Reason, want)
+			}
+		case <-tm.C:
+			t.Fatalf("no %v event within %v for each of %v (got %d)", want, timeout, ids, len(got))
+		}
+	}
+	return got
 }
 
 func script(body string) string { return "#!/bin/bash\nset -e\n" + body + "\n" }
@@ -433,11 +459,15 @@ func TestSlurmExitCode3IsFailed(t *testing.T) {
 			if err := c.Launch(context.Background(), killed); err != nil {
 				t.Fatalf("Launch: %v", err)
 			}
-			ev := waitFor(t, c, d.DispatchId, agent.StateFailed, 60*time.Second)
+			// The two jobs end together, in either order: wait for both
+			// (waiting for one at a time dropped the other's event when
+			// it came first).
+			evs := waitForEach(t, c, agent.StateFailed, 60*time.Second, d.DispatchId, killed.DispatchId)
+			ev := evs[d.DispatchId]
 			if ev.ExitCode == nil || *ev.ExitCode != 3 || !strings.Contains(ev.Reason, "exit code 3") {
 				t.Fatalf("failed event %+v (exit %v)", ev, fmtp(ev.ExitCode))
 			}
-			ev = waitFor(t, c, killed.DispatchId, agent.StateFailed, 60*time.Second)
+			ev = evs[killed.DispatchId]
 			if ev.ExitCode == nil || *ev.ExitCode != 137 || !strings.Contains(ev.Reason, "signal 9") {
 				t.Fatalf("killed job: event %+v (exit %v), want exit 137 by signal 9", ev, fmtp(ev.ExitCode))
 			}
