@@ -228,6 +228,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		Security: sec, TracerProvider: tracing.TracerProvider(),
 	}
 	benchRetention(b, &hcfg)
+	if os.Getenv("MERIDIAN_BENCH_CACHE_SNAPSHOT") == "off" {
+		// The baseline without the hub's cache snapshot writes
+		// (hub/store/warm.go), to measure what they cost.
+		hcfg.CacheSnapshotEvery = -1
+	}
 	hub, err := server.New(hcfg)
 	if err != nil {
 		b.Fatal(err)
