@@ -12,9 +12,13 @@ import (
 )
 
 // notifyChange asks the advertise loop to send a delta soon.
-func (a *Agent) notifyChange() {
+func (a *Agent) notifyChange() { poke(a.changed) }
+
+// poke signals a loop through a channel of capacity one without waiting:
+// a signal already pending covers this one.
+func poke(ch chan<- struct{}) {
 	select {
-	case a.changed <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -27,10 +31,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		if v, ok := a.conn.(Vanisher); ok {
 			now := v.Vanished()
 			if vanished && !now {
-				select {
-				case a.rejoin <- struct{}{}:
-				default:
-				}
+				poke(a.rejoin)
 			}
 			vanished = now
 		}

@@ -344,14 +344,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	// A hub without a base for our deltas asks for a full advertisement
-	// (every hub restarted). Agent credentials issued before this
-	// subject existed may not allow it: the periodic one still comes.
-	if stopAsk, err := a.bus.SubscribeAdvertRequests(a.cfg.ClusterID, func() {
-		select {
-		case a.askedFull <- struct{}{}:
-		default:
-		}
-	}); err != nil {
+	// (every hub restarted). Agent credentials issued before this subject
+	// existed do not allow it: the server refuses the subscription later
+	// (logged as a NATS error), and the periodic one still comes.
+	if stopAsk, err := a.bus.SubscribeAdvertRequests(a.cfg.ClusterID, func() { poke(a.askedFull) }); err != nil {
 		a.log.Warn("not listening for advertisement requests; hubs that restart wait for the periodic full advertisement", "err", err)
 	} else {
 		defer stopAsk()
@@ -787,10 +783,7 @@ func (a *Agent) enqueueLocked(ev *agentv1.DispatchEvent) *outItem {
 	}
 	a.out = append(a.out, item)
 	a.m.outbox.Set(float64(len(a.out)))
-	select {
-	case a.outWake <- struct{}{}:
-	default:
-	}
+	poke(a.outWake)
 	return item
 }
 

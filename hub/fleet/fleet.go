@@ -115,8 +115,9 @@ func (r *Registry) Start(ctx context.Context, bus *natsbus.Bus) error {
 			// hub restarted).
 			if aerr := bus.RequestAdvert(cluster); aerr != nil {
 				r.log.Warn("fleet: ask for a full advertisement", "cluster", cluster, "err", aerr)
+			} else {
+				r.log.Info("fleet: asked for a full advertisement", "cluster", cluster, "why", err.Error())
 			}
-			r.log.Info("fleet: asked for a full advertisement", "cluster", cluster, "why", err.Error())
 			return
 		}
 		if err != nil {

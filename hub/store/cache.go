@@ -72,7 +72,6 @@ type Cache struct {
 	clusterID   uint64
 	warm        WarmStats
 	resumeTried bool
-	readyAt     int64     // resuming: ready once rev reaches this
 	warmSince   time.Time // when the resume began
 }
 
@@ -246,15 +245,24 @@ func (c *Cache) relist(ctx context.Context) error {
 		c.relists++
 	}
 	c.listed = true
+	c.advanceLocked(rev)
 	if resumeAt > 0 {
-		// From a snapshot: ready once the watch has caught up
-		// (advanceLocked).
-		c.readyAt = resumeAt
-		c.advanceLocked(rev)
+		// From a snapshot: ready once the watch has caught up with the
+		// revision etcd had at the start (WaitForRevision asks etcd for
+		// progress, in case the last changes lie outside the prefix).
+		go func() {
+			if c.WaitForRevision(ctx, resumeAt) != nil {
+				return
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.markReadyLocked() {
+				c.log.Info("cache caught up from its snapshot", "prefix", c.prefix, "keys", len(c.items), "rev", c.rev, "replayed", c.warm.Replayed,
+					"took", time.Since(c.warmSince).Round(time.Millisecond).String())
+			}
+		}()
 		return nil
 	}
-	c.readyAt = 0
-	c.advanceLocked(rev)
 	c.markReadyLocked()
 	// At start this is what a hub waits for before it may lead: say how
 	// long it took.
@@ -262,12 +270,13 @@ func (c *Cache) relist(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cache) markReadyLocked() {
-	select {
-	case <-c.ready:
-	default:
-		close(c.ready)
+// markReadyLocked closes ready, reporting whether this call did.
+func (c *Cache) markReadyLocked() bool {
+	if c.isReady() {
+		return false
 	}
+	close(c.ready)
+	return true
 }
 
 func (c *Cache) isReady() bool {
@@ -290,24 +299,6 @@ func (c *Cache) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wch := c.client.Watch(watchCtx(wctx), c.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
-	if !c.isReady() {
-		// Resuming from a snapshot: the last changes may lie outside the
-		// prefix, so ask etcd to say how far the watch has come.
-		go func() {
-			t := time.NewTicker(100 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-wctx.Done():
-					return
-				case <-c.ready:
-					return
-				case <-t.C:
-					_ = c.client.RequestProgress(watchCtx(wctx))
-				}
-			}
-		}()
-	}
 	for wr := range wch {
 		if err := watchEnd(wr, from); err != nil {
 			return err
@@ -352,7 +343,7 @@ func (c *Cache) apply(wr clientv3.WatchResponse) {
 		return
 	}
 	last := c.rev
-	if c.readyAt > 0 {
+	if !c.isReady() { // resuming from a snapshot
 		c.warm.Replayed += len(wr.Events)
 	}
 	for _, ev := range wr.Events {
@@ -385,12 +376,6 @@ func (c *Cache) advanceLocked(rev int64) {
 	c.rev = rev
 	close(c.revCond)
 	c.revCond = make(chan struct{})
-	if c.readyAt > 0 && rev >= c.readyAt {
-		c.readyAt = 0
-		c.markReadyLocked()
-		c.log.Info("cache caught up from its snapshot", "prefix", c.prefix, "keys", len(c.items), "rev", rev, "replayed", c.warm.Replayed,
-			"took", time.Since(c.warmSince).Round(time.Millisecond).String())
-	}
 }
 
 // Ready is closed once the first list has been applied, or, when the

@@ -24,6 +24,9 @@ func (c *Cache) journalLocked(key string) {
 	j.keys = append(j.keys, key)
 }
 
+// end is the position after the last change.
+func (j *journal) end() uint64 { return j.base + uint64(len(j.keys)) }
+
 // Delta is what changed in a Cache since an earlier position.
 type Delta struct {
 	// Full is true when the changes since the position asked for are no
@@ -49,7 +52,7 @@ func (c *Cache) Delta(pos uint64) Delta {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j := &c.journal
-	end := j.base + uint64(len(j.keys))
+	end := j.end()
 	// Positions handed out are end+1, so that 0 always means "nothing read
 	// yet", even before the first change.
 	d := Delta{Rev: c.rev, Pos: end + 1}

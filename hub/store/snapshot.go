@@ -162,17 +162,14 @@ func (r *snapReader) uvarint(what string) uint64 {
 	return v
 }
 
+// varint reads binary.AppendVarint's zig-zag encoding.
 func (r *snapReader) varint(what string) int64 {
-	if r.err != nil {
-		return 0
+	u := r.uvarint(what)
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = fmt.Errorf("%s: truncated or overlong varint", what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	return x
 }
 
 func (r *snapReader) bytes(what string) []byte {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,18 +72,30 @@ func (c *Cache) usableSnapshot(ctx context.Context) (*snapshot, int64, error) {
 	if snap.prefix != c.prefix {
 		return nil, 0, fmt.Errorf("snapshot of %q, not %q", snap.prefix, c.prefix)
 	}
-	probe, err := c.client.Get(ctx, c.prefix, clientv3.WithCountOnly())
+	id, now, err := c.probe(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("probe etcd: %w", err)
+		return nil, 0, err
 	}
-	if id := probe.Header.GetClusterId(); snap.clusterID != 0 && id != snap.clusterID {
+	if snap.clusterID != 0 && id != snap.clusterID {
 		return nil, 0, fmt.Errorf("snapshot of etcd cluster %x, this is %x", snap.clusterID, id)
 	}
-	if probe.Header.GetRevision() < snap.rev {
-		return nil, 0, fmt.Errorf("etcd is at revision %d, behind the snapshot's %d: a different or reset store", probe.Header.GetRevision(), snap.rev)
+	if now < snap.rev {
+		return nil, 0, fmt.Errorf("etcd is at revision %d, behind the snapshot's %d: a different or reset store", now, snap.rev)
 	}
-	c.setClusterID(probe.Header.GetClusterId())
-	return snap, probe.Header.GetRevision(), nil
+	return snap, now, nil
+}
+
+// probe asks etcd for its cluster id (remembered for the snapshots to
+// come) and current revision.
+func (c *Cache) probe(ctx context.Context) (clusterID uint64, rev int64, err error) {
+	resp, err := c.client.Get(ctx, c.prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, 0, fmt.Errorf("probe etcd: %w", err)
+	}
+	c.mu.Lock()
+	c.clusterID = resp.Header.GetClusterId()
+	c.mu.Unlock()
+	return resp.Header.GetClusterId(), resp.Header.GetRevision(), nil
 }
 
 // checkedList lists the prefix from a snapshot whose revision etcd has
@@ -112,30 +125,25 @@ func (c *Cache) checkedList(ctx context.Context, snap *snapshot) ([]Item, int64,
 	if len(fetch) > max(maxWarmReads, len(keys)/4) {
 		return nil, 0, st, fmt.Errorf("%d of %d keys changed since the snapshot", len(fetch), len(keys))
 	}
-	checks := newestKept(items, fetch, warmChecks)
-	want := make(map[int][]byte, len(checks))
-	for _, i := range checks {
-		want[i] = items[i].Value
-	}
-	if err := c.readValues(ctx, items, mergeSorted(fetch, checks), rev); err != nil {
+	if err := c.readValues(ctx, items, fetch, rev); err != nil {
 		return nil, 0, st, err
 	}
-	for i, v := range want {
-		if !bytes.Equal(items[i].Value, v) {
-			return nil, 0, st, fmt.Errorf("key %q at revision %d holds other bytes than the snapshot's: not this store's snapshot", clipKey(items[i].Key), items[i].ModRev)
-		}
+	checked, err := c.spotCheck(ctx, items, fetch)
+	if err != nil {
+		return nil, 0, st, err
 	}
-	st = WarmStats{Warm: true, Kept: len(items) - len(fetch), Read: len(fetch) + len(checks)}
+	st = WarmStats{Warm: true, Kept: len(items) - len(fetch), Read: len(fetch) + checked}
 	return items, rev, st, nil
 }
 
-// spotCheck reads the newest of the snapshot's items back from etcd and
-// compares those still at the same revisions (a changed one proves
-// nothing, and the watch brings its change).
-func (c *Cache) spotCheck(ctx context.Context, items []Item) error {
-	idx := newestKept(items, nil, warmChecks)
+// spotCheck reads the newest of items (those not in skip, which were just
+// read from etcd) back from etcd and compares those still at the same
+// revisions (a changed one proves nothing, and the watch brings its
+// change). It returns how many it read.
+func (c *Cache) spotCheck(ctx context.Context, items []Item, skip []int) (int, error) {
+	idx := newestKept(items, skip, warmChecks)
 	if len(idx) == 0 {
-		return nil
+		return 0, nil
 	}
 	ops := make([]clientv3.Op, len(idx))
 	for n, i := range idx {
@@ -143,69 +151,37 @@ func (c *Cache) spotCheck(ctx context.Context, items []Item) error {
 	}
 	resp, err := c.client.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("read back: %w", err)
+		return 0, fmt.Errorf("read back: %w", err)
 	}
 	for n, i := range idx {
 		for _, kv := range resp.Responses[n].GetResponseRange().GetKvs() {
 			if kv.ModRevision == items[i].ModRev && kv.CreateRevision == items[i].CreateRev && !bytes.Equal(kv.Value, items[i].Value) {
-				return fmt.Errorf("key %q at revision %d holds other bytes than the snapshot's: not this store's snapshot", clipKey(items[i].Key), items[i].ModRev)
+				return 0, fmt.Errorf("key %q at revision %d holds other bytes than the snapshot's: not this store's snapshot", clipKey(items[i].Key), items[i].ModRev)
 			}
 		}
 	}
-	return nil
+	return len(idx), nil
 }
 
-// newestKept picks up to n kept items (not in fetch), those with the
-// highest mod revisions, whose values are read back as a check.
-func newestKept(items []Item, fetch []int, n int) []int {
-	skip := make(map[int]bool, len(fetch))
-	for _, i := range fetch {
-		skip[i] = true
+// newestKept picks up to n of items not in skip, those with the highest
+// mod revisions.
+func newestKept(items []Item, skip []int, n int) []int {
+	skipped := make(map[int]bool, len(skip))
+	for _, i := range skip {
+		skipped[i] = true
 	}
 	var top []int // ascending by mod revision, at most n
 	for i := range items {
-		if skip[i] {
+		if skipped[i] || (len(top) == n && items[i].ModRev <= items[top[0]].ModRev) {
 			continue
 		}
-		if len(top) == n && items[i].ModRev <= items[top[0]].ModRev {
-			continue
-		}
-		k := 0
-		for k < len(top) && items[top[k]].ModRev < items[i].ModRev {
-			k++
-		}
-		top = append(top[:k], append([]int{i}, top[k:]...)...)
+		k, _ := slices.BinarySearchFunc(top, items[i].ModRev, func(j int, rev int64) int { return cmp.Compare(items[j].ModRev, rev) })
+		top = slices.Insert(top, k, i)
 		if len(top) > n {
 			top = top[1:]
 		}
 	}
 	return top
-}
-
-// mergeSorted merges two ascending index lists without duplicates.
-func mergeSorted(a, b []int) []int {
-	bs := append([]int(nil), b...)
-	for i := 1; i < len(bs); i++ { // b is short: insertion sort
-		for k := i; k > 0 && bs[k] < bs[k-1]; k-- {
-			bs[k], bs[k-1] = bs[k-1], bs[k]
-		}
-	}
-	out := make([]int, 0, len(a)+len(bs))
-	i, k := 0, 0
-	for i < len(a) || k < len(bs) {
-		switch {
-		case k == len(bs) || (i < len(a) && a[i] < bs[k]):
-			out = append(out, a[i])
-			i++
-		case i == len(a) || bs[k] < a[i]:
-			out = append(out, bs[k])
-			k++
-		default:
-			out = append(out, a[i])
-			i, k = i+1, k+1
-		}
-	}
-	return out
 }
 
 // readValues reads the values of items[idx] (ascending) at rev. A run of
@@ -272,7 +248,7 @@ func (c *Cache) firstList(ctx context.Context) (items []Item, rev, resumeAt int6
 		c.resumeTried = true
 		c.mu.Unlock()
 		if resume {
-			if err = c.spotCheck(ctx, snap.items); err == nil {
+			if _, err = c.spotCheck(ctx, snap.items, nil); err == nil {
 				c.mu.Lock()
 				c.warm = WarmStats{Warm: true, Resumed: true, Kept: len(snap.items)}
 				c.warmSince = t0
@@ -308,10 +284,8 @@ func (c *Cache) firstList(ctx context.Context) (items []Item, rev, resumeAt int6
 // coldList reads every key and value, and learns etcd's cluster id for
 // the snapshots to come.
 func (c *Cache) coldList(ctx context.Context) ([]Item, int64, error) {
-	if c.snapFile != "" && c.clusterIDKnown() == 0 {
-		if probe, err := c.client.Get(ctx, c.prefix, clientv3.WithCountOnly()); err == nil {
-			c.setClusterID(probe.Header.GetClusterId())
-		}
+	if c.snapFile != "" {
+		_, _, _ = c.probe(ctx) // an unknown id (0) is never compared
 	}
 	return list(ctx, c.client, c.prefix, c.pageSize)
 }
@@ -321,18 +295,6 @@ func (c *Cache) Warm() WarmStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.warm
-}
-
-func (c *Cache) setClusterID(id uint64) {
-	c.mu.Lock()
-	c.clusterID = id
-	c.mu.Unlock()
-}
-
-func (c *Cache) clusterIDKnown() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.clusterID
 }
 
 // snapshotChunk is how many items the writer copies per hold of the
@@ -384,7 +346,7 @@ func (c *Cache) consistentItems() ([]Item, int64, uint64, error) {
 		c.mu.Unlock()
 		return nil, 0, 0, errors.New("store: the cache has not listed yet")
 	}
-	from := c.journal.base + uint64(len(c.journal.keys)) // changes from here on are re-read below
+	from := c.journal.end() // changes from here on are re-read below
 	items := make([]Item, 0, len(c.items))
 	c.mu.Unlock()
 	next := c.prefix
@@ -467,15 +429,15 @@ func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
 	t := time.NewTicker(snapshotTick)
 	defer t.Stop()
 	var (
-		last     time.Time     // of the last write; zero before the first
-		lastTook time.Duration // how long it took
-		lastPos  uint64        // journal position at the last write
-		readyAt  time.Time
+		last       time.Time     // of the last write; zero before the first
+		lastTook   time.Duration // how long it took
+		lastPos    uint64        // journal position at the last write
+		readySince time.Time
 	)
 	write := func() {
 		c.mu.Lock()
 		rev, listed := c.rev, c.listed
-		pos := c.journal.base + uint64(len(c.journal.keys))
+		pos := c.journal.end()
 		c.mu.Unlock()
 		if !listed || (!last.IsZero() && pos == lastPos) {
 			return
@@ -499,17 +461,17 @@ func (c *Cache) snapshotLoop(ctx context.Context, done chan<- struct{}) {
 		if !c.isReady() {
 			continue
 		}
-		if readyAt.IsZero() {
-			readyAt = time.Now()
+		if readySince.IsZero() {
+			readySince = time.Now()
 		}
 		c.mu.Lock()
-		changes := c.journal.base + uint64(len(c.journal.keys)) - lastPos
+		changes := c.journal.end() - lastPos
 		keys := len(c.items)
 		c.mu.Unlock()
 		since := time.Since(last)
 		switch {
 		case last.IsZero():
-			if time.Since(readyAt) >= snapshotFirstAfter {
+			if time.Since(readySince) >= snapshotFirstAfter {
 				write()
 			}
 		case changes == 0:
