@@ -145,3 +145,42 @@ func TestNewIDSortsByTime(t *testing.T) {
 		t.Fatalf("ids %s %s %s do not sort by time or do not validate", a, b, c)
 	}
 }
+
+// Under load the etcd log takes one transaction per batch, not one per
+// handful of events: a burst recorded within the linger is one write.
+// Close does not wait out the linger.
+func TestBatchesLingerAndCloseFlushes(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := context.Background()
+	rev := func() int64 {
+		resp, err := cli.Get(ctx, "/none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	r := New(Config{Etcd: cli, Linger: time.Hour, Clock: func() time.Time { return now }})
+	before := rev()
+	const n = 500
+	for i := 0; i < n; i++ {
+		r.Record(event(fmt.Sprintf("u%d", i), "submit", "q", meridianv1.AuditResult_AUDIT_RESULT_ALLOWED, now))
+	}
+	start := time.Now()
+	r.Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %v with an hour's linger: it must flush at once", took)
+	}
+	got, _, err := List(ctx, cli, Filter{}, 1000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("stored %d events, want %d", len(got), n)
+	}
+	// The burst fits one batch; pruning (once, right after the first
+	// write) deletes nothing and so takes no revision.
+	if txns := rev() - before; txns != 1 {
+		t.Fatalf("%d events took %d transactions, want 1", n, txns)
+	}
+}

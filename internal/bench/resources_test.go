@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strconv"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,7 @@ type resourceWatcher struct {
 	// writes counts key writes by kind (MERIDIAN_BENCH_COUNT_WRITES),
 	// filled by countWrites until stop.
 	writes     map[string]int
+	txns       map[string]int // transactions by the kinds they wrote
 	writesDone chan struct{}
 }
 
@@ -67,7 +69,8 @@ func (r *resourceWatcher) countWrites() {
 	defer close(r.writesDone)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wc := r.cli.Watch(ctx, "/meridian/", clientv3.WithPrefix(), clientv3.WithPrevKV())
+	// Every key, not only the hub's prefix: the count is of what etcd writes.
+	wc := r.cli.Watch(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithPrevKV())
 	for {
 		select {
 		case <-r.stop:
@@ -76,8 +79,26 @@ func (r *resourceWatcher) countWrites() {
 			if !ok {
 				return
 			}
+			// One revision is one transaction: name each by the kinds
+			// of key it wrote, to see which writers the fsyncs serve.
+			txn, txnRev := map[string]bool{}, int64(-1)
+			endTxn := func() {
+				if len(txn) > 0 {
+					kinds := make([]string, 0, len(txn))
+					for k := range txn {
+						kinds = append(kinds, k)
+					}
+					sort.Strings(kinds)
+					r.txns[strings.Join(kinds, "+")]++
+					clear(txn)
+				}
+			}
 			for _, ev := range wr.Events {
-				kind := strings.SplitN(strings.TrimPrefix(string(ev.Kv.Key), "/meridian/"), "/", 2)[0]
+				if ev.Kv.ModRevision != txnRev {
+					endTxn()
+					txnRev = ev.Kv.ModRevision
+				}
+				kind := writeKind(string(ev.Kv.Key))
 				switch {
 				case ev.Type == clientv3.EventTypeDelete:
 					kind += "-deletes"
@@ -87,7 +108,9 @@ func (r *resourceWatcher) countWrites() {
 					kind += "-updates"
 				}
 				r.writes[kind]++
+				txn[kind] = true
 			}
+			endTxn()
 		}
 	}
 }
@@ -104,6 +127,7 @@ func watchResources(b *testing.B, endpoints []string, start time.Time, period ti
 	}
 	if os.Getenv("MERIDIAN_BENCH_COUNT_WRITES") != "" {
 		r.writes = map[string]int{}
+		r.txns = map[string]int{}
 		r.writesDone = make(chan struct{})
 		go r.countWrites()
 	}
@@ -193,6 +217,14 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 				}
 			}
 			b.ReportMetric(float64(total)/float64(n), "etcd-key-writes/workload")
+			kinds := make([]string, 0, len(r.txns))
+			for k := range r.txns {
+				kinds = append(kinds, k)
+			}
+			sort.Slice(kinds, func(i, j int) bool { return r.txns[kinds[i]] > r.txns[kinds[j]] })
+			for _, k := range kinds {
+				b.Logf("etcd transactions writing %s: %.3f per workload", k, float64(r.txns[k])/float64(n))
+			}
 		}
 	}
 	if len(samples) >= 4 {
@@ -264,4 +296,13 @@ func TestRSSReadable(t *testing.T) {
 	if got := rssMiB(); got <= 0 {
 		t.Fatalf("rssMiB() = %v, want > 0 on a system with /proc", got)
 	}
+}
+
+// writeKind names a key by its first segment under the hub's prefix
+// ("workloads"), or by its own first segment for keys outside it.
+func writeKind(key string) string {
+	if rest, ok := strings.CutPrefix(key, "/meridian/"); ok {
+		return strings.SplitN(rest, "/", 2)[0]
+	}
+	return "other:" + strings.SplitN(strings.TrimPrefix(key, "/"), "/", 2)[0]
 }
