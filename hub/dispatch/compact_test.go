@@ -6,10 +6,12 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -123,5 +125,34 @@ func TestCompactBacklog(t *testing.T) {
 	// room for the noise of other tests' garbage in the same process.
 	if kept*10 > decoded*6 {
 		t.Fatalf("compact backlog: %d B per workload, all decoded %d B: want at most 60%%", kept/big, decoded/big)
+	}
+}
+
+// Workloads decoded apart share one copy of their queue's name, and
+// records one copy of their cluster's and classes' names: the core's
+// per-cycle sums compare them by pointer.
+func TestMirrorSharesNames(t *testing.T) {
+	m, _, _ := fill(t, 3, 0)
+	var data []*byte
+	for _, w := range m.byID {
+		if w.sw == nil || w.sw.Queue != "team/a" {
+			t.Fatalf("workload %s: core view %+v", w.key, w.sw)
+		}
+		data = append(data, unsafe.StringData(w.sw.Queue))
+	}
+	if len(data) != 3 || data[0] != data[1] || data[1] != data[2] {
+		t.Fatalf("queue names of 3 workloads are not one copy: %v", data)
+	}
+	rec := func() *Record {
+		// Built from bytes, as a decode makes them: distinct copies.
+		return &Record{Cluster: string([]byte("east")), Queue: string([]byte("team/a")),
+			Usage: []scheduler.ClassMilli{{Class: string([]byte("h100")), Milli: 1000}}}
+	}
+	a, b := rec(), rec()
+	m.internRecord(a)
+	m.internRecord(b)
+	if unsafe.StringData(a.Cluster) != unsafe.StringData(b.Cluster) || unsafe.StringData(a.Usage[0].Class) != unsafe.StringData(b.Usage[0].Class) ||
+		unsafe.StringData(a.Queue) != data[0] {
+		t.Fatalf("records keep their own copies of cluster, queue or class names")
 	}
 }
