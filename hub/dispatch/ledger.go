@@ -80,6 +80,18 @@ func accrueInto(t *term, w *meridianv1.Workload, r *Record, to time.Time, add fu
 	t.accruedTo[w.GetId()] = to
 }
 
+// forgetStopped drops the accrual marks of workloads that no longer run.
+// It runs with each ledger write, not each pass: a stale mark only costs
+// memory until then, since a workload dispatched again charges from its
+// new start, which is later. Callers hold t.mu.
+func forgetStopped(t *term, b *built) {
+	for id := range t.accruedTo {
+		if w := b.byID[id]; w == nil || w.phase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
+			delete(t.accruedTo, id)
+		}
+	}
+}
+
 // finalAccrual accrues a workload that just stopped, up to its end.
 func (l *Loop) finalAccrual(t *term, w *meridianv1.Workload, r *Record, end time.Time) {
 	t.mu.Lock()
@@ -103,58 +115,60 @@ func (l *Loop) accrue(t *term, b *built, now time.Time) error {
 	if skip {
 		return nil
 	}
+	// Usage is charged up to the last heartbeat that showed the work
+	// running, so only the clusters that sent one since the last pass have
+	// anything new to charge. A workload whose cluster sent none loses
+	// nothing by waiting: the next heartbeat that shows it charges its
+	// whole interval since its last charge (or start), and one that stops
+	// first is charged up to its end (finalAccrual). With heartbeats every
+	// 2 s and a pass every second, this skips half the walk.
 	type seen struct {
-		ids map[string]bool
+		ids map[string]string // dispatch id -> workload id; the fleet's, read-only
 		at  time.Time
 	}
 	hb := map[string]seen{}
 	for _, c := range l.fleet.IDs() {
-		ids, at, ok := l.fleet.Reported(c)
-		if !ok {
+		ids, at, ok := l.fleet.ReportedSet(c)
+		if !ok || !at.After(t.heartbeatCharged[c]) {
 			continue
 		}
-		set := make(map[string]bool, len(ids))
-		for _, id := range ids {
-			set[id] = true
-		}
-		hb[c] = seen{ids: set, at: at}
+		hb[c] = seen{ids: ids, at: at}
 	}
 	t.mu.Lock()
-	live := make(map[string]bool, len(b.current))
-	sums := map[accrual]int64{}
-	add := func(leaf, class string, milli int64, from, to time.Time) {
-		sums[accrual{leaf: leaf, class: class, from: from.UnixNano(), to: to.UnixNano()}] += milli
-	}
-	for id, c := range b.current {
-		r, w := c.r, c.w
-		if w.doc().GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
-			continue
-		}
-		live[w.doc().GetId()] = true
-		if h, ok := hb[r.r.Cluster]; ok && h.ids[id] {
-			to := h.at
-			if now.Before(to) {
-				to = now
-			}
-			accrueInto(t, w.doc(), r.r, to, add)
-		}
-	}
-	// In a fixed order, so that float sums come out the same every time.
-	keys := slices.SortedFunc(maps.Keys(sums), func(a, b accrual) int {
-		return cmp.Or(strings.Compare(a.leaf, b.leaf), strings.Compare(a.class, b.class), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
-	})
-	for _, k := range keys {
-		t.ledger.Accrue(k.leaf, k.class, sums[k], time.Unix(0, k.from), time.Unix(0, k.to))
-	}
-	for id := range t.accruedTo {
-		if !live[id] {
-			delete(t.accruedTo, id)
-		}
-	}
 	due := now.Sub(t.ledgerSavedAt) >= l.cfg.LedgerPersistEvery
+	if len(hb) > 0 {
+		sums := map[accrual]int64{}
+		add := func(leaf, class string, milli int64, from, to time.Time) {
+			sums[accrual{leaf: leaf, class: class, from: from.UnixNano(), to: to.UnixNano()}] += milli
+		}
+		for id, c := range b.current {
+			h, ok := hb[c.r.r.Cluster]
+			if !ok || c.w.phase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING {
+				continue
+			}
+			if _, shown := h.ids[id]; shown {
+				to := h.at
+				if now.Before(to) {
+					to = now
+				}
+				accrueInto(t, c.w.doc(), c.r.r, to, add)
+			}
+		}
+		// In a fixed order, so that float sums come out the same every time.
+		keys := slices.SortedFunc(maps.Keys(sums), func(a, b accrual) int {
+			return cmp.Or(strings.Compare(a.leaf, b.leaf), strings.Compare(a.class, b.class), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
+		})
+		for _, k := range keys {
+			t.ledger.Accrue(k.leaf, k.class, sums[k], time.Unix(0, k.from), time.Unix(0, k.to))
+		}
+		for c, h := range hb {
+			t.heartbeatCharged[c] = h.at
+		}
+	}
 	var data []byte
 	var err error
 	if due {
+		forgetStopped(t, b)
 		t.ledger.DecayTo(now)
 		data, err = t.ledger.MarshalJSON()
 	}

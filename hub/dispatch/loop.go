@@ -287,15 +287,18 @@ type term struct {
 	accruedTo     map[string]time.Time // workload id -> ledger accrued up to
 	ledgerFloor   time.Time
 	ledgerSavedAt time.Time
-	accruedAt     time.Time            // last accrue pass (hub clock)
-	published     map[string]time.Time // dispatch id -> last publish
-	cancelled     map[string]time.Time // dispatch ids a cancel was sent for, and when
-	finished      map[string]time.Time // dispatch ids the agent reported stopped, and when
-	nominated     map[string]time.Time // workload ids that preempted work, and when
-	started       time.Time            // when the term began (hub clock)
-	lastCommitRev int64                // highest revision the cycle committed
-	prunedAt      time.Time            // last walk over cancelled and finished
-	reportChecked map[string]time.Time // cluster -> time of the heartbeat reconcileReports last checked
+	accruedAt     time.Time // last accrue pass (hub clock)
+	// heartbeatCharged is, per cluster, the heartbeat the last accrue
+	// pass charged up to.
+	heartbeatCharged map[string]time.Time
+	published        map[string]time.Time // dispatch id -> last publish
+	cancelled        map[string]time.Time // dispatch ids a cancel was sent for, and when
+	finished         map[string]time.Time // dispatch ids the agent reported stopped, and when
+	nominated        map[string]time.Time // workload ids that preempted work, and when
+	started          time.Time            // when the term began (hub clock)
+	lastCommitRev    int64                // highest revision the cycle committed
+	prunedAt         time.Time            // last walk over cancelled and finished
+	reportChecked    map[string]time.Time // cluster -> time of the heartbeat reconcileReports last checked
 	// After a restore (adopt.go): the hub clock when the term began,
 	// whether every cluster has reported since, and the heartbeats
 	// adoption has looked at, by cluster.
@@ -323,7 +326,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		case <-tctx.Done():
 		}
 	}()
-	t := &term{fence: fence, ctx: tctx, cancel: cancel, accruedTo: map[string]time.Time{}, published: map[string]time.Time{},
+	t := &term{fence: fence, ctx: tctx, cancel: cancel, accruedTo: map[string]time.Time{}, heartbeatCharged: map[string]time.Time{}, published: map[string]time.Time{},
 		cancelled: map[string]time.Time{}, finished: map[string]time.Time{}, started: time.Now(), startedClock: l.clock()}
 	if err := l.loadLedger(tctx, t); err != nil {
 		l.log.Error("load ledger", "err", err)

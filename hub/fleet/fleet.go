@@ -463,6 +463,21 @@ func (r *Registry) Reported(id string) (ids []string, at time.Time, ok bool) {
 	return append([]string(nil), e.reported...), e.reportedAt, true
 }
 
+// ReportedSet is Reported as a set, without a copy: the dispatch ids the
+// last heartbeat showed, each with its workload id (empty from agents
+// that do not send it). Each heartbeat replaces the map whole and never
+// changes it, so the caller may read it without a lock but must not
+// change it.
+func (r *Registry) ReportedSet(id string) (dispatches map[string]string, at time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.clusters[id]
+	if e == nil || !e.reportedSet {
+		return nil, time.Time{}, false
+	}
+	return e.reportedWL, e.reportedAt, true
+}
+
 // ReportedWorkload returns the workload id a cluster's last heartbeat gave
 // for one of its dispatches, if it gave one.
 func (r *Registry) ReportedWorkload(cluster, dispatchID string) (string, bool) {
