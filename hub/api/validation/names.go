@@ -2,7 +2,6 @@ package validation
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -19,12 +18,64 @@ const (
 	MaxQueueDepth = 3
 )
 
+// The name rules are matched by hand, not by regexp: every submit checks
+// several names and every label, and the regexp engine was most of the
+// validation's cost. TestNameMatchersAgreeWithTheRules holds each to the
+// regular expression in its comment.
+
+// Character classes, indexed by byte.
 var (
-	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	labelName        = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	acceleratorClass = regexp.MustCompile(`^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$`)
+	lowerDigit  = byteClass("abcdefghijklmnopqrstuvwxyz0123456789")
+	lowerInner  = byteClass("abcdefghijklmnopqrstuvwxyz0123456789-")
+	lowerInnerX = byteClass("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+	alnum       = byteClass("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+	alnumInner  = byteClass("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 )
+
+func byteClass(chars string) (c [256]bool) {
+	for i := range len(chars) {
+		c[chars[i]] = true
+	}
+	return c
+}
+
+// edged reports whether s is not empty, starts and ends with a byte of
+// edge, and has only bytes of inner in between.
+func edged(s string, edge, inner *[256]bool) bool {
+	n := len(s)
+	if n == 0 || !edge[s[0]] || !edge[s[n-1]] {
+		return false
+	}
+	for i := 1; i < n-1; i++ {
+		if !inner[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// isDNSLabel: ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$
+func isDNSLabel(s string) bool { return edged(s, &lowerDigit, &lowerInner) }
+
+// isDNSSubdomain: ^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+func isDNSSubdomain(s string) bool {
+	for {
+		i := strings.IndexByte(s, '.')
+		if i < 0 {
+			return isDNSLabel(s)
+		}
+		if !isDNSLabel(s[:i]) {
+			return false
+		}
+		s = s[i+1:]
+	}
+}
+
+// isLabelName: ^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$
+func isLabelName(s string) bool { return edged(s, &alnum, &alnumInner) }
+
+// isAcceleratorClass: ^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$
+func isAcceleratorClass(s string) bool { return edged(s, &lowerDigit, &lowerInnerX) }
 
 // checkDNSLabel returns a plain-words problem with s as a DNS-1123 label,
 // or "" when it is valid.
@@ -32,7 +83,7 @@ func checkDNSLabel(s string) string {
 	if len(s) > MaxNameLength {
 		return fmt.Sprintf("must be at most %d characters (got %d)", MaxNameLength, len(s))
 	}
-	if !dns1123Label.MatchString(s) {
+	if !isDNSLabel(s) {
 		return fmt.Sprintf("%q is not a DNS-1123 label: use lower-case letters, digits and '-', starting and ending with a letter or digit", s)
 	}
 	return ""
@@ -73,11 +124,11 @@ func checkLabelKey(k string) string {
 	if i := strings.LastIndexByte(k, '/'); i >= 0 {
 		prefix := k[:i]
 		name = k[i+1:]
-		if prefix == "" || len(prefix) > maxLabelPrefixLength || !dns1123Subdomain.MatchString(prefix) {
+		if prefix == "" || len(prefix) > maxLabelPrefixLength || !isDNSSubdomain(prefix) {
 			return fmt.Sprintf("key %q: prefix must be a DNS-1123 subdomain of at most %d characters", k, maxLabelPrefixLength)
 		}
 	}
-	if name == "" || len(name) > MaxNameLength || !labelName.MatchString(name) {
+	if name == "" || len(name) > MaxNameLength || !isLabelName(name) {
 		return fmt.Sprintf("key %q: name part must be 1 to %d characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k, MaxNameLength)
 	}
 	return ""
@@ -88,7 +139,7 @@ func checkLabelValue(v string) string {
 	if len(v) > MaxLabelValueLength {
 		return fmt.Sprintf("value must be at most %d characters (got %d)", MaxLabelValueLength, len(v))
 	}
-	if v != "" && !labelName.MatchString(v) {
+	if v != "" && !isLabelName(v) {
 		return fmt.Sprintf("value %q must be letters, digits, '-', '_' or '.', starting and ending with a letter or digit", v)
 	}
 	return ""
@@ -100,7 +151,7 @@ func checkAcceleratorClass(s string) string {
 	if len(s) > MaxNameLength {
 		return fmt.Sprintf("must be at most %d characters (got %d)", MaxNameLength, len(s))
 	}
-	if !acceleratorClass.MatchString(s) {
+	if !isAcceleratorClass(s) {
 		return fmt.Sprintf("%q is not a valid accelerator class: use lower-case letters, digits, '-', '_' or '.', like \"nvidia-h100-80gb\"", s)
 	}
 	return ""
