@@ -25,6 +25,10 @@ type mutation struct {
 	ops   []store.Op
 	size  int // bytes of values written, to keep transactions under etcd's request limit
 	after func()
+	// wrote is the workload one of ops puts at key wroteKey, as encoded,
+	// for the mirror to take once committed (ownWrites); nil for none.
+	wrote    *meridianv1.Workload
+	wroteKey string
 }
 
 // settleTime is how long a new term waits before it writes pending
@@ -53,17 +57,21 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 		conflict bool
 		batch    []store.Op
 		afters   []func()
+		wrote    []mutation // those of the batch that put a workload
 	)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		ops, a := batch, afters
-		batch, afters = nil, nil
+		ops, a, own := batch, afters, wrote
+		batch, afters, wrote = nil, nil, nil
 		r, err := l.commit(t, ops...)
 		switch {
 		case err == nil:
 			rev = max(rev, r)
+			for _, m := range own {
+				l.own.add(m.wroteKey, r, m.wrote)
+			}
 			t.mu.Lock()
 			t.lastCommitRev = max(t.lastCommitRev, r)
 			t.mu.Unlock()
@@ -98,6 +106,9 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 		}
 		batch = append(batch, m.ops...)
 		afters = append(afters, m.after)
+		if m.wrote != nil {
+			wrote = append(wrote, m)
+		}
 		size += m.size
 	}
 	err := flush()
@@ -278,7 +289,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		dispatched[d.WorkloadID] = true
 		dms = append(dms, mutation{
 			ops:  []store.Op{store.PutIfModRev(w.key, wb, w.modRev)},
-			size: len(wb) + len(w.key),
+			size: len(wb) + len(w.key), wrote: nw, wroteKey: w.key,
 			after: func() {
 				observeWait()
 				cmu.Lock()

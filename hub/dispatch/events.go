@@ -123,6 +123,17 @@ func (x *evTx) workload(key string) (*txItem, error) {
 	})
 }
 
+// handOff gives the mirror the workloads the transaction wrote, committed
+// at rev, so that it does not decode them again (ownWrites). A finished
+// one is left out: the mirror tells it from its summary without a decode.
+func (x *evTx) handOff(rev int64) {
+	for k, it := range x.items {
+		if it.dirty && !it.deleted && it.origRev != 0 && it.w != nil && !finished(it.w.GetStatus().GetPhase()) {
+			x.l.own.add(k, rev, it.w)
+		}
+	}
+}
+
 // ops turns the changes into compare-and-swap ops, sorted by key.
 func (x *evTx) ops(now time.Time) ([]store.Op, error) {
 	var ops []store.Op
@@ -396,9 +407,11 @@ func (l *Loop) applyBatch(t *term, evs []batchEvent, fromCache bool) error {
 		// rather than pair them up, let the caller go one event at a time.
 		return errBatchTooLarge
 	}
-	if _, err = l.commit(t, ops...); err != nil {
+	rev, err := l.commit(t, ops...)
+	if err != nil {
 		return err
 	}
+	x.handOff(rev)
 	for _, f := range x.committed {
 		f()
 	}

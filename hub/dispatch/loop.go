@@ -154,6 +154,7 @@ type Loop struct {
 	ownReg  *prometheus.Registry // the private registry when Deps.Registerer is nil
 
 	mirror mirror        // decoded cache, updated by deltas
+	own    ownWrites     // workloads the loop wrote, handed to the mirror decoded
 	kick   chan struct{} // a send asks for the next cycle early
 
 	// natsDownAt is when the loop last saw its NATS connection down; only

@@ -400,6 +400,13 @@ func (m *mirror) dropRec(e *rec) {
 	m.classify(d)
 }
 
+// dropKey forgets a deleted key in the mirror and any workload the loop
+// wrote there.
+func (l *Loop) dropKey(k string) {
+	l.own.take(k, 0)
+	l.mirror.remove(k)
+}
+
 // remove forgets key, whatever it held.
 func (m *mirror) remove(k string) {
 	if w, ok := m.workloads[k]; ok {
@@ -439,8 +446,11 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			m.workloadChanged(s.ID)
 			break
 		}
-		var w *meridianv1.Workload
-		if w, err = decodeWorkload(it.Value); err == nil && w.GetId() != "" {
+		w := l.own.take(k, it.ModRev)
+		if w == nil {
+			w, err = decodeWorkload(it.Value)
+		}
+		if err == nil && w.GetId() != "" {
 			if finished(w.GetStatus().GetPhase()) {
 				m.workloadChanged(w.GetId())
 				break
@@ -522,12 +532,13 @@ func (l *Loop) advance() *state {
 	d := l.cache.Delta(m.pos)
 	if d.Full || m.workloads == nil {
 		m.reset()
+		l.own.forget()
 	}
 	for k, it := range d.Items {
 		m.put(l, k, it)
 	}
 	for _, k := range d.Deleted {
-		m.remove(k)
+		l.dropKey(k)
 	}
 	m.settle(l.clock())
 	// The cycle appends the stopped work to the running list it hands the

@@ -1,0 +1,66 @@
+package dispatch
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-gpu/meridian/hub/store"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+)
+
+// The mirror takes a workload the loop wrote instead of decoding it, but
+// only at the revision it was written at; any other revision is decoded
+// from the stored bytes, and the entry does not outlive the key's next
+// change.
+func TestMirrorTakesOwnWritesAtTheirRevision(t *testing.T) {
+	l := &Loop{log: slog.New(slog.DiscardHandler)}
+	m := &mirror{}
+	m.reset()
+	w := queuedWorkload(1, time.Unix(1_700_000_000, 0))
+	b, err := proto.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := WorkloadKey(w.GetId())
+
+	l.own.add(k, 7, w)
+	m.put(l, k, store.Item{Key: k, Value: b, ModRev: 7, CreateRev: 7})
+	if got := m.workloads[k].pb; got != w {
+		t.Fatalf("the mirror decoded a workload the loop handed it at the same revision")
+	}
+
+	// Written at 8, but the mirror first sees 9 (a later write won): it
+	// must decode 9's bytes, and the entry for 8 is gone.
+	stale := proto.Clone(w).(*meridianv1.Workload)
+	stale.Priority = 99
+	l.own.add(k, 8, stale)
+	m.put(l, k, store.Item{Key: k, Value: b, ModRev: 9, CreateRev: 7})
+	if got := m.workloads[k].pb; got == stale || got.GetPriority() == 99 {
+		t.Fatalf("the mirror took a workload written at revision 8 for revision 9")
+	}
+	if l.own.take(k, 8) != nil {
+		t.Fatal("the entry for revision 8 outlived the key's next change")
+	}
+
+	// A deleted key drops its entry too.
+	l.own.add(k, 10, w)
+	l.dropKey(k)
+	if l.own.take(k, 10) != nil {
+		t.Fatal("the entry of a deleted key was kept")
+	}
+}
+
+// ownWrites stays bounded when nothing takes its entries.
+func TestOwnWritesStayBounded(t *testing.T) {
+	var o ownWrites
+	w := &meridianv1.Workload{Id: "w"}
+	for i := range maxOwnWrites + 10 {
+		o.add(string(rune(i)), int64(i), w)
+	}
+	if n := len(o.m); n > maxOwnWrites {
+		t.Fatalf("%d entries kept, at most %d allowed", n, maxOwnWrites)
+	}
+}
