@@ -43,6 +43,7 @@ set -euo pipefail
 EXIT_NOT_ROOT=3 EXIT_BUILD=4 EXIT_NOT_BUILT=5
 K8S_VERSION=v1.37.2
 here=$(cd "$(dirname "$0")" && pwd)
+ARGS=("$@")
 export MERIDIAN_K8S_CACHE=${MERIDIAN_K8S_CACHE:-$HOME/.cache/meridian/k8s-$K8S_VERSION}
 CACHE=$MERIDIAN_K8S_CACHE
 BIN=$CACHE/bin
@@ -53,6 +54,20 @@ log() { printf 'k8s-up: %s\n' "$*" >&2; }
 die() {
 	log "ERROR: $*"
 	exit 1
+}
+
+# exited NAME: a component died while starting. free_port only checks that
+# nothing listens on a port, so another process (a test's server) can bind
+# it before the component does: that is no error of ours, so start again,
+# from the top, on fresh ports (three tries in all).
+exited() {
+	local try=${MERIDIAN_K8S_UP_TRY:-1}
+	if grep -q "address already in use" "$STATE/logs/$1.log" 2>/dev/null && ((try < 3)); then
+		log "$1 could not bind its port (another process took it); starting again on fresh ports (try $((try + 1)) of 3)"
+		exec 9>&-
+		MERIDIAN_K8S_UP_TRY=$((try + 1)) exec bash "$0" "${ARGS[@]}"
+	fi
+	die "$1 exited; see $STATE/logs/$1.log"
 }
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
@@ -107,10 +122,13 @@ mkdir -p "$STATE"/{logs,pids,certs}
 chmod 700 "$STATE"
 ENV=$STATE/env
 
+# free_port picks a port nothing listens on, from 20000-31999: below the
+# kernel's ephemeral range (32768 and up by default), where outgoing
+# connections take local ports that a connect test cannot see.
 free_port() {
 	local p
 	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 20000))
+		p=$((20000 + RANDOM % 12000))
 		if ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
 			echo "$p"
 			return
@@ -222,7 +240,7 @@ EV
 		--initial-cluster "meridian=http://127.0.0.1:$ETCD_PEER" --unsafe-no-fsync=true --log-level=warn
 	for _ in $(seq 1 100); do
 		curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q true && break
-		alive etcd || die "etcd exited; see $STATE/logs/etcd.log"
+		alive etcd || exited etcd
 		sleep 0.2
 	done
 	start kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -233,7 +251,7 @@ EV
 		--service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true
 	for i in $(seq 1 300); do
 		[[ $(api GET /readyz) == 200 ]] && break
-		alive kube-apiserver || die "kube-apiserver exited; see $STATE/logs/kube-apiserver.log"
+		alive kube-apiserver || exited kube-apiserver
 		[[ $i == 300 ]] && die "kube-apiserver not ready after 60s; see $STATE/logs/kube-apiserver.log"
 		sleep 0.2
 	done
@@ -251,7 +269,7 @@ EV
 	for i in $(seq 1 300); do
 		[[ $(api GET /api/v1/namespaces/default/serviceaccounts/default) == 200 ]] && break
 		for n in kube-controller-manager kube-scheduler kwok; do
-			alive $n || die "$n exited; see $STATE/logs/$n.log"
+			alive $n || exited $n
 		done
 		[[ $i == 300 ]] && die "the default ServiceAccount did not appear in 60s; see $STATE/logs/kube-controller-manager.log"
 		sleep 0.2

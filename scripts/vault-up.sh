@@ -113,7 +113,9 @@ if [[ -z $PORT ]]; then
 		PORT=18200
 	else
 		for _ in $(seq 1 200); do
-			p=$((20000 + RANDOM % 20000))
+			# Below the kernel's ephemeral range (32768 and up by
+			# default), whose ports a connect test cannot see in use.
+			p=$((20000 + RANDOM % 12000))
 			if free "$p" && free $((p + 1)); then PORT=$p; break; fi
 		done
 	fi
