@@ -8,8 +8,9 @@
 #   proto/meridian/agent/v1/*.pb.go       package agentv1 (wire protocol)
 #   proto/meridian/{v1,agent/v1}/*_vtproto.pb.go
 #                                         reflection-free MarshalVT, UnmarshalVT,
-#                                         SizeVT and CloneVT (vtprotobuf), which
-#                                         internal/protofast uses on the hot paths
+#                                         SizeVT, CloneVT and EqualVT (vtprotobuf),
+#                                         which internal/protofast and the agent's
+#                                         advertisement deltas use on the hot paths
 #
 # Usage: scripts/generate.sh [OUT_DIR]
 #   OUT_DIR defaults to the repository's proto/ folder. scripts/verify-generated.sh
@@ -56,11 +57,11 @@ PLUGINS=(
 	"--plugin=protoc-gen-openapiv2=$BIN/protoc-gen-openapiv2"
 	"--plugin=protoc-gen-go-vtproto=$BIN/protoc-gen-go-vtproto"
 )
-# vtprotobuf: fast marshal, unmarshal, size and clone, beside the messages.
+# vtprotobuf: fast marshal, unmarshal, size, clone and equality, beside the messages.
 # Its MarshalVT does not sort map keys, so it is not a deterministic
 # encoding where a message holds a map (internal/protofast says where that
 # matters).
-VTPROTO=(--go-vtproto_out="$OUT" --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size+clone)
+VTPROTO=(--go-vtproto_out="$OUT" --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size+clone+equal)
 
 # File lists, relative to proto/ (the import root), in a fixed order.
 mapfile -t API_PROTOS < <(cd proto && find meridian/v1 -maxdepth 1 -name '*.proto' | sort)

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"time"
 
@@ -142,9 +141,11 @@ func (a *Agent) sendFull(ctx context.Context) {
 		a.lastNodes = nil
 		return
 	}
-	a.lastNodes = make(map[string][]byte, len(inv.Nodes))
+	// The inventory belongs to the agent (Connector.Inventory), so the
+	// nodes themselves are kept to compare the next ones with.
+	a.lastNodes = make(map[string]*agentv1.Node, len(inv.Nodes))
 	for _, n := range inv.Nodes {
-		a.lastNodes[n.GetName()] = nodeBytes(n)
+		a.lastNodes[n.GetName()] = n
 	}
 	a.sentSeq.Store(seq)
 	a.m.adverts.WithLabelValues("full").Inc()
@@ -173,15 +174,13 @@ func (a *Agent) sendDelta(ctx context.Context) {
 	}
 	d := &agentv1.AdvertisementDelta{ClusterId: a.cfg.ClusterID, BaseSeq: a.sentSeq.Load(), SentAt: timestamppb.New(a.cfg.Now()), SessionId: a.session}
 	seen := make(map[string]bool, len(inv.Nodes))
-	var upserted [][]byte
 	for _, n := range inv.Nodes {
 		seen[n.GetName()] = true
-		// Comparing encodings, not proto.Equal: it is several times
-		// cheaper, and an agent compares every node at every change.
-		b := nodeBytes(n)
-		if old, ok := a.lastNodes[n.GetName()]; !ok || b == nil || !bytes.Equal(old, b) {
+		// The generated EqualVT, not proto.Equal or comparing encodings:
+		// an agent compares every node at every change, and this neither
+		// reflects nor allocates.
+		if old, ok := a.lastNodes[n.GetName()]; !ok || !n.EqualVT(old) {
 			d.UpsertedNodes = append(d.UpsertedNodes, n)
-			upserted = append(upserted, b)
 		}
 	}
 	for name := range a.lastNodes {
@@ -205,22 +204,12 @@ func (a *Agent) sendDelta(ctx context.Context) {
 		a.lastNodes = nil
 		return
 	}
-	for i, n := range d.UpsertedNodes {
-		a.lastNodes[n.GetName()] = upserted[i]
+	for _, n := range d.UpsertedNodes {
+		a.lastNodes[n.GetName()] = n
 	}
 	for _, name := range d.RemovedNodes {
 		delete(a.lastNodes, name)
 	}
 	a.sentSeq.Store(d.Seq)
 	a.m.adverts.WithLabelValues("delta").Inc()
-}
-
-// nodeBytes is a node's deterministic encoding, what deltas compare. A node
-// that does not encode gets nil and so always counts as changed.
-func nodeBytes(n *agentv1.Node) []byte {
-	b, err := protofast.MarshalDeterministic(n)
-	if err != nil {
-		return nil
-	}
-	return b
 }

@@ -171,8 +171,8 @@ type Agent struct {
 	slots chan struct{} // LaunchParallelism connector calls at once
 
 	advMu     sync.Mutex
-	lastNodes map[string][]byte // encodings of the last nodes sent, for deltas
-	sentSeq   atomic.Uint64     // seq of the last advertisement or delta sent
+	lastNodes map[string]*agentv1.Node // the last nodes sent, for deltas
+	sentSeq   atomic.Uint64            // seq of the last advertisement or delta sent
 	changed   chan struct{}
 	askedFull chan struct{} // a hub asked for a full advertisement
 	rejoin    chan struct{} // a vanished connector is back

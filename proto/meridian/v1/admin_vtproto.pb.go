@@ -387,6 +387,518 @@ func (m *Health) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
+func (this *Principal) EqualVT(that *Principal) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.User != that.User {
+		return false
+	}
+	if len(this.Groups) != len(that.Groups) {
+		return false
+	}
+	for i, vx := range this.Groups {
+		vy := that.Groups[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.Method != that.Method {
+		return false
+	}
+	if this.TokenId != that.TokenId {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Principal) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Principal)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *WhoAmIRequest) EqualVT(that *WhoAmIRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *WhoAmIRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*WhoAmIRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *WhoAmIResponse) EqualVT(that *WhoAmIResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if !this.Principal.EqualVT(that.Principal) {
+		return false
+	}
+	if len(this.Permissions) != len(that.Permissions) {
+		return false
+	}
+	for i, vx := range this.Permissions {
+		vy := that.Permissions[i]
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *WhoAmIResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*WhoAmIResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *APIToken) EqualVT(that *APIToken) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	if this.Description != that.Description {
+		return false
+	}
+	if len(this.Permissions) != len(that.Permissions) {
+		return false
+	}
+	for i, vx := range this.Permissions {
+		vy := that.Permissions[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.User != that.User {
+		return false
+	}
+	if len(this.Groups) != len(that.Groups) {
+		return false
+	}
+	for i, vx := range this.Groups {
+		vy := that.Groups[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if !(*timestamppb1.Timestamp)(this.ExpireTime).EqualVT((*timestamppb1.Timestamp)(that.ExpireTime)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.CreateTime).EqualVT((*timestamppb1.Timestamp)(that.CreateTime)) {
+		return false
+	}
+	if this.CreatedBy != that.CreatedBy {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.LastUsedTime).EqualVT((*timestamppb1.Timestamp)(that.LastUsedTime)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.RevokeTime).EqualVT((*timestamppb1.Timestamp)(that.RevokeTime)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *APIToken) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*APIToken)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *CreateAPITokenRequest) EqualVT(that *CreateAPITokenRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if !this.Token.EqualVT(that.Token) {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.Ttl).EqualVT((*durationpb1.Duration)(that.Ttl)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *CreateAPITokenRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*CreateAPITokenRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *CreateAPITokenResponse) EqualVT(that *CreateAPITokenResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if !this.Token.EqualVT(that.Token) {
+		return false
+	}
+	if this.Secret != that.Secret {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *CreateAPITokenResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*CreateAPITokenResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListAPITokensRequest) EqualVT(that *ListAPITokensRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PageSize != that.PageSize {
+		return false
+	}
+	if this.PageToken != that.PageToken {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListAPITokensRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListAPITokensRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListAPITokensResponse) EqualVT(that *ListAPITokensResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Tokens) != len(that.Tokens) {
+		return false
+	}
+	for i, vx := range this.Tokens {
+		vy := that.Tokens[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &APIToken{}
+			}
+			if q == nil {
+				q = &APIToken{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.NextPageToken != that.NextPageToken {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListAPITokensResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListAPITokensResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RevokeAPITokenRequest) EqualVT(that *RevokeAPITokenRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *RevokeAPITokenRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*RevokeAPITokenRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *AuditEvent) EqualVT(that *AuditEvent) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.Time).EqualVT((*timestamppb1.Timestamp)(that.Time)) {
+		return false
+	}
+	if !this.Principal.EqualVT(that.Principal) {
+		return false
+	}
+	if this.Rpc != that.Rpc {
+		return false
+	}
+	if this.Verb != that.Verb {
+		return false
+	}
+	if this.Target != that.Target {
+		return false
+	}
+	if this.RequestId != that.RequestId {
+		return false
+	}
+	if this.Result != that.Result {
+		return false
+	}
+	if this.Code != that.Code {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	if this.RemoteAddr != that.RemoteAddr {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *AuditEvent) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*AuditEvent)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListAuditEventsRequest) EqualVT(that *ListAuditEventsRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.User != that.User {
+		return false
+	}
+	if this.Verb != that.Verb {
+		return false
+	}
+	if this.Target != that.Target {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.Since).EqualVT((*timestamppb1.Timestamp)(that.Since)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.Until).EqualVT((*timestamppb1.Timestamp)(that.Until)) {
+		return false
+	}
+	if this.Result != that.Result {
+		return false
+	}
+	if this.PageSize != that.PageSize {
+		return false
+	}
+	if this.PageToken != that.PageToken {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListAuditEventsRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListAuditEventsRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListAuditEventsResponse) EqualVT(that *ListAuditEventsResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Events) != len(that.Events) {
+		return false
+	}
+	for i, vx := range this.Events {
+		vy := that.Events[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &AuditEvent{}
+			}
+			if q == nil {
+				q = &AuditEvent{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.NextPageToken != that.NextPageToken {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListAuditEventsResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListAuditEventsResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *GetLeaderRequest) EqualVT(that *GetLeaderRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *GetLeaderRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*GetLeaderRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Leader) EqualVT(that *Leader) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.HubId != that.HubId {
+		return false
+	}
+	if this.Address != that.Address {
+		return false
+	}
+	if this.Term != that.Term {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.Since).EqualVT((*timestamppb1.Timestamp)(that.Since)) {
+		return false
+	}
+	if this.IsSelf != that.IsSelf {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Leader) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Leader)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *GetHealthRequest) EqualVT(that *GetHealthRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *GetHealthRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*GetHealthRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ComponentHealth) EqualVT(that *ComponentHealth) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if this.Status != that.Status {
+		return false
+	}
+	if this.Message != that.Message {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ComponentHealth) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ComponentHealth)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Health) EqualVT(that *Health) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Status != that.Status {
+		return false
+	}
+	if len(this.Components) != len(that.Components) {
+		return false
+	}
+	for i, vx := range this.Components {
+		vy := that.Components[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ComponentHealth{}
+			}
+			if q == nil {
+				q = &ComponentHealth{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.Version != that.Version {
+		return false
+	}
+	if this.HubId != that.HubId {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Health) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Health)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
 func (m *Principal) MarshalVT() (dAtA []byte, err error) {
 	if m == nil {
 		return nil, nil

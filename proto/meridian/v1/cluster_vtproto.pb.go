@@ -488,6 +488,665 @@ func (m *ListAcceleratorClassesResponse) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
+func (this *ClassCapacity) EqualVT(that *ClassCapacity) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.AcceleratorClass != that.AcceleratorClass {
+		return false
+	}
+	if this.TotalMilli != that.TotalMilli {
+		return false
+	}
+	if this.FreeMilli != that.FreeMilli {
+		return false
+	}
+	if this.Nodes != that.Nodes {
+		return false
+	}
+	if this.FreeWholeGpus != that.FreeWholeGpus {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ClassCapacity) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ClassCapacity)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Cluster) EqualVT(that *Cluster) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	if len(this.Labels) != len(that.Labels) {
+		return false
+	}
+	for i, vx := range this.Labels {
+		vy, ok := that.Labels[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	if this.State != that.State {
+		return false
+	}
+	if len(this.FractionalModes) != len(that.FractionalModes) {
+		return false
+	}
+	for i, vx := range this.FractionalModes {
+		vy := that.FractionalModes[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if !(*timestamppb1.Timestamp)(this.LastHeartbeat).EqualVT((*timestamppb1.Timestamp)(that.LastHeartbeat)) {
+		return false
+	}
+	if len(this.Capacity) != len(that.Capacity) {
+		return false
+	}
+	for i, vx := range this.Capacity {
+		vy := that.Capacity[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ClassCapacity{}
+			}
+			if q == nil {
+				q = &ClassCapacity{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.Connector != that.Connector {
+		return false
+	}
+	if this.AgentVersion != that.AgentVersion {
+		return false
+	}
+	if this.DrainReason != that.DrainReason {
+		return false
+	}
+	if this.RunningDispatches != that.RunningDispatches {
+		return false
+	}
+	if this.AdvertisementSeq != that.AdvertisementSeq {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Cluster) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Cluster)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RegisterClusterRequest) EqualVT(that *RegisterClusterRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	if this.Rotate != that.Rotate {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *RegisterClusterRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*RegisterClusterRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ClusterCredential) EqualVT(that *ClusterCredential) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PublicKey != that.PublicKey {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.IssueTime).EqualVT((*timestamppb1.Timestamp)(that.IssueTime)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.RevokeTime).EqualVT((*timestamppb1.Timestamp)(that.RevokeTime)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ClusterCredential) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ClusterCredential)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RegisterClusterResponse) EqualVT(that *RegisterClusterResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if !this.Credential.EqualVT(that.Credential) {
+		return false
+	}
+	if this.NatsCreds != that.NatsCreds {
+		return false
+	}
+	if this.InboxPrefix != that.InboxPrefix {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *RegisterClusterResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*RegisterClusterResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListClusterCredentialsRequest) EqualVT(that *ListClusterCredentialsRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListClusterCredentialsRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListClusterCredentialsRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListClusterCredentialsResponse) EqualVT(that *ListClusterCredentialsResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Credentials) != len(that.Credentials) {
+		return false
+	}
+	for i, vx := range this.Credentials {
+		vy := that.Credentials[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ClusterCredential{}
+			}
+			if q == nil {
+				q = &ClusterCredential{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListClusterCredentialsResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListClusterCredentialsResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RevokeClusterCredentialsRequest) EqualVT(that *RevokeClusterCredentialsRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	if this.PublicKey != that.PublicKey {
+		return false
+	}
+	if this.All != that.All {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *RevokeClusterCredentialsRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*RevokeClusterCredentialsRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RevokeClusterCredentialsResponse) EqualVT(that *RevokeClusterCredentialsResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Revoked) != len(that.Revoked) {
+		return false
+	}
+	for i, vx := range this.Revoked {
+		vy := that.Revoked[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ClusterCredential{}
+			}
+			if q == nil {
+				q = &ClusterCredential{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *RevokeClusterCredentialsResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*RevokeClusterCredentialsResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListClustersRequest) EqualVT(that *ListClustersRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.State != that.State {
+		return false
+	}
+	if this.LabelSelector != that.LabelSelector {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListClustersRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListClustersRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListClustersResponse) EqualVT(that *ListClustersResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Clusters) != len(that.Clusters) {
+		return false
+	}
+	for i, vx := range this.Clusters {
+		vy := that.Clusters[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Cluster{}
+			}
+			if q == nil {
+				q = &Cluster{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListClustersResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListClustersResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *GetClusterRequest) EqualVT(that *GetClusterRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *GetClusterRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*GetClusterRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *DrainClusterRequest) EqualVT(that *DrainClusterRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *DrainClusterRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*DrainClusterRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ResumeClusterRequest) EqualVT(that *ResumeClusterRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ResumeClusterRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ResumeClusterRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *GetClusterTopologyRequest) EqualVT(that *GetClusterTopologyRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *GetClusterTopologyRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*GetClusterTopologyRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *NodeCapacity) EqualVT(that *NodeCapacity) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if this.Rack != that.Rack {
+		return false
+	}
+	if this.NvlinkDomain != that.NvlinkDomain {
+		return false
+	}
+	if this.AcceleratorClass != that.AcceleratorClass {
+		return false
+	}
+	if this.Gpus != that.Gpus {
+		return false
+	}
+	if this.TotalMilli != that.TotalMilli {
+		return false
+	}
+	if this.FreeMilli != that.FreeMilli {
+		return false
+	}
+	if this.FreeWholeGpus != that.FreeWholeGpus {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *NodeCapacity) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*NodeCapacity)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *TopologyDomain) EqualVT(that *TopologyDomain) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Kind != that.Kind {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if len(this.AcceleratorClasses) != len(that.AcceleratorClasses) {
+		return false
+	}
+	for i, vx := range this.AcceleratorClasses {
+		vy := that.AcceleratorClasses[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.Nodes != that.Nodes {
+		return false
+	}
+	if this.Gpus != that.Gpus {
+		return false
+	}
+	if this.TotalMilli != that.TotalMilli {
+		return false
+	}
+	if this.FreeMilli != that.FreeMilli {
+		return false
+	}
+	if this.FreeWholeGpus != that.FreeWholeGpus {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *TopologyDomain) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*TopologyDomain)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ClusterTopology) EqualVT(that *ClusterTopology) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if len(this.Domains) != len(that.Domains) {
+		return false
+	}
+	for i, vx := range this.Domains {
+		vy := that.Domains[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &TopologyDomain{}
+			}
+			if q == nil {
+				q = &TopologyDomain{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Nodes) != len(that.Nodes) {
+		return false
+	}
+	for i, vx := range this.Nodes {
+		vy := that.Nodes[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &NodeCapacity{}
+			}
+			if q == nil {
+				q = &NodeCapacity{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ClusterTopology) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ClusterTopology)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListAcceleratorClassesRequest) EqualVT(that *ListAcceleratorClassesRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListAcceleratorClassesRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListAcceleratorClassesRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *AcceleratorClass) EqualVT(that *AcceleratorClass) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if len(this.Clusters) != len(that.Clusters) {
+		return false
+	}
+	for i, vx := range this.Clusters {
+		vy := that.Clusters[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.TotalMilli != that.TotalMilli {
+		return false
+	}
+	if this.FreeMilli != that.FreeMilli {
+		return false
+	}
+	if this.Nodes != that.Nodes {
+		return false
+	}
+	if this.InQuotas != that.InQuotas {
+		return false
+	}
+	if p, q := this.ClassWeight, that.ClassWeight; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *AcceleratorClass) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*AcceleratorClass)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListAcceleratorClassesResponse) EqualVT(that *ListAcceleratorClassesResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Classes) != len(that.Classes) {
+		return false
+	}
+	for i, vx := range this.Classes {
+		vy := that.Classes[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &AcceleratorClass{}
+			}
+			if q == nil {
+				q = &AcceleratorClass{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListAcceleratorClassesResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListAcceleratorClassesResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
 func (m *ClassCapacity) MarshalVT() (dAtA []byte, err error) {
 	if m == nil {
 		return nil, nil

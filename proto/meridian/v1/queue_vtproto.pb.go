@@ -294,6 +294,371 @@ func (m *DeleteQueueRequest) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
+func (this *Queue) EqualVT(that *Queue) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Path != that.Path {
+		return false
+	}
+	if this.Weight != that.Weight {
+		return false
+	}
+	if len(this.Quotas) != len(that.Quotas) {
+		return false
+	}
+	for i, vx := range this.Quotas {
+		vy := that.Quotas[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &QueueQuota{}
+			}
+			if q == nil {
+				q = &QueueQuota{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.Description != that.Description {
+		return false
+	}
+	if !this.Status.EqualVT(that.Status) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.CreateTime).EqualVT((*timestamppb1.Timestamp)(that.CreateTime)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.UpdateTime).EqualVT((*timestamppb1.Timestamp)(that.UpdateTime)) {
+		return false
+	}
+	if this.Revision != that.Revision {
+		return false
+	}
+	if len(this.Access) != len(that.Access) {
+		return false
+	}
+	for i, vx := range this.Access {
+		vy := that.Access[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &AccessEntry{}
+			}
+			if q == nil {
+				q = &AccessEntry{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if !this.SubmitPolicy.EqualVT(that.SubmitPolicy) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Queue) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Queue)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *AccessEntry) EqualVT(that *AccessEntry) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Subject != that.Subject {
+		return false
+	}
+	if len(this.Verbs) != len(that.Verbs) {
+		return false
+	}
+	for i, vx := range this.Verbs {
+		vy := that.Verbs[i]
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *AccessEntry) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*AccessEntry)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *SubmitPolicy) EqualVT(that *SubmitPolicy) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if p, q := this.MaxPriority, that.MaxPriority; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	if p, q := this.AllowNonPreemptible, that.AllowNonPreemptible; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *SubmitPolicy) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*SubmitPolicy)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *QueueQuota) EqualVT(that *QueueQuota) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.AcceleratorClass != that.AcceleratorClass {
+		return false
+	}
+	if this.NominalMilliGpus != that.NominalMilliGpus {
+		return false
+	}
+	if p, q := this.BorrowLimitMilli, that.BorrowLimitMilli; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	if p, q := this.LendLimitMilli, that.LendLimitMilli; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *QueueQuota) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*QueueQuota)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ClassUsage) EqualVT(that *ClassUsage) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.AcceleratorClass != that.AcceleratorClass {
+		return false
+	}
+	if this.UsageMilli != that.UsageMilli {
+		return false
+	}
+	if this.BorrowedMilli != that.BorrowedMilli {
+		return false
+	}
+	if this.LentMilli != that.LentMilli {
+		return false
+	}
+	if this.DecayedGpuSeconds != that.DecayedGpuSeconds {
+		return false
+	}
+	if this.FairshareFactor != that.FairshareFactor {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ClassUsage) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ClassUsage)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *QueueStatus) EqualVT(that *QueueStatus) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Classes) != len(that.Classes) {
+		return false
+	}
+	for i, vx := range this.Classes {
+		vy := that.Classes[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ClassUsage{}
+			}
+			if q == nil {
+				q = &ClassUsage{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.PendingWorkloads != that.PendingWorkloads {
+		return false
+	}
+	if this.RunningWorkloads != that.RunningWorkloads {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *QueueStatus) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*QueueStatus)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *CreateQueueRequest) EqualVT(that *CreateQueueRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if !this.Queue.EqualVT(that.Queue) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *CreateQueueRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*CreateQueueRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *UpdateQueueRequest) EqualVT(that *UpdateQueueRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if !this.Queue.EqualVT(that.Queue) {
+		return false
+	}
+	if !(*fieldmaskpb1.FieldMask)(this.UpdateMask).EqualVT((*fieldmaskpb1.FieldMask)(that.UpdateMask)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *UpdateQueueRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*UpdateQueueRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *GetQueueRequest) EqualVT(that *GetQueueRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Path != that.Path {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *GetQueueRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*GetQueueRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListQueuesRequest) EqualVT(that *ListQueuesRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PageSize != that.PageSize {
+		return false
+	}
+	if this.PageToken != that.PageToken {
+		return false
+	}
+	if this.Prefix != that.Prefix {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListQueuesRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListQueuesRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListQueuesResponse) EqualVT(that *ListQueuesResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Queues) != len(that.Queues) {
+		return false
+	}
+	for i, vx := range this.Queues {
+		vy := that.Queues[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Queue{}
+			}
+			if q == nil {
+				q = &Queue{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.NextPageToken != that.NextPageToken {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListQueuesResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListQueuesResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *DeleteQueueRequest) EqualVT(that *DeleteQueueRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Path != that.Path {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *DeleteQueueRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*DeleteQueueRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
 func (m *Queue) MarshalVT() (dAtA []byte, err error) {
 	if m == nil {
 		return nil, nil

@@ -165,6 +165,241 @@ func (m *RuntimeTemplate_Slurm) CloneVT() isRuntimeTemplate_Kind {
 	return r
 }
 
+func (this *Resources) EqualVT(that *Resources) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.GpuMilli != that.GpuMilli {
+		return false
+	}
+	if this.GpuMemoryMib != that.GpuMemoryMib {
+		return false
+	}
+	if this.CpuMilli != that.CpuMilli {
+		return false
+	}
+	if this.MemoryMib != that.MemoryMib {
+		return false
+	}
+	if this.AcceleratorClass != that.AcceleratorClass {
+		return false
+	}
+	if this.FractionalMode != that.FractionalMode {
+		return false
+	}
+	if this.MigProfile != that.MigProfile {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Resources) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Resources)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *PodSet) EqualVT(that *PodSet) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if this.Replicas != that.Replicas {
+		return false
+	}
+	if this.MinReplicas != that.MinReplicas {
+		return false
+	}
+	if !this.Resources.EqualVT(that.Resources) {
+		return false
+	}
+	if this.Topology != that.Topology {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *PodSet) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*PodSet)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ContainerTemplate) EqualVT(that *ContainerTemplate) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Image != that.Image {
+		return false
+	}
+	if len(this.Command) != len(that.Command) {
+		return false
+	}
+	for i, vx := range this.Command {
+		vy := that.Command[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.Args) != len(that.Args) {
+		return false
+	}
+	for i, vx := range this.Args {
+		vy := that.Args[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.Env) != len(that.Env) {
+		return false
+	}
+	for i, vx := range this.Env {
+		vy, ok := that.Env[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ContainerTemplate) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ContainerTemplate)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *SlurmTemplate) EqualVT(that *SlurmTemplate) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Script != that.Script {
+		return false
+	}
+	if len(this.Env) != len(that.Env) {
+		return false
+	}
+	for i, vx := range this.Env {
+		vy, ok := that.Env[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	if this.Workdir != that.Workdir {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.TimeLimit).EqualVT((*durationpb1.Duration)(that.TimeLimit)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *SlurmTemplate) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*SlurmTemplate)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RuntimeTemplate) EqualVT(that *RuntimeTemplate) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Kind == nil && that.Kind != nil {
+		return false
+	} else if this.Kind != nil {
+		if that.Kind == nil {
+			return false
+		}
+		if !this.Kind.(interface {
+			EqualVT(isRuntimeTemplate_Kind) bool
+		}).EqualVT(that.Kind) {
+			return false
+		}
+	}
+	if !(*structpb1.Struct)(this.Extra).EqualVT((*structpb1.Struct)(that.Extra)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *RuntimeTemplate) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*RuntimeTemplate)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RuntimeTemplate_Container) EqualVT(thatIface isRuntimeTemplate_Kind) bool {
+	that, ok := thatIface.(*RuntimeTemplate_Container)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Container, that.Container; p != q {
+		if p == nil {
+			p = &ContainerTemplate{}
+		}
+		if q == nil {
+			q = &ContainerTemplate{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
+func (this *RuntimeTemplate_Slurm) EqualVT(thatIface isRuntimeTemplate_Kind) bool {
+	that, ok := thatIface.(*RuntimeTemplate_Slurm)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Slurm, that.Slurm; p != q {
+		if p == nil {
+			p = &SlurmTemplate{}
+		}
+		if q == nil {
+			q = &SlurmTemplate{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
 func (m *Resources) MarshalVT() (dAtA []byte, err error) {
 	if m == nil {
 		return nil, nil

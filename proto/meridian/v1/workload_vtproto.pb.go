@@ -660,6 +660,1000 @@ func (m *SearchWorkloadsResponse) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
+func (this *Workload) EqualVT(that *Workload) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if this.Queue != that.Queue {
+		return false
+	}
+	if this.Priority != that.Priority {
+		return false
+	}
+	if this.Preemptible != that.Preemptible {
+		return false
+	}
+	if len(this.ClusterSelector) != len(that.ClusterSelector) {
+		return false
+	}
+	for i, vx := range this.ClusterSelector {
+		vy, ok := that.ClusterSelector[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.PodSets) != len(that.PodSets) {
+		return false
+	}
+	for i, vx := range this.PodSets {
+		vy := that.PodSets[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &PodSet{}
+			}
+			if q == nil {
+				q = &PodSet{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if !this.Runtime.EqualVT(that.Runtime) {
+		return false
+	}
+	if this.RequeueOnClusterLoss != that.RequeueOnClusterLoss {
+		return false
+	}
+	if len(this.Labels) != len(that.Labels) {
+		return false
+	}
+	for i, vx := range this.Labels {
+		vy, ok := that.Labels[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	if this.IdempotencyKey != that.IdempotencyKey {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.CreateTime).EqualVT((*timestamppb1.Timestamp)(that.CreateTime)) {
+		return false
+	}
+	if !this.Status.EqualVT(that.Status) {
+		return false
+	}
+	if this.SubmittedBy != that.SubmittedBy {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.MaxRuntime).EqualVT((*durationpb1.Duration)(that.MaxRuntime)) {
+		return false
+	}
+	if this.TraceParent != that.TraceParent {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Workload) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Workload)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Condition) EqualVT(that *Condition) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Type != that.Type {
+		return false
+	}
+	if this.Status != that.Status {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	if this.Message != that.Message {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.LastTransitionTime).EqualVT((*timestamppb1.Timestamp)(that.LastTransitionTime)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Condition) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Condition)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *WorkloadStatus) EqualVT(that *WorkloadStatus) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Phase != that.Phase {
+		return false
+	}
+	if this.Cluster != that.Cluster {
+		return false
+	}
+	if this.DispatchId != that.DispatchId {
+		return false
+	}
+	if this.PendingReason != that.PendingReason {
+		return false
+	}
+	if this.Message != that.Message {
+		return false
+	}
+	if p, q := this.ExitCode, that.ExitCode; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	if this.Attempts != that.Attempts {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.StartTime).EqualVT((*timestamppb1.Timestamp)(that.StartTime)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.EndTime).EqualVT((*timestamppb1.Timestamp)(that.EndTime)) {
+		return false
+	}
+	if len(this.Conditions) != len(that.Conditions) {
+		return false
+	}
+	for i, vx := range this.Conditions {
+		vy := that.Conditions[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Condition{}
+			}
+			if q == nil {
+				q = &Condition{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if !(*timestamppb1.Timestamp)(this.DispatchTime).EqualVT((*timestamppb1.Timestamp)(that.DispatchTime)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.UpdateTime).EqualVT((*timestamppb1.Timestamp)(that.UpdateTime)) {
+		return false
+	}
+	if this.PendingReasonCode != that.PendingReasonCode {
+		return false
+	}
+	if !this.Placement.EqualVT(that.Placement) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.AcceptTime).EqualVT((*timestamppb1.Timestamp)(that.AcceptTime)) {
+		return false
+	}
+	if len(this.Assignment) != len(that.Assignment) {
+		return false
+	}
+	for i, vx := range this.Assignment {
+		vy := that.Assignment[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &PodSetAssignment{}
+			}
+			if q == nil {
+				q = &PodSetAssignment{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.QuotaCharge) != len(that.QuotaCharge) {
+		return false
+	}
+	for i, vx := range this.QuotaCharge {
+		vy := that.QuotaCharge[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ClassCharge{}
+			}
+			if q == nil {
+				q = &ClassCharge{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.DispatchTerm != that.DispatchTerm {
+		return false
+	}
+	if this.DispatchTraceParent != that.DispatchTraceParent {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *WorkloadStatus) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*WorkloadStatus)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *PodSetAssignment) EqualVT(that *PodSetAssignment) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PodSet != that.PodSet {
+		return false
+	}
+	if len(this.Replicas) != len(that.Replicas) {
+		return false
+	}
+	for i, vx := range this.Replicas {
+		vy := that.Replicas[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ReplicaAssignment{}
+			}
+			if q == nil {
+				q = &ReplicaAssignment{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.MigProfile != that.MigProfile {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *PodSetAssignment) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*PodSetAssignment)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ReplicaAssignment) EqualVT(that *ReplicaAssignment) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Node != that.Node {
+		return false
+	}
+	if len(this.Gpus) != len(that.Gpus) {
+		return false
+	}
+	for i, vx := range this.Gpus {
+		vy := that.Gpus[i]
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ReplicaAssignment) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ReplicaAssignment)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ClassCharge) EqualVT(that *ClassCharge) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.AcceleratorClass != that.AcceleratorClass {
+		return false
+	}
+	if this.MilliGpus != that.MilliGpus {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ClassCharge) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ClassCharge)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *PlacementDecision) EqualVT(that *PlacementDecision) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Clusters) != len(that.Clusters) {
+		return false
+	}
+	for i, vx := range this.Clusters {
+		vy := that.Clusters[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ClusterScore{}
+			}
+			if q == nil {
+				q = &ClusterScore{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.Rule != that.Rule {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *PlacementDecision) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*PlacementDecision)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ClusterScore) EqualVT(that *ClusterScore) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Cluster != that.Cluster {
+		return false
+	}
+	if this.Score != that.Score {
+		return false
+	}
+	if this.Detail != that.Detail {
+		return false
+	}
+	if this.Chosen != that.Chosen {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ClusterScore) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ClusterScore)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *SubmitWorkloadRequest) EqualVT(that *SubmitWorkloadRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if !this.Workload.EqualVT(that.Workload) {
+		return false
+	}
+	if this.RejectIfNeverFits != that.RejectIfNeverFits {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *SubmitWorkloadRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*SubmitWorkloadRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *SubmitWorkloadResponse) EqualVT(that *SubmitWorkloadResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if !this.Workload.EqualVT(that.Workload) {
+		return false
+	}
+	if this.Replayed != that.Replayed {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *SubmitWorkloadResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*SubmitWorkloadResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *SubmitWorkloadsRequest) EqualVT(that *SubmitWorkloadsRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Workloads) != len(that.Workloads) {
+		return false
+	}
+	for i, vx := range this.Workloads {
+		vy := that.Workloads[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Workload{}
+			}
+			if q == nil {
+				q = &Workload{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.RejectIfNeverFits != that.RejectIfNeverFits {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *SubmitWorkloadsRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*SubmitWorkloadsRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *SubmitWorkloadsResponse) EqualVT(that *SubmitWorkloadsResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Results) != len(that.Results) {
+		return false
+	}
+	for i, vx := range this.Results {
+		vy := that.Results[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &SubmitWorkloadResponse{}
+			}
+			if q == nil {
+				q = &SubmitWorkloadResponse{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *SubmitWorkloadsResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*SubmitWorkloadsResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *GetWorkloadRequest) EqualVT(that *GetWorkloadRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *GetWorkloadRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*GetWorkloadRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListWorkloadsRequest) EqualVT(that *ListWorkloadsRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PageSize != that.PageSize {
+		return false
+	}
+	if this.PageToken != that.PageToken {
+		return false
+	}
+	if this.Queue != that.Queue {
+		return false
+	}
+	if len(this.Phase) != len(that.Phase) {
+		return false
+	}
+	for i, vx := range this.Phase {
+		vy := that.Phase[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.Cluster != that.Cluster {
+		return false
+	}
+	if this.LabelSelector != that.LabelSelector {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListWorkloadsRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListWorkloadsRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ListWorkloadsResponse) EqualVT(that *ListWorkloadsResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Workloads) != len(that.Workloads) {
+		return false
+	}
+	for i, vx := range this.Workloads {
+		vy := that.Workloads[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Workload{}
+			}
+			if q == nil {
+				q = &Workload{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.NextPageToken != that.NextPageToken {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ListWorkloadsResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ListWorkloadsResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *CancelWorkloadRequest) EqualVT(that *CancelWorkloadRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *CancelWorkloadRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*CancelWorkloadRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ExplainWorkloadRequest) EqualVT(that *ExplainWorkloadRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Id != that.Id {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ExplainWorkloadRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ExplainWorkloadRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *QuotaCheck) EqualVT(that *QuotaCheck) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.AcceleratorClass != that.AcceleratorClass {
+		return false
+	}
+	if this.RequestedMilli != that.RequestedMilli {
+		return false
+	}
+	if this.AvailableMilli != that.AvailableMilli {
+		return false
+	}
+	if this.Fits != that.Fits {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *QuotaCheck) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*QuotaCheck)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ClusterFit) EqualVT(that *ClusterFit) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Cluster != that.Cluster {
+		return false
+	}
+	if this.Fits != that.Fits {
+		return false
+	}
+	if len(this.Lines) != len(that.Lines) {
+		return false
+	}
+	for i, vx := range this.Lines {
+		vy := that.Lines[i]
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ClusterFit) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ClusterFit)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ExplainWorkloadResponse) EqualVT(that *ExplainWorkloadResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.WorkloadId != that.WorkloadId {
+		return false
+	}
+	if this.Phase != that.Phase {
+		return false
+	}
+	if this.PendingReason != that.PendingReason {
+		return false
+	}
+	if this.QueuePosition != that.QueuePosition {
+		return false
+	}
+	if len(this.Quota) != len(that.Quota) {
+		return false
+	}
+	for i, vx := range this.Quota {
+		vy := that.Quota[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &QuotaCheck{}
+			}
+			if q == nil {
+				q = &QuotaCheck{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Clusters) != len(that.Clusters) {
+		return false
+	}
+	for i, vx := range this.Clusters {
+		vy := that.Clusters[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ClusterFit{}
+			}
+			if q == nil {
+				q = &ClusterFit{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if !(*timestamppb1.Timestamp)(this.EvaluateTime).EqualVT((*timestamppb1.Timestamp)(that.EvaluateTime)) {
+		return false
+	}
+	if this.PendingReasonCode != that.PendingReasonCode {
+		return false
+	}
+	if len(this.Placement) != len(that.Placement) {
+		return false
+	}
+	for i, vx := range this.Placement {
+		vy := that.Placement[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ClusterScore{}
+			}
+			if q == nil {
+				q = &ClusterScore{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.PlacementRule != that.PlacementRule {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ExplainWorkloadResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ExplainWorkloadResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *WatchWorkloadsRequest) EqualVT(that *WatchWorkloadsRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Queue != that.Queue {
+		return false
+	}
+	if this.LabelSelector != that.LabelSelector {
+		return false
+	}
+	if this.SinceRevision != that.SinceRevision {
+		return false
+	}
+	if this.SendInitial != that.SendInitial {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *WatchWorkloadsRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*WatchWorkloadsRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *WorkloadEvent) EqualVT(that *WorkloadEvent) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Type != that.Type {
+		return false
+	}
+	if !this.Workload.EqualVT(that.Workload) {
+		return false
+	}
+	if this.Revision != that.Revision {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.Time).EqualVT((*timestamppb1.Timestamp)(that.Time)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *WorkloadEvent) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*WorkloadEvent)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *SearchWorkloadsRequest) EqualVT(that *SearchWorkloadsRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PageSize != that.PageSize {
+		return false
+	}
+	if this.PageToken != that.PageToken {
+		return false
+	}
+	if this.Queue != that.Queue {
+		return false
+	}
+	if len(this.Phase) != len(that.Phase) {
+		return false
+	}
+	for i, vx := range this.Phase {
+		vy := that.Phase[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.Cluster != that.Cluster {
+		return false
+	}
+	if this.LabelSelector != that.LabelSelector {
+		return false
+	}
+	if this.Text != that.Text {
+		return false
+	}
+	if this.IncludeCounts != that.IncludeCounts {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *SearchWorkloadsRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*SearchWorkloadsRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *WorkloadCount) EqualVT(that *WorkloadCount) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Key != that.Key {
+		return false
+	}
+	if this.Count != that.Count {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *WorkloadCount) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*WorkloadCount)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *SearchWorkloadsResponse) EqualVT(that *SearchWorkloadsResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Workloads) != len(that.Workloads) {
+		return false
+	}
+	for i, vx := range this.Workloads {
+		vy := that.Workloads[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Workload{}
+			}
+			if q == nil {
+				q = &Workload{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.NextPageToken != that.NextPageToken {
+		return false
+	}
+	if this.Total != that.Total {
+		return false
+	}
+	if len(this.PhaseCounts) != len(that.PhaseCounts) {
+		return false
+	}
+	for i, vx := range this.PhaseCounts {
+		vy := that.PhaseCounts[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &WorkloadCount{}
+			}
+			if q == nil {
+				q = &WorkloadCount{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.QueueCounts) != len(that.QueueCounts) {
+		return false
+	}
+	for i, vx := range this.QueueCounts {
+		vy := that.QueueCounts[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &WorkloadCount{}
+			}
+			if q == nil {
+				q = &WorkloadCount{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.Revision != that.Revision {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *SearchWorkloadsResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*SearchWorkloadsResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
 func (m *Workload) MarshalVT() (dAtA []byte, err error) {
 	if m == nil {
 		return nil, nil

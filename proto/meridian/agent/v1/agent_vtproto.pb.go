@@ -535,6 +535,860 @@ func (m *DispatchBatch) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
+func (this *Register) EqualVT(that *Register) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if this.ProtocolVersion != that.ProtocolVersion {
+		return false
+	}
+	if this.Connector != that.Connector {
+		return false
+	}
+	if this.AgentVersion != that.AgentVersion {
+		return false
+	}
+	if this.SessionId != that.SessionId {
+		return false
+	}
+	if len(this.Labels) != len(that.Labels) {
+		return false
+	}
+	for i, vx := range this.Labels {
+		vy, ok := that.Labels[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.FractionalModes) != len(that.FractionalModes) {
+		return false
+	}
+	for i, vx := range this.FractionalModes {
+		vy := that.FractionalModes[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.KnownDispatchIds) != len(that.KnownDispatchIds) {
+		return false
+	}
+	for i, vx := range this.KnownDispatchIds {
+		vy := that.KnownDispatchIds[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if !(*timestamppb1.Timestamp)(this.SentAt).EqualVT((*timestamppb1.Timestamp)(that.SentAt)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Register) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Register)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RegisterAck) EqualVT(that *RegisterAck) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if this.Accepted != that.Accepted {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	if this.ProtocolVersion != that.ProtocolVersion {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.HeartbeatInterval).EqualVT((*durationpb1.Duration)(that.HeartbeatInterval)) {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.AdvertiseInterval).EqualVT((*durationpb1.Duration)(that.AdvertiseInterval)) {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.LostTimeout).EqualVT((*durationpb1.Duration)(that.LostTimeout)) {
+		return false
+	}
+	if len(this.CurrentDispatchIds) != len(that.CurrentDispatchIds) {
+		return false
+	}
+	for i, vx := range this.CurrentDispatchIds {
+		vy := that.CurrentDispatchIds[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.HubId != that.HubId {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.SentAt).EqualVT((*timestamppb1.Timestamp)(that.SentAt)) {
+		return false
+	}
+	if len(this.Capabilities) != len(that.Capabilities) {
+		return false
+	}
+	for i, vx := range this.Capabilities {
+		vy := that.Capabilities[i]
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *RegisterAck) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*RegisterAck)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *MigSlice) EqualVT(that *MigSlice) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Profile != that.Profile {
+		return false
+	}
+	if this.Free != that.Free {
+		return false
+	}
+	if this.Total != that.Total {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *MigSlice) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*MigSlice)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Gpu) EqualVT(that *Gpu) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Index != that.Index {
+		return false
+	}
+	if this.FreeMilli != that.FreeMilli {
+		return false
+	}
+	if this.FreeMemoryMib != that.FreeMemoryMib {
+		return false
+	}
+	if this.TotalMemoryMib != that.TotalMemoryMib {
+		return false
+	}
+	if len(this.MigProfiles) != len(that.MigProfiles) {
+		return false
+	}
+	for i, vx := range this.MigProfiles {
+		vy := that.MigProfiles[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &MigSlice{}
+			}
+			if q == nil {
+				q = &MigSlice{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.Healthy != that.Healthy {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Gpu) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Gpu)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Node) EqualVT(that *Node) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if len(this.Labels) != len(that.Labels) {
+		return false
+	}
+	for i, vx := range this.Labels {
+		vy, ok := that.Labels[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	if this.AcceleratorClass != that.AcceleratorClass {
+		return false
+	}
+	if this.Rack != that.Rack {
+		return false
+	}
+	if this.NvlinkDomain != that.NvlinkDomain {
+		return false
+	}
+	if this.Schedulable != that.Schedulable {
+		return false
+	}
+	if this.CpuMilliFree != that.CpuMilliFree {
+		return false
+	}
+	if this.CpuMilliTotal != that.CpuMilliTotal {
+		return false
+	}
+	if this.MemoryMibFree != that.MemoryMibFree {
+		return false
+	}
+	if this.MemoryMibTotal != that.MemoryMibTotal {
+		return false
+	}
+	if len(this.Gpus) != len(that.Gpus) {
+		return false
+	}
+	for i, vx := range this.Gpus {
+		vy := that.Gpus[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Gpu{}
+			}
+			if q == nil {
+				q = &Gpu{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Node) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Node)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Advertisement) EqualVT(that *Advertisement) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if this.Seq != that.Seq {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.SentAt).EqualVT((*timestamppb1.Timestamp)(that.SentAt)) {
+		return false
+	}
+	if this.Connector != that.Connector {
+		return false
+	}
+	if len(this.Labels) != len(that.Labels) {
+		return false
+	}
+	for i, vx := range this.Labels {
+		vy, ok := that.Labels[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.FractionalModes) != len(that.FractionalModes) {
+		return false
+	}
+	for i, vx := range this.FractionalModes {
+		vy := that.FractionalModes[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.Nodes) != len(that.Nodes) {
+		return false
+	}
+	for i, vx := range this.Nodes {
+		vy := that.Nodes[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Node{}
+			}
+			if q == nil {
+				q = &Node{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.SessionId != that.SessionId {
+		return false
+	}
+	if this.MigStrategy != that.MigStrategy {
+		return false
+	}
+	if len(this.Capabilities) != len(that.Capabilities) {
+		return false
+	}
+	for i, vx := range this.Capabilities {
+		vy := that.Capabilities[i]
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Advertisement) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Advertisement)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *AdvertisementDelta) EqualVT(that *AdvertisementDelta) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if this.Seq != that.Seq {
+		return false
+	}
+	if this.BaseSeq != that.BaseSeq {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.SentAt).EqualVT((*timestamppb1.Timestamp)(that.SentAt)) {
+		return false
+	}
+	if len(this.UpsertedNodes) != len(that.UpsertedNodes) {
+		return false
+	}
+	for i, vx := range this.UpsertedNodes {
+		vy := that.UpsertedNodes[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Node{}
+			}
+			if q == nil {
+				q = &Node{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.RemovedNodes) != len(that.RemovedNodes) {
+		return false
+	}
+	for i, vx := range this.RemovedNodes {
+		vy := that.RemovedNodes[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.SessionId != that.SessionId {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *AdvertisementDelta) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*AdvertisementDelta)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *RunningDispatch) EqualVT(that *RunningDispatch) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.DispatchId != that.DispatchId {
+		return false
+	}
+	if this.WorkloadId != that.WorkloadId {
+		return false
+	}
+	if this.State != that.State {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *RunningDispatch) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*RunningDispatch)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Heartbeat) EqualVT(that *Heartbeat) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if this.Seq != that.Seq {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.SentAt).EqualVT((*timestamppb1.Timestamp)(that.SentAt)) {
+		return false
+	}
+	if len(this.Dispatches) != len(that.Dispatches) {
+		return false
+	}
+	for i, vx := range this.Dispatches {
+		vy := that.Dispatches[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &RunningDispatch{}
+			}
+			if q == nil {
+				q = &RunningDispatch{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.AdvertisementSeq != that.AdvertisementSeq {
+		return false
+	}
+	if this.SessionId != that.SessionId {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Heartbeat) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Heartbeat)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *PodSetPlacement) EqualVT(that *PodSetPlacement) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PodSet != that.PodSet {
+		return false
+	}
+	if len(this.Nodes) != len(that.Nodes) {
+		return false
+	}
+	for i, vx := range this.Nodes {
+		vy := that.Nodes[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.Replicas != that.Replicas {
+		return false
+	}
+	if this.MigProfile != that.MigProfile {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *PodSetPlacement) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*PodSetPlacement)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Dispatch) EqualVT(that *Dispatch) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.DispatchId != that.DispatchId {
+		return false
+	}
+	if this.WorkloadId != that.WorkloadId {
+		return false
+	}
+	if this.Attempt != that.Attempt {
+		return false
+	}
+	if equal, ok := interface{}(this.Workload).(interface{ EqualVT(*v1.Workload) bool }); ok {
+		if !equal.EqualVT(that.Workload) {
+			return false
+		}
+	} else if !proto.Equal(this.Workload, that.Workload) {
+		return false
+	}
+	if len(this.Placement) != len(that.Placement) {
+		return false
+	}
+	for i, vx := range this.Placement {
+		vy := that.Placement[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &PodSetPlacement{}
+			}
+			if q == nil {
+				q = &PodSetPlacement{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if this.LeaderTerm != that.LeaderTerm {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.CreatedAt).EqualVT((*timestamppb1.Timestamp)(that.CreatedAt)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Dispatch) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Dispatch)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *DispatchCancel) EqualVT(that *DispatchCancel) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.DispatchId != that.DispatchId {
+		return false
+	}
+	if this.WorkloadId != that.WorkloadId {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	if this.Preempt != that.Preempt {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.GracePeriod).EqualVT((*durationpb1.Duration)(that.GracePeriod)) {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.SentAt).EqualVT((*timestamppb1.Timestamp)(that.SentAt)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *DispatchCancel) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*DispatchCancel)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Usage) EqualVT(that *Usage) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.GpuMilliSeconds != that.GpuMilliSeconds {
+		return false
+	}
+	if this.CpuMilliSeconds != that.CpuMilliSeconds {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.WallTime).EqualVT((*durationpb1.Duration)(that.WallTime)) {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Usage) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Usage)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *DispatchEvent) EqualVT(that *DispatchEvent) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.DispatchId != that.DispatchId {
+		return false
+	}
+	if this.WorkloadId != that.WorkloadId {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
+		return false
+	}
+	if this.Type != that.Type {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	if p, q := this.ExitCode, that.ExitCode; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.Time).EqualVT((*timestamppb1.Timestamp)(that.Time)) {
+		return false
+	}
+	if !this.Usage.EqualVT(that.Usage) {
+		return false
+	}
+	if this.Seq != that.Seq {
+		return false
+	}
+	if this.SessionId != that.SessionId {
+		return false
+	}
+	if this.EventId != that.EventId {
+		return false
+	}
+	if this.TraceParent != that.TraceParent {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *DispatchEvent) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*DispatchEvent)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *EventBatch) EqualVT(that *EventBatch) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Events) != len(that.Events) {
+		return false
+	}
+	for i, vx := range this.Events {
+		vy := that.Events[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &DispatchEvent{}
+			}
+			if q == nil {
+				q = &DispatchEvent{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *EventBatch) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*EventBatch)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *HubMessage) EqualVT(that *HubMessage) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Kind == nil && that.Kind != nil {
+		return false
+	} else if this.Kind != nil {
+		if that.Kind == nil {
+			return false
+		}
+		if !this.Kind.(interface{ EqualVT(isHubMessage_Kind) bool }).EqualVT(that.Kind) {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *HubMessage) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*HubMessage)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *HubMessage_Dispatch) EqualVT(thatIface isHubMessage_Kind) bool {
+	that, ok := thatIface.(*HubMessage_Dispatch)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Dispatch, that.Dispatch; p != q {
+		if p == nil {
+			p = &Dispatch{}
+		}
+		if q == nil {
+			q = &Dispatch{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
+func (this *HubMessage_Cancel) EqualVT(thatIface isHubMessage_Kind) bool {
+	that, ok := thatIface.(*HubMessage_Cancel)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Cancel, that.Cancel; p != q {
+		if p == nil {
+			p = &DispatchCancel{}
+		}
+		if q == nil {
+			q = &DispatchCancel{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
+func (this *HubMessage_Batch) EqualVT(thatIface isHubMessage_Kind) bool {
+	that, ok := thatIface.(*HubMessage_Batch)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Batch, that.Batch; p != q {
+		if p == nil {
+			p = &DispatchBatch{}
+		}
+		if q == nil {
+			q = &DispatchBatch{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
+func (this *DispatchBatch) EqualVT(that *DispatchBatch) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Dispatches) != len(that.Dispatches) {
+		return false
+	}
+	for i, vx := range this.Dispatches {
+		vy := that.Dispatches[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Dispatch{}
+			}
+			if q == nil {
+				q = &Dispatch{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *DispatchBatch) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*DispatchBatch)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
 func (m *Register) MarshalVT() (dAtA []byte, err error) {
 	if m == nil {
 		return nil, nil
