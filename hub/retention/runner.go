@@ -37,6 +37,8 @@ const (
 	// DefaultFirstPass is how soon after a replica starts, or after a
 	// follower becomes leader, the first pass comes.
 	DefaultFirstPass = 30 * time.Second
+	// DefaultDuty is the share of a pass's time spent committing deletes.
+	DefaultDuty = 0.5
 )
 
 // maxAttempts bounds how often one batch is retried after conflicts.
@@ -78,6 +80,15 @@ type Config struct {
 	// that never ran retention at all (the chaos soak: 233,000 keys
 	// after 30 minutes, and each restarted hub took longer to list them).
 	FirstPass time.Duration
+	// Duty is the most of a pass's time that its delete transactions take
+	// (DefaultDuty; 1 deletes back to back): after each batch the pass
+	// waits long enough that the batch's commit was at most this share of
+	// the time since it began. At 2,000 workloads/s a pass has tens of
+	// thousands to delete, and back to back they held etcd and the hub's
+	// watchers for seconds while live submits and dispatches waited
+	// behind them; paced, live writes go between the batches. At one half
+	// a pass still deletes far faster than a busy hub finishes work.
+	Duty float64
 }
 
 // Validate returns an error naming the field for negative values.
@@ -98,6 +109,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("retention: Config.CatchUpPause %s is negative", c.CatchUpPause)
 	case c.FirstPass < 0:
 		return fmt.Errorf("retention: Config.FirstPass %s is negative", c.FirstPass)
+	case c.Duty < 0 || c.Duty > 1 || c.Duty != c.Duty:
+		return fmt.Errorf("retention: Config.Duty %v is not between 0 and 1", c.Duty)
 	}
 	return nil
 }
@@ -145,6 +158,9 @@ type Runner struct {
 	// afterSelect, when set, runs between the list and the first delete
 	// (tests: change state in that window).
 	afterSelect func()
+	// sleep waits between batches (Config.Duty); false when ctx ended.
+	// Tests replace it to see the pauses.
+	sleep func(ctx context.Context, d time.Duration) bool
 
 	// lastListed is how many finished workloads the last pass listed: the
 	// next pass sizes its list from it instead of growing it by copies
@@ -184,7 +200,10 @@ func New(d Deps) (*Runner, error) {
 	if c.CatchUpPause == 0 {
 		c.CatchUpPause = DefaultCatchUpPause
 	}
-	r := &Runner{st: d.Store, cache: d.Cache, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c}
+	if c.Duty == 0 {
+		c.Duty = DefaultDuty
+	}
+	r := &Runner{st: d.Store, cache: d.Cache, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c, sleep: sleepCtx}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -318,7 +337,10 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 		fin[i] = entries[i].Finished
 		byID[entries[i].ID] = &entries[i]
 	}
-	var chosen []*entry
+	var (
+		chosen []*entry
+		pause  time.Duration // before the next batch (Config.Duty)
+	)
 	for _, d := range Select(fin, r.cfg.Policy, r.clock()) {
 		e := byID[d.ID]
 		if e == nil || !api.IsTerminal(e.Phase) {
@@ -342,13 +364,42 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 		chosen = chosen[:r.cfg.MaxPerPass]
 	}
 	for i := 0; i < len(chosen); i += r.cfg.BatchSize {
+		if i > 0 && !r.sleep(ctx, pause) {
+			res.Deferred += len(chosen) - i
+			return res, ctx.Err()
+		}
 		batch := chosen[i:min(i+r.cfg.BatchSize, len(chosen))]
+		began := time.Now()
 		if err := r.deleteBatch(ctx, fence, batch, &res); err != nil {
 			res.Deferred += len(chosen) - i - len(batch)
 			return res, err
 		}
+		pause = pauseAfter(time.Since(began), r.cfg.Duty)
 	}
 	return res, nil
+}
+
+// pauseAfter is how long to wait after a batch that took took, so that it
+// was at most duty of the time from its start to the next batch's.
+func pauseAfter(took time.Duration, duty float64) time.Duration {
+	if duty >= 1 || took <= 0 {
+		return 0
+	}
+	return time.Duration(float64(took) * (1 - duty) / duty)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // listFinished pages through the workload records, from the watch cache
