@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime"
@@ -228,6 +229,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		Security: sec, TracerProvider: tracing.TracerProvider(),
 	}
 	benchRetention(b, &hcfg)
+	hcfg.Logger = benchLogger(b)
 	if os.Getenv("MERIDIAN_BENCH_CACHE_SNAPSHOT") == "off" {
 		// The baseline without the hub's cache snapshot writes
 		// (hub/store/warm.go), to measure what they cost.
@@ -310,6 +312,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 				now := time.Now()
 				mu.Lock()
 				if led.seen(ev.GetWorkload().GetName(), now) {
+					led.stages(ev.GetWorkload().GetName(), ev.GetWorkload().GetStatus())
 					if ut := ev.GetWorkload().GetStatus().GetUpdateTime(); ut != nil {
 						watchLag = append(watchLag, now.Sub(ut.AsTime()).Seconds()*1000)
 					}
@@ -589,20 +592,64 @@ func processCPU() time.Duration {
 // (MERIDIAN_BENCH_TIMELINE=1): it tells a tail that grows from one that
 // comes in bursts.
 func logTimeline(start time.Time, led *runLedger) {
-	per := map[int][]float64{}
+	// Each second's latency, split where the status says: to the hub's
+	// dispatch, from there to the agent's RUNNING, from there to the hub's
+	// write of it, and from the write to this watcher.
+	type second struct{ total, toDispatch, toAgent, toWrite, toWatch []float64 }
+	per := map[int]*second{}
 	for j, t0 := range led.sent {
-		if t1 := led.acc[j]; t0 != 0 && t1 != 0 {
-			s := int((t0 - start.UnixNano()) / int64(time.Second))
-			per[s] = append(per[s], since(t0, t1))
+		t1 := led.acc[j]
+		if t0 == 0 || t1 == 0 {
+			continue
+		}
+		s := int((t0 - start.UnixNano()) / int64(time.Second))
+		p := per[s]
+		if p == nil {
+			p = &second{}
+			per[s] = p
+		}
+		p.total = append(p.total, since(t0, t1))
+		if d, a, w := led.dispatched[j], led.started[j], led.written[j]; d != 0 && a != 0 && w != 0 {
+			p.toDispatch = append(p.toDispatch, since(t0, d))
+			p.toAgent = append(p.toAgent, since(d, a))
+			p.toWrite = append(p.toWrite, since(a, w))
+			p.toWatch = append(p.toWatch, since(w, t1))
 		}
 	}
-	for s := 0; s < len(per); s++ {
-		l := per[s]
+	p99 := func(l []float64) float64 {
+		if len(l) == 0 {
+			return 0
+		}
 		sort.Float64s(l)
-		if len(l) > 0 {
-			fmt.Fprintf(os.Stderr, "second %2d: %5d submitted, p50 %6.0f ms, p99 %6.0f ms, max %6.0f ms\n", s, len(l), pct(l, 0.5), pct(l, 0.99), l[len(l)-1])
-		}
+		return pct(l, 0.99)
 	}
+	fmt.Fprintf(os.Stderr, "timeline: second 0 began at %s; p99 split: to dispatch | dispatch to the agent's RUNNING | to the hub's write | to the watcher\n", start.Format(time.RFC3339Nano))
+	for s := 0; s < len(per); s++ {
+		p := per[s]
+		if p == nil {
+			continue
+		}
+		l := p.total
+		sort.Float64s(l)
+		fmt.Fprintf(os.Stderr, "second %2d: %5d submitted, p50 %6.0f ms, p99 %6.0f ms, max %6.0f ms | %5.0f %5.0f %5.0f %5.0f\n", s, len(l), pct(l, 0.5), pct(l, 0.99), l[len(l)-1],
+			p99(p.toDispatch), p99(p.toAgent), p99(p.toWrite), p99(p.toWatch))
+	}
+}
+
+// benchLogger is the hub's logger: none, or with MERIDIAN_BENCH_LOG=LEVEL
+// (debug, info, warn, error) its log on standard error, to tell what the
+// hub was doing when the latency timeline (MERIDIAN_BENCH_TIMELINE) shows
+// a stall. Nil drops the logs.
+func benchLogger(b *testing.B) *slog.Logger {
+	v := os.Getenv("MERIDIAN_BENCH_LOG")
+	if v == "" {
+		return nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(v)); err != nil {
+		b.Fatalf("MERIDIAN_BENCH_LOG=%q: %v (use debug, info, warn or error)", v, err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // writeHeapProfile writes the live heap to path (MERIDIAN_BENCH_HEAPPROFILE).

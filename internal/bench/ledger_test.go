@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"strconv"
 	"strings"
 	"time"
@@ -16,10 +17,33 @@ import (
 type runLedger struct {
 	due, sent, acc []int64 // UnixNano; 0: not yet
 	accepted       int
+	// From the status first seen accepted (the hub's and the agents'
+	// clocks, the same machine's): when the hub dispatched it, when the
+	// agent reported it running, and when the hub wrote that; 0: unknown.
+	// The timeline splits each second's latency at these.
+	dispatched, started, written []int64
 }
 
 func newRunLedger(n int) *runLedger {
-	return &runLedger{due: make([]int64, n), sent: make([]int64, n), acc: make([]int64, n)}
+	return &runLedger{due: make([]int64, n), sent: make([]int64, n), acc: make([]int64, n),
+		dispatched: make([]int64, n), started: make([]int64, n), written: make([]int64, n)}
+}
+
+// stages records, for workload name, the times its status gives.
+func (l *runLedger) stages(name string, st *meridianv1.WorkloadStatus) {
+	j, ok := l.indexOf(name)
+	if !ok {
+		return
+	}
+	nanos := func(ts interface{ AsTime() time.Time }, set bool) int64 {
+		if !set {
+			return 0
+		}
+		return ts.AsTime().UnixNano()
+	}
+	l.dispatched[j] = nanos(st.GetDispatchTime(), st.GetDispatchTime() != nil)
+	l.started[j] = nanos(st.GetStartTime(), st.GetStartTime() != nil)
+	l.written[j] = nanos(st.GetUpdateTime(), st.GetUpdateTime() != nil)
 }
 
 // workloadName is the name of the benchmark's workload j.
