@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -551,42 +552,123 @@ func (l *Loop) decodeEvents(msg jetstream.Msg, evs []batchEvent) []batchEvent {
 	return evs
 }
 
-// processEvents applies events, size at a time in one transaction each,
-// and then acknowledges their messages: a message once every event it
-// carries is applied, and for redelivery otherwise (events are
-// idempotent, so those already applied change nothing then).
+// processEvents applies events in transactions of about size events and
+// then acknowledges their messages: a message once every event it carries
+// is applied, and for redelivery otherwise (events are idempotent, so
+// those already applied change nothing then).
+//
+// The transactions commit side by side, up to parallelChunks at once:
+// each holds every event of the workloads it touches (chunkByWorkload), so
+// none of them can conflict with another, and etcd takes them in one raft
+// round. One after another, a consumer that had fallen behind (while the
+// collector marked the heap, say) waited a commit per chunk of its
+// backlog and took seconds to catch up.
 func (l *Loop) processEvents(t *term, evs []batchEvent, size int) {
 	defer endEventSpans(evs)
 	failed := map[jetstream.Msg]bool{}
-	for lo := 0; lo < len(evs); lo += size {
-		chunk := evs[lo:min(lo+size, len(evs))]
-		err := l.applyBatch(t, chunk, true)
-		if leader.IsNotLeader(err) {
-			t.cancel()
-			return // unacked: the next leader gets them
-		}
-		if err == nil {
-			continue
-		}
-		if !store.IsConflict(err) && !errors.Is(err, errBatchTooLarge) {
-			l.log.Warn("apply event batch; retrying one by one", "events", len(chunk), "err", err)
-		}
-		for _, e := range chunk {
-			err := l.handleOne(t, e)
-			switch {
-			case err == nil:
-			case leader.IsNotLeader(err) || t.ctx.Err() != nil:
+	chunks, disjoint := chunkByWorkload(evs, size)
+	if !disjoint || len(chunks) == 1 {
+		for _, chunk := range chunks {
+			if !l.settleChunk(t, chunk, l.applyBatch(t, chunk, true), failed) {
 				return
-			default:
-				l.log.Warn("apply event; will redeliver", "dispatch", e.ev.GetDispatchId(), "type", e.ev.GetType().String(), "err", err)
-				if e.span != nil {
-					telemetry.Fail(e.span, err)
-				}
-				failed[e.msg] = true
 			}
+		}
+		settleMessages(evs, failed)
+		return
+	}
+	errs := make([]error, len(chunks))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, parallelChunks)
+	for i, chunk := range chunks {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			errs[i] = l.applyBatch(t, chunk, true)
+			<-slots
+		}()
+	}
+	wg.Wait()
+	for i, chunk := range chunks {
+		if !l.settleChunk(t, chunk, errs[i], failed) {
+			return
 		}
 	}
 	settleMessages(evs, failed)
+}
+
+// settleChunk deals with a chunk's commit error: a conflict or any other
+// failure applies its events one at a time, and the events that still
+// fail mark their messages in failed, for redelivery. It returns false
+// when the term ended: nothing is acknowledged then, and the next leader
+// gets the events.
+func (l *Loop) settleChunk(t *term, chunk []batchEvent, err error, failed map[jetstream.Msg]bool) bool {
+	if leader.IsNotLeader(err) {
+		t.cancel()
+		return false
+	}
+	if err == nil {
+		return true
+	}
+	if !store.IsConflict(err) && !errors.Is(err, errBatchTooLarge) {
+		l.log.Warn("apply event batch; retrying one by one", "events", len(chunk), "err", err)
+	}
+	for _, e := range chunk {
+		err := l.handleOne(t, e)
+		switch {
+		case err == nil:
+		case leader.IsNotLeader(err) || t.ctx.Err() != nil:
+			return false
+		default:
+			l.log.Warn("apply event; will redeliver", "dispatch", e.ev.GetDispatchId(), "type", e.ev.GetType().String(), "err", err)
+			if e.span != nil {
+				telemetry.Fail(e.span, err)
+			}
+			failed[e.msg] = true
+		}
+	}
+	return true
+}
+
+// parallelChunks is how many event transactions commit at once.
+const parallelChunks = 4
+
+// chunkByWorkload splits evs into chunks of at most size workloads, each
+// with all the events of its workloads in their order (a transaction
+// writes each workload once, whatever its events), and says whether the
+// chunks are disjoint: then they write different workloads and may commit
+// in any order. An event without a workload id (from an agent older than
+// the id in events) could be about any workload, so with one among them
+// evs are cut in order into chunks of size events instead, to be applied
+// one chunk after another.
+func chunkByWorkload(evs []batchEvent, size int) (chunks [][]batchEvent, disjoint bool) {
+	size = max(1, size)
+	if len(evs) <= size {
+		return [][]batchEvent{evs}, true
+	}
+	at := make(map[string]int, len(evs)) // workload id -> its chunk
+	var workloads []int                  // per chunk, how many workloads it holds
+	for _, e := range evs {
+		id := e.ev.GetWorkloadId()
+		if id == "" {
+			chunks = chunks[:0]
+			for lo := 0; lo < len(evs); lo += size {
+				chunks = append(chunks, evs[lo:min(lo+size, len(evs))])
+			}
+			return chunks, false
+		}
+		i, ok := at[id]
+		if !ok {
+			if len(chunks) == 0 || workloads[len(chunks)-1] >= size {
+				chunks, workloads = append(chunks, nil), append(workloads, 0)
+			}
+			i = len(chunks) - 1
+			at[id] = i
+			workloads[i]++
+		}
+		chunks[i] = append(chunks[i], e)
+	}
+	return chunks, true
 }
 
 // settleMessages acknowledges each message of evs once (a batch's events

@@ -45,6 +45,20 @@ func TestMirrorTakesOwnWritesAtTheirRevision(t *testing.T) {
 		t.Fatal("the entry for revision 8 outlived the key's next change")
 	}
 
+	// A finished workload, which the mirror tells from its summary
+	// without decoding, drops the entry too.
+	done := proto.Clone(w).(*meridianv1.Workload)
+	done.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED
+	db, err := proto.Marshal(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.own.add(k, 11, w)
+	m.put(l, k, store.Item{Key: k, Value: db, ModRev: 12, CreateRev: 7})
+	if l.own.take(k, 11) != nil {
+		t.Fatal("the entry outlived a finished write the mirror read from its summary")
+	}
+
 	// A deleted key drops its entry too.
 	l.own.add(k, 10, w)
 	l.dropKey(k)
