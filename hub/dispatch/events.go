@@ -14,6 +14,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
@@ -485,7 +486,7 @@ func (l *Loop) consumeEvents(t *term) error {
 			if err != nil {
 				if t.ctx.Err() == nil {
 					l.log.Warn("fetch agent events", "err", err)
-					sleepCtx(t.ctx, 100*time.Millisecond)
+					ctxtime.Sleep(t.ctx, 100*time.Millisecond)
 				}
 				continue
 			}
@@ -583,9 +584,8 @@ func (l *Loop) processEvents(t *term, evs []batchEvent, size int) {
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
-			defer wg.Done()
+			defer func() { <-slots; wg.Done() }()
 			errs[i] = l.applyBatch(t, chunk, true)
-			<-slots
 		}()
 	}
 	wg.Wait()
@@ -651,11 +651,11 @@ func chunkByWorkload(evs []batchEvent, size int) (chunks [][]batchEvent, disjoin
 	for _, e := range evs {
 		id := e.ev.GetWorkloadId()
 		if id == "" {
-			chunks = chunks[:0]
+			var inOrder [][]batchEvent
 			for lo := 0; lo < len(evs); lo += size {
-				chunks = append(chunks, evs[lo:min(lo+size, len(evs))])
+				inOrder = append(inOrder, evs[lo:min(lo+size, len(evs))])
 			}
-			return chunks, false
+			return inOrder, false
 		}
 		i, ok := at[id]
 		if !ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/quota"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -254,7 +255,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				return nil
 			}
 			l.log.Warn("campaign failed; retrying", "err", err)
-			if !sleepCtx(ctx, 500*time.Millisecond) {
+			if !ctxtime.Sleep(ctx, 500*time.Millisecond) {
 				return nil
 			}
 			continue
@@ -264,17 +265,6 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.log.Info("term ended", "fence", fence.String())
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // term is one leadership term's state. Only the term's goroutines use it.
@@ -331,7 +321,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		cancelled: map[string]time.Time{}, finished: map[string]time.Time{}, started: time.Now(), startedClock: l.clock()}
 	if err := l.loadLedger(tctx, t); err != nil {
 		l.log.Error("load ledger", "err", err)
-		sleepCtx(tctx, 200*time.Millisecond)
+		ctxtime.Sleep(tctx, 200*time.Millisecond)
 		return
 	}
 	l.mu.Lock()
@@ -355,13 +345,13 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 	}
 	if err := l.consumeEvents(t); err != nil {
 		l.log.Error("consume agent events", "err", err)
-		sleepCtx(tctx, 200*time.Millisecond)
+		ctxtime.Sleep(tctx, 200*time.Millisecond)
 		return
 	}
 	stopRegister, err := l.serveRegister(t)
 	if err != nil {
 		l.log.Error("serve agent registration", "err", err)
-		sleepCtx(tctx, 200*time.Millisecond)
+		ctxtime.Sleep(tctx, 200*time.Millisecond)
 		return
 	}
 	defer stopRegister()
@@ -390,7 +380,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		// changes constantly, and leaves the rest to the API, etcd and
 		// the event consumer on a small machine.
 		if wait := max(l.cfg.MinPeriod, cycleDuty*lastTook) - time.Since(lastCycle); wait > 0 {
-			if !sleepCtx(tctx, wait) {
+			if !ctxtime.Sleep(tctx, wait) {
 				return
 			}
 		}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func TestOwnWritesStayBounded(t *testing.T) {
 	var o ownWrites
 	w := &meridianv1.Workload{Id: "w"}
 	for i := range maxOwnWrites + 10 {
-		o.add(string(rune(i)), int64(i), w)
+		o.add(strconv.Itoa(i), int64(i), w) // distinct keys: without the bound, more than it
 	}
 	if n := len(o.m); n > maxOwnWrites {
 		t.Fatalf("%d entries kept, at most %d allowed", n, maxOwnWrites)

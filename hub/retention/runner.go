@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/records"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 )
 
 // Runner defaults for Config's zero fields.
@@ -203,7 +204,7 @@ func New(d Deps) (*Runner, error) {
 	if c.Duty == 0 {
 		c.Duty = DefaultDuty
 	}
-	r := &Runner{st: d.Store, cache: d.Cache, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c, sleep: sleepCtx}
+	r := &Runner{st: d.Store, cache: d.Cache, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c, sleep: ctxtime.Sleep}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -386,20 +387,6 @@ func pauseAfter(took time.Duration, duty float64) time.Duration {
 		return 0
 	}
 	return time.Duration(float64(took) * (1 - duty) / duty)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // listFinished pages through the workload records, from the watch cache

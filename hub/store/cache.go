@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 )
 
 // EventType says whether a key was written or removed.
@@ -177,7 +179,7 @@ func (c *Cache) Run(ctx context.Context) error {
 					return ctx.Err()
 				}
 				c.log.Warn("cache relist failed", "prefix", c.prefix, "err", err)
-				if !sleepCtx(ctx, backoff) {
+				if !ctxtime.Sleep(ctx, backoff) {
 					return ctx.Err()
 				}
 				backoff = min(2*backoff, 2*time.Second)
@@ -191,20 +193,9 @@ func (c *Cache) Run(ctx context.Context) error {
 		}
 		needList = errors.Is(err, errRelist)
 		c.log.Info("cache watch restarting", "prefix", c.prefix, "relist", needList, "err", err)
-		if !needList && !sleepCtx(ctx, backoff) {
+		if !needList && !ctxtime.Sleep(ctx, backoff) {
 			return ctx.Err()
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -2,10 +2,13 @@ package bench
 
 import (
 	"fmt"
-	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
 // runLedger keeps, for each workload of a run, when it was due, sent and
@@ -35,15 +38,13 @@ func (l *runLedger) stages(name string, st *meridianv1.WorkloadStatus) {
 	if !ok {
 		return
 	}
-	nanos := func(ts interface{ AsTime() time.Time }, set bool) int64 {
-		if !set {
+	nanos := func(ts *timestamppb.Timestamp) int64 {
+		if ts == nil {
 			return 0
 		}
 		return ts.AsTime().UnixNano()
 	}
-	l.dispatched[j] = nanos(st.GetDispatchTime(), st.GetDispatchTime() != nil)
-	l.started[j] = nanos(st.GetStartTime(), st.GetStartTime() != nil)
-	l.written[j] = nanos(st.GetUpdateTime(), st.GetUpdateTime() != nil)
+	l.dispatched[j], l.started[j], l.written[j] = nanos(st.GetDispatchTime()), nanos(st.GetStartTime()), nanos(st.GetUpdateTime())
 }
 
 // workloadName is the name of the benchmark's workload j.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 )
 
 // DefaultKVRefresh is how often a KV secret is read again.
@@ -87,7 +89,7 @@ func (s *KVSecret) Fetch(ctx context.Context) error {
 func (s *KVSecret) Run(ctx context.Context) {
 	wait := s.refresh
 	attempt := 0
-	for sleep(ctx, wait) {
+	for ctxtime.Sleep(ctx, wait) {
 		if err := s.Fetch(ctx); err != nil {
 			wait = s.m.backoff.Delay(attempt)
 			attempt++

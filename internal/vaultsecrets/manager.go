@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-gpu/meridian/internal/credfile"
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 )
 
 // Manager is a logged-in Vault client that keeps its token alive and
@@ -220,7 +221,7 @@ func (m *Manager) Run(ctx context.Context) {
 			if m.login(ctx) == nil {
 				break
 			}
-			if !sleep(ctx, m.backoff.Delay(attempt)) {
+			if !ctxtime.Sleep(ctx, m.backoff.Delay(attempt)) {
 				return
 			}
 		}
@@ -369,18 +370,6 @@ func (m *Manager) Up() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.up
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 type metrics struct {

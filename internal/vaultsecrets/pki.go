@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 )
 
 // PKIConfig is which certificate to ask the PKI secrets engine for.
@@ -239,7 +241,7 @@ func (s *CertSource) Run(ctx context.Context) {
 		} else {
 			wait = s.m.backoff.RetryDelay(attempt-1, now, is.cert.Leaf.NotAfter)
 		}
-		if !sleep(ctx, max(wait, 0)) {
+		if !ctxtime.Sleep(ctx, max(wait, 0)) {
 			return
 		}
 		if err := s.Fetch(ctx); err != nil {
