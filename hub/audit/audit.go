@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,14 +22,14 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
-// Prefix is where the etcd log keeps events, outside the hub's watched
-// state (/meridian/...), so auditing never feeds the scheduling loop's
-// cache.
-const Prefix = "/meridian-audit/events/"
+// legacyPrefix is where hubs before the paged log (page.go) kept one key
+// per event; a recorder moves what it finds there into pages when it
+// starts. Both prefixes are outside the hub's watched state (/meridian/...),
+// so auditing never feeds the scheduling loop's cache.
+const legacyPrefix = "/meridian-audit/events/"
 
 // Defaults for Config's zero fields.
 const (
@@ -141,7 +142,7 @@ func (r *Recorder) Record(e *meridianv1.AuditEvent) {
 	if e.Time == nil {
 		e.Time = timestamppb.New(now)
 	}
-	if e.Id == "" {
+	if !validID(e.Id) {
 		e.Id = NewID(e.Time.AsTime())
 	}
 	if r.json != nil {
@@ -204,6 +205,9 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 		linger.Stop()
 		defer linger.Stop()
 	}
+	if err := r.migrate(ctx); err != nil {
+		r.log.Error("audit: moving events stored one key each into pages failed; List does not show them until a restart moves them", "err", err)
+	}
 	for open := true; open; {
 		e, ok := <-r.queue
 		if !ok {
@@ -259,52 +263,106 @@ func (r *Recorder) fill(batch []*meridianv1.AuditEvent, linger *time.Timer) ([]*
 	return batch, true
 }
 
+// put writes a batch as pages, in one transaction.
 func (r *Recorder) put(ctx context.Context, batch []*meridianv1.AuditEvent) error {
-	ops := make([]clientv3.Op, 0, len(batch))
-	for _, e := range batch {
-		b, err := protofast.Marshal(e)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, clientv3.OpPut(Prefix+e.GetId(), string(b)))
+	pages, err := paginate(batch)
+	if err != nil {
+		return err
+	}
+	ops := make([]clientv3.Op, 0, len(pages))
+	for i := range pages {
+		ops = append(ops, clientv3.OpPut(pages[i].key(), string(pages[i].value)))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := r.cfg.Etcd.Txn(ctx).Then(ops...).Commit()
+	_, err = r.cfg.Etcd.Txn(ctx).Then(ops...).Commit()
 	if err == nil {
 		r.written.Add(int64(len(batch)))
 	}
 	return err
 }
 
-// prune deletes events older than MaxAge, then the oldest beyond
-// MaxEvents. Ids sort by time, so both are one range delete.
+// migrate moves events stored one key each (legacyPrefix) into pages. Each
+// transaction writes a chunk's pages and deletes its keys together, so a
+// crash midway neither loses nor repeats an event; two hubs doing it at
+// once write the same pages.
+func (r *Recorder) migrate(ctx context.Context) error {
+	moved := 0
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := r.cfg.Etcd.Get(cctx, legacyPrefix, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(512))
+		cancel()
+		if err != nil || len(resp.Kvs) == 0 {
+			if moved > 0 && err == nil {
+				r.log.Info("audit: moved events stored one key each into pages", "events", moved)
+			}
+			return err
+		}
+		var events []*meridianv1.AuditEvent
+		for _, kv := range resp.Kvs {
+			e := &meridianv1.AuditEvent{}
+			if err := proto.Unmarshal(kv.Value, e); err != nil || !validID(e.GetId()) {
+				r.log.Warn("audit: dropping a stored event that does not decode", "key", string(kv.Key), "err", err)
+				continue
+			}
+			events = append(events, e)
+		}
+		pages, err := paginate(events)
+		if err != nil {
+			return err
+		}
+		ops := make([]clientv3.Op, 0, len(pages)+1)
+		for i := range pages {
+			ops = append(ops, clientv3.OpPut(pages[i].key(), string(pages[i].value)))
+		}
+		last := string(resp.Kvs[len(resp.Kvs)-1].Key)
+		ops = append(ops, clientv3.OpDelete(string(resp.Kvs[0].Key), clientv3.WithRange(last+"\x00")))
+		cctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		_, err = r.cfg.Etcd.Txn(cctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return err
+		}
+		moved += len(events)
+	}
+}
+
+// prune deletes the pages whose newest event is older than MaxAge, then
+// the oldest pages beyond MaxEvents events (a page is kept or deleted
+// whole, so the log may hold a little less than MaxEvents). Page keys sort
+// by time, so each is one range delete.
 func (r *Recorder) prune(ctx context.Context, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cutoff := Prefix + fmt.Sprintf("%020d", now.Add(-r.cfg.MaxAge).UnixNano())
-	if _, err := r.cfg.Etcd.Delete(ctx, Prefix, clientv3.WithRange(cutoff)); err != nil {
+	cutoff := PagePrefix + idFloor(now.Add(-r.cfg.MaxAge).UnixNano())
+	if _, err := r.cfg.Etcd.Delete(ctx, PagePrefix, clientv3.WithRange(cutoff)); err != nil {
 		return err
 	}
-	cnt, err := r.cfg.Etcd.Get(ctx, Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return err
+	kept, hi := 0, clientv3.GetPrefixRangeEnd(PagePrefix)
+	for {
+		resp, err := r.cfg.Etcd.Get(ctx, PagePrefix, clientv3.WithRange(hi), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1000))
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			hi = string(kv.Key)
+			_, n, err := pageKey(hi)
+			if err != nil {
+				continue // not a page this package wrote
+			}
+			if kept+n > r.cfg.MaxEvents {
+				// This page and every older one go.
+				_, err := r.cfg.Etcd.Delete(ctx, PagePrefix, clientv3.WithRange(hi+"\x00"))
+				return err
+			}
+			kept += n
+		}
+		if !resp.More {
+			return nil
+		}
 	}
-	excess := cnt.Count - int64(r.cfg.MaxEvents)
-	if excess <= 0 {
-		return nil
-	}
-	// The first key to keep: skip `excess` keys from the oldest.
-	resp, err := r.cfg.Etcd.Get(ctx, Prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(excess+1))
-	if err != nil {
-		return err
-	}
-	if int64(len(resp.Kvs)) <= excess {
-		return nil
-	}
-	_, err = r.cfg.Etcd.Delete(ctx, Prefix, clientv3.WithRange(string(resp.Kvs[excess].Key)))
-	return err
 }
 
 // Filter selects events for List.
@@ -334,50 +392,84 @@ const maxScan = 20_000
 // List reads events from etcd, newest first, at most limit, starting below
 // the page token (an event id) when set. It returns the next page token,
 // empty on the last page.
+//
+// Pages (page.go) are read newest key first. A page's events are all at or
+// below its key's event id, and every page not yet read has a lower key,
+// so after each page the events held at or above its key are final and
+// are returned in order; the rest wait for the next page.
 func List(ctx context.Context, cli *clientv3.Client, f Filter, limit int, token string) ([]*meridianv1.AuditEvent, string, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	lo := Prefix
+	lo, hi := "", "" // the ids wanted: lo <= id < hi ("" hi: no bound)
 	if !f.Since.IsZero() {
-		lo = Prefix + fmt.Sprintf("%020d", f.Since.UnixNano())
+		lo = idFloor(f.Since.UnixNano())
 	}
-	hi := clientv3.GetPrefixRangeEnd(Prefix)
 	if !f.Until.IsZero() {
-		hi = Prefix + fmt.Sprintf("%020d", f.Until.UnixNano())
+		hi = idFloor(f.Until.UnixNano())
 	}
 	if token != "" {
 		if !validID(token) {
 			return nil, "", ErrBadPageToken
 		}
-		if t := Prefix + token; t < hi {
-			hi = t
+		if hi == "" || token < hi {
+			hi = token
 		}
 	}
-	var out []*meridianv1.AuditEvent
+	keyLo, keyHi := PagePrefix+lo, clientv3.GetPrefixRangeEnd(PagePrefix)
+	if hi != "" {
+		// A page holding an event below hi has its newest within pageSpan of it.
+		keyHi = PagePrefix + idFloor(idNanos(hi)+int64(pageSpan)+1)
+	}
+	var out, held []*meridianv1.AuditEvent
+	// release moves the held events at or above bound to out, newest
+	// first, and reports the last one's id when out is full.
+	release := func(bound string) (string, bool) {
+		slices.SortFunc(held, func(a, b *meridianv1.AuditEvent) int { return strings.Compare(b.GetId(), a.GetId()) })
+		i := 0
+		for ; i < len(held) && held[i].GetId() >= bound; i++ {
+			out = append(out, held[i])
+			if len(out) == limit {
+				return held[i].GetId(), true
+			}
+		}
+		held = held[i:]
+		return "", false
+	}
 	scanned := 0
-	for hi > lo && scanned < maxScan {
-		resp, err := cli.Get(ctx, lo, clientv3.WithRange(hi), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(256))
+	for keyHi > keyLo {
+		resp, err := cli.Get(ctx, keyLo, clientv3.WithRange(keyHi), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(16))
 		if err != nil {
 			return nil, "", err
 		}
 		for _, kv := range resp.Kvs {
-			scanned++
-			e := &meridianv1.AuditEvent{}
-			if proto.Unmarshal(kv.Value, e) == nil && f.match(e) {
-				out = append(out, e)
-				if len(out) == limit {
-					return out, strings.TrimPrefix(string(kv.Key), Prefix), nil
+			keyHi = string(kv.Key)
+			newest, _, err := pageKey(keyHi)
+			if err != nil {
+				continue // not a page this package wrote
+			}
+			events, _ := decodePage(kv.Value) // what decodes of a damaged page
+			scanned += len(events)
+			for _, e := range events {
+				if id := e.GetId(); id >= lo && (hi == "" || id < hi) && f.match(e) {
+					held = append(held, e)
 				}
 			}
-			hi = string(kv.Key)
+			if next, full := release(newest); full {
+				return out, next, nil
+			}
+			if scanned >= maxScan && (hi == "" || newest < hi) {
+				// Read enough for one call: everything at or above newest is
+				// in out, and the next call goes on below it.
+				return out, newest, nil
+			}
 		}
 		if !resp.More {
-			return out, "", nil
+			break
 		}
 	}
-	if hi > lo {
-		return out, strings.TrimPrefix(hi, Prefix), nil // scanned enough; continue from here
+	if next, full := release(""); full {
+		return out, next, nil
 	}
 	return out, "", nil
 }

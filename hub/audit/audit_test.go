@@ -183,4 +183,8 @@ func TestBatchesLingerAndCloseFlushes(t *testing.T) {
 	if txns := rev() - before; txns != 1 {
 		t.Fatalf("%d events took %d transactions, want 1", n, txns)
 	}
+	// And one key: the batch is one page.
+	if resp, err := cli.Get(ctx, PagePrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 1 {
+		t.Fatalf("%d events stored under %d keys (%v), want 1 page", n, resp.Count, err)
+	}
 }
