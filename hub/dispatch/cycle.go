@@ -929,18 +929,26 @@ func (l *Loop) republishUnacked(t *term) error {
 	return nil
 }
 
-// forgetAfter bounds how long a term remembers sent cancels and finished
-// dispatches; a heartbeat older than this cannot still list them.
+// forgetAfter bounds how long a term remembers sent cancels; a heartbeat
+// older than this cannot still list them.
 const forgetAfter = 10 * time.Minute
 
+// forgetFinishedAfter bounds how long a term remembers finished dispatches,
+// so a heartbeat sent before one finished does not draw a cancel for it.
+// Heartbeats go every few seconds and are never queued for long, and at
+// 2,000 workloads/s each minute remembered costs about 10 MB of live heap
+// that every collection marks. A heartbeat delayed past this window costs
+// one cancel that the agent answers from its record of finished dispatches.
+const forgetFinishedAfter = 2 * time.Minute
+
 // pruneEvery spaces out the walks over what a term remembers of cancels
-// and finished dispatches (up to forgetAfter of them: many at a high rate).
+// and finished dispatches (many at a high rate).
 const pruneEvery = 10 * time.Second
 
 // prune drops term memory that can no longer matter.
 func (l *Loop) prune(t *term, s *state) {
 	now := time.Now()
-	cut := now.Add(-forgetAfter)
+	cut, cutFinished := now.Add(-forgetAfter), now.Add(-forgetFinishedAfter)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if now.Sub(t.prunedAt) >= pruneEvery {
@@ -951,7 +959,7 @@ func (l *Loop) prune(t *term, s *state) {
 			}
 		}
 		for id, at := range t.finished {
-			if at.Before(cut) {
+			if at.Before(cutFinished) {
 				delete(t.finished, id)
 			}
 		}

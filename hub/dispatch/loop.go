@@ -360,7 +360,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 	defer idle.Stop()
 	var (
 		lastCycle time.Time
-		lastTook  time.Duration
+		pace      pacer
 	)
 	for {
 		select {
@@ -375,11 +375,11 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		case <-l.kick:
 		}
 		// At least MinPeriod from one cycle's start to the next, and at
-		// least cycleDuty times as long as the last cycle took, so the
-		// loop takes at most half a core while the state is large and
+		// least cycleDuty times as long as a typical recent cycle took, so
+		// the loop takes at most half a core while the state is large and
 		// changes constantly, and leaves the rest to the API, etcd and
 		// the event consumer on a small machine.
-		if wait := max(l.cfg.MinPeriod, cycleDuty*lastTook) - time.Since(lastCycle); wait > 0 {
+		if wait := pace.gap(l.cfg.MinPeriod) - time.Since(lastCycle); wait > 0 {
 			if !ctxtime.Sleep(tctx, wait) {
 				return
 			}
@@ -392,7 +392,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		}
 		lastCycle = time.Now()
 		err := l.cycle(t)
-		lastTook = time.Since(lastCycle)
+		pace.record(time.Since(lastCycle))
 		if leader.IsNotLeader(err) {
 			l.log.Warn("fence lost; stopping writes", "err", err)
 			return
@@ -409,11 +409,6 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		idle.Reset(l.cfg.MaxIdle)
 	}
 }
-
-// cycleDuty is how many times the last cycle's duration must pass between
-// cycle starts: 2 keeps the loop under half a core. (3 left more CPU to the
-// rest but made dispatch latency at 2,000 workloads/s worse, not better.)
-const cycleDuty = 2
 
 // commit is a fenced store commit that keeps the term's context.
 func (l *Loop) commit(t *term, ops ...store.Op) (int64, error) {

@@ -1,0 +1,30 @@
+package dispatch
+
+import (
+	"testing"
+	"time"
+)
+
+// A term forgets finished dispatches after forgetFinishedAfter and sent
+// cancels after forgetAfter, and keeps what is younger.
+func TestPruneForgetsByAge(t *testing.T) {
+	now := time.Now()
+	tm := &term{
+		cancelled: map[string]time.Time{"c-old": now.Add(-forgetAfter - time.Minute), "c-mid": now.Add(-forgetFinishedAfter - time.Minute)},
+		finished:  map[string]time.Time{"f-old": now.Add(-forgetFinishedAfter - time.Minute), "f-new": now.Add(-time.Second)},
+		published: map[string]time.Time{},
+	}
+	(&Loop{}).prune(tm, &state{})
+	if _, ok := tm.cancelled["c-old"]; ok {
+		t.Error("a cancel older than forgetAfter is still remembered")
+	}
+	if _, ok := tm.cancelled["c-mid"]; !ok {
+		t.Error("a cancel younger than forgetAfter was forgotten")
+	}
+	if _, ok := tm.finished["f-old"]; ok {
+		t.Error("a finished dispatch older than forgetFinishedAfter is still remembered")
+	}
+	if _, ok := tm.finished["f-new"]; !ok {
+		t.Error("a finished dispatch of a second ago was forgotten")
+	}
+}
