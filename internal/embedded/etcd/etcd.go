@@ -138,9 +138,14 @@ func (c *Cluster) election() time.Duration {
 // write keeps its old value until compaction: at 2,000 workloads/s the
 // database grows by about 5 MB/s, so ten minutes of history (the default
 // before) filled etcd's 2 GiB quota in under seven, and the member then
-// refuses every write. Two minutes is ample for the hub's own watch,
-// which only needs to bridge short reconnects.
-const DefaultCompactEvery = 2 * time.Minute
+// refuses every write. History also lives in etcd's in-memory index, a
+// revision per write and the key of every deleted one, which every
+// garbage collection of the hub's process marks: at 2,000/s two minutes
+// of it were about half the live heap. One minute is still ample for the
+// hub's own watch, which only needs to bridge short reconnects; a watch
+// that needs older history relists (hub/store) or is told to (the Watch
+// API's since_revision).
+const DefaultCompactEvery = time.Minute
 
 // QuotaBackendBytes is the embedded member's database size limit: etcd's
 // largest suggested size rather than its 2 GiB default, so that history
