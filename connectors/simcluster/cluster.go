@@ -461,6 +461,9 @@ func (c *Cluster) finishLocked(w *work, st agent.WorkState, exit *int32, reason 
 	for _, ch := range w.charges {
 		ch.release()
 	}
+	// Finished work is kept (MaxFinishedKept) only to be listed: drop what
+	// only running work needs.
+	w.charges, w.timer = nil, nil
 	c.journal.write(JournalEntry{Time: time.Now(), Event: JournalEnd, DispatchID: w.id, WorkloadID: w.workloadID,
 		State: journalState(st), Reason: reason})
 	c.emit(w)

@@ -102,6 +102,14 @@ func runAgentsProcess(raw string) int {
 	}
 	fmt.Println("ready")
 	<-ctx.Done()
+	// MERIDIAN_BENCH_AGENTS_HEAPPROFILE=FILE writes this process's heap
+	// profile as the benchmark ends (MERIDIAN_BENCH_HEAPPROFILE is the
+	// hub's).
+	if path := os.Getenv("MERIDIAN_BENCH_AGENTS_HEAPPROFILE"); path != "" {
+		if err := writeHeapProfile(path); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
 	for _, stop := range stops {
 		stop()
 	}

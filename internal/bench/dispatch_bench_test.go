@@ -444,7 +444,9 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	res.finish(b, n)
 	reportDiskStalls(b)
 	if path := os.Getenv("MERIDIAN_BENCH_HEAPPROFILE"); path != "" {
-		writeHeapProfile(b, path) // what the hub holds at the end of the load
+		if err := writeHeapProfile(path); err != nil { // what the hub holds at the end of the load
+			b.Fatal(err)
+		}
 	}
 	b.StopTimer()
 	mu.Lock()
@@ -652,17 +654,20 @@ func benchLogger(b *testing.B) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// writeHeapProfile writes the live heap to path (MERIDIAN_BENCH_HEAPPROFILE).
-func writeHeapProfile(b *testing.B, path string) {
+// writeHeapProfile writes the live heap to path, after a collection so
+// that it is the live heap (MERIDIAN_BENCH_HEAPPROFILE and, in the agents'
+// process, MERIDIAN_BENCH_AGENTS_HEAPPROFILE).
+func writeHeapProfile(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
-		b.Fatal(err)
+		return err
 	}
-	defer f.Close()
 	runtime.GC()
 	if err := pprof.WriteHeapProfile(f); err != nil {
-		b.Fatal(err)
+		f.Close()
+		return err
 	}
+	return f.Close()
 }
 
 // reportDiskStalls reports how many of the embedded etcd's WAL fsyncs and
