@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -42,6 +44,11 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 	if r := req.GetSinceRevision(); r < 0 {
 		return invalid("since_revision", "must not be negative (got %d)", r)
 	}
+	for i, p := range req.GetPhase() {
+		if _, ok := meridianv1.WorkloadPhase_name[int32(p)]; !ok {
+			return invalid(fmt.Sprintf("phase[%d]", i), "unknown phase %d", p)
+		}
+	}
 	if req.GetSinceRevision() > 0 && req.GetSendInitial() {
 		return invalid("send_initial", "cannot be combined with since_revision; resume or start fresh")
 	}
@@ -55,7 +62,7 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 			return fieldError(codes.OutOfRange, "since_revision", "revision %d is in the future: the store is at revision %d; pass a revision from an event or a list, or 0 to start from now", r, cur)
 		}
 	}
-	f := watchFilter{queue: req.GetQueue(), sel: sel, ctx: stream.Context()}
+	f := watchFilter{queue: req.GetQueue(), sel: sel, phases: req.GetPhase(), ctx: stream.Context()}
 	if req.GetSinceRevision() > 0 || s.d.Workloads == nil {
 		return s.watchEtcd(stream.Context(), req, f, stream)
 	}
@@ -63,14 +70,24 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 }
 
 type watchFilter struct {
-	queue string
-	sel   selector
-	ctx   context.Context // the caller: only the queues it may view
+	queue  string
+	sel    selector
+	phases []meridianv1.WorkloadPhase // empty: all, deletions included
+	ctx    context.Context            // the caller: only the queues it may view
 }
 
 func (f watchFilter) match(w *meridianv1.Workload) bool {
-	return f.matchQueue(w.GetQueue()) && f.sel.matches(w.GetLabels())
+	return f.matchQueue(w.GetQueue()) && f.matchPhase(w.GetStatus().GetPhase()) && f.sel.matches(w.GetLabels())
 }
+
+// matchPhase is the part of match that needs only the workload's phase.
+func (f watchFilter) matchPhase(p meridianv1.WorkloadPhase) bool {
+	return len(f.phases) == 0 || slices.Contains(f.phases, p)
+}
+
+// deletions says whether deletions are sent: not when phases are chosen,
+// as a deleted workload has none.
+func (f watchFilter) deletions() bool { return len(f.phases) == 0 }
 
 // matchQueue is the part of match that needs only the workload's queue.
 func (f watchFilter) matchQueue(queue string) bool {
@@ -175,6 +192,9 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 			return nil, false
 		}
 		delete(known, ev.Key)
+		if !f.deletions() {
+			return nil, false
+		}
 		we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_DELETED
 		we.Workload = &meridianv1.Workload{Id: strings.TrimPrefix(ev.Key, prefix)}
 		return we, true
@@ -187,7 +207,7 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 	// queue it does not see, or another queue, tells so from the
 	// record's summary without decoding it.
 	if sm, err := records.SummarizeWorkload(ev.Value); err == nil {
-		if !f.matchQueue(sm.Queue) {
+		if !f.matchQueue(sm.Queue) || !f.matchPhase(sm.Phase) {
 			known[ev.Key] = true
 			return nil, false
 		}
@@ -265,6 +285,8 @@ func (s *Service) watchEtcd(ctx context.Context, req *meridianv1.WatchWorkloadsR
 			we := &meridianv1.WorkloadEvent{Revision: ev.Kv.ModRevision, Time: timestamppb.New(s.now())}
 			val := ev.Kv.Value
 			switch {
+			case ev.Type == clientv3.EventTypeDelete && !f.deletions():
+				continue
 			case ev.Type == clientv3.EventTypeDelete:
 				we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_DELETED
 				if ev.PrevKv != nil {

@@ -3,11 +3,13 @@ package api
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -255,5 +257,56 @@ func TestWatchSendsTheStoredWorkload(t *testing.T) {
 		if len(ev.ProtoReflect().GetUnknown()) != 0 || len(ev.GetWorkload().ProtoReflect().GetUnknown()) != 0 {
 			t.Fatalf("%s: the client saw unknown fields", name)
 		}
+	}
+}
+
+// A watch with phases sends only changes into those phases, from the cache
+// and from etcd alike: a workload submitted and then cancelled shows up
+// once, CANCELLED, and its QUEUED creation not at all.
+func TestWatchPhaseFilter(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	tn := tenant(t)
+	leaf := tn + "/p"
+	e.mkQueues(t, tn, leaf)
+	cancelled := []meridianv1.WorkloadPhase{meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED}
+	for _, mode := range []string{"cache", "etcd"} {
+		t.Run(mode, func(t *testing.T) {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			req := &meridianv1.WatchWorkloadsRequest{Queue: tn, Phase: cancelled}
+			if mode == "etcd" {
+				req.SinceRevision = e.cache.Rev()
+			}
+			s, err := e.wl.WatchWorkloads(wctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				a, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(leaf)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.wl.CancelWorkload(ctx, &meridianv1.CancelWorkloadRequest{Id: a.GetWorkload().GetId()}); err != nil {
+					t.Fatal(err)
+				}
+				ev := next(t, s)
+				for ev.GetType() == meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+					ev = next(t, s)
+				}
+				if ev.GetWorkload().GetId() != a.GetWorkload().GetId() || ev.GetWorkload().GetStatus().GetPhase() != cancelled[0] ||
+					ev.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED {
+					t.Fatalf("got %v %s in %v; want only %s's change to CANCELLED, as MODIFIED", ev.GetType(), ev.GetWorkload().GetId(),
+						ev.GetWorkload().GetStatus().GetPhase(), a.GetWorkload().GetId())
+				}
+			}
+		})
+	}
+	s, err := e.wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Phase: []meridianv1.WorkloadPhase{99}})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "phase[0]") {
+		t.Fatalf("unknown phase: %v; want InvalidArgument naming phase[0]", err)
 	}
 }

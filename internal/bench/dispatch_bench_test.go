@@ -82,6 +82,26 @@ func submitBatch(b *testing.B) int {
 	return n
 }
 
+// watchPhases is what the benchmark's watcher asks for
+// (MERIDIAN_BENCH_WATCH): "all" (the default) every change of every
+// workload, five events each over its life; "started" only changes into
+// ACCEPTED, RUNNING or SUCCEEDED (the Watch API's phase filter), which is
+// all the benchmark reads: a client that waits for its workloads to start
+// would watch so. SUCCEEDED is in the set because a watcher that lags gets
+// each workload's latest state, which may already be the end.
+func watchPhases(b *testing.B) []meridianv1.WorkloadPhase {
+	switch v := os.Getenv("MERIDIAN_BENCH_WATCH"); v {
+	case "", "all":
+		return nil
+	case "started":
+		return []meridianv1.WorkloadPhase{meridianv1.WorkloadPhase_WORKLOAD_PHASE_ACCEPTED,
+			meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING, meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED}
+	default:
+		b.Fatalf("MERIDIAN_BENCH_WATCH: %q is not all or started", v)
+		return nil
+	}
+}
+
 // benchRunFor is how long each workload runs once launched, and how many
 // must fit at once. The default (an hour) keeps every workload in flight;
 // MERIDIAN_BENCH_RUN_FOR (e.g. 5s) makes them finish, so the hub also
@@ -171,6 +191,9 @@ func BenchmarkSubmitToAccepted(b *testing.B) {
 		name := fmt.Sprintf("paced=%d-per-s/workloads=%d", rate, m)
 		if k := submitBatch(b); k > 1 {
 			name += fmt.Sprintf("/batch=%d", k)
+		}
+		if watchPhases(b) != nil {
+			name += "/watch=started"
 		}
 		b.Run(name, func(b *testing.B) {
 			for _, mode := range modes {
@@ -297,7 +320,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	// part of the latency spent delivering the Watch stream, not
 	// dispatching.
 	var watchLag []float64
-	stream, err := wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: "bench/load"})
+	var phases []meridianv1.WorkloadPhase
+	if rate > 0 {
+		phases = watchPhases(b) // paced runs only: their names say so
+	}
+	stream, err := wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: "bench/load", Phase: phases})
 	if err != nil {
 		b.Fatal(err)
 	}

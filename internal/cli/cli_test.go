@@ -148,6 +148,7 @@ func TestCommands(t *testing.T) {
 		{name: "watch", args: []string{"watch"}},
 		{name: "watch_json", args: []string{"watch", "-o", "json", "--queue", "acme/vision"}},
 		{name: "watch_since", args: []string{"watch", "--since-revision", "11"}},
+		{name: "watch_bad_phase", args: []string{"watch", "--phase", "runing"}, code: ExitUsage},
 		// submit: local problems never reach the hub
 		{name: "submit_bad_fraction", args: []string{"submit", "-f", "testdata/input/bad-fraction.yaml"}, code: ExitInvalid},
 		{name: "submit_many_problems", args: []string{"submit", "-f", "testdata/input/many-problems.yaml"}, code: ExitInvalid},

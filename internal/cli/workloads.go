@@ -685,7 +685,7 @@ func (a *app) noClusterDetail(ctx context.Context) string {
 
 func (a *app) watchCommand() *cobra.Command {
 	var queue string
-	var labels []string
+	var labels, phaseNames []string
 	var initial bool
 	var since int64
 	cmd := &cobra.Command{
@@ -698,6 +698,10 @@ object per line; -o yaml prints one YAML document per change.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since < 0 {
 				return usageErrorf("--since-revision: must not be negative (got %d)", since)
+			}
+			phases, err := parsePhases(phaseNames)
+			if err != nil {
+				return err
 			}
 			conn, err := a.dial()
 			if err != nil {
@@ -717,6 +721,7 @@ object per line; -o yaml prints one YAML document per change.`,
 					LabelSelector: strings.Join(labels, ","),
 					SinceRevision: since,
 					SendInitial:   initial,
+					Phase:         phases,
 				})
 				if err != nil {
 					return a.watchError(ctx, err)
@@ -747,6 +752,7 @@ object per line; -o yaml prints one YAML document per change.`,
 	f := cmd.Flags()
 	f.StringVar(&queue, "queue", "", "only this queue, or queues below a prefix")
 	f.StringArrayVarP(&labels, "selector", "l", nil, "label selector key=value or key!=value (repeatable)")
+	f.StringSliceVar(&phaseNames, "phase", nil, "only changes into these phases, comma-separated (accepted, running, ...); deletions are then not shown")
 	f.BoolVar(&initial, "initial", false, "first list the current workloads (as ADDED events)")
 	f.Int64Var(&since, "since-revision", 0, "resume after this revision (from an earlier event)")
 	return cmd

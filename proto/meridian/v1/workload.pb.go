@@ -1856,7 +1856,14 @@ type WatchWorkloadsRequest struct {
 	// `send_initial` is set.
 	SinceRevision int64 `protobuf:"varint,3,opt,name=since_revision,json=sinceRevision,proto3" json:"since_revision,omitempty"`
 	// Send the current workloads first (as ADDED events) and then a BOOKMARK.
-	SendInitial   bool `protobuf:"varint,4,opt,name=send_initial,json=sendInitial,proto3" json:"send_initial,omitempty"`
+	SendInitial bool `protobuf:"varint,4,opt,name=send_initial,json=sendInitial,proto3" json:"send_initial,omitempty"`
+	// Only changes that leave a workload in one of these phases (and, with
+	// `send_initial`, only such workloads first). Empty means every change,
+	// deletions included; with phases set, deletions are not sent (a deleted
+	// workload has no phase). A client that waits for workloads to start
+	// watches `ACCEPTED` and `RUNNING` and receives one event per workload
+	// instead of five.
+	Phase         []WorkloadPhase `protobuf:"varint,5,rep,packed,name=phase,proto3,enum=meridian.v1.WorkloadPhase" json:"phase,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1917,6 +1924,13 @@ func (x *WatchWorkloadsRequest) GetSendInitial() bool {
 		return x.SendInitial
 	}
 	return false
+}
+
+func (x *WatchWorkloadsRequest) GetPhase() []WorkloadPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return nil
 }
 
 // WorkloadEvent is one change in a watch stream.
@@ -2394,12 +2408,13 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x13pending_reason_code\x18\b \x01(\tR\x11pendingReasonCode\x127\n" +
 	"\tplacement\x18\t \x03(\v2\x19.meridian.v1.ClusterScoreR\tplacement\x12%\n" +
 	"\x0eplacement_rule\x18\n" +
-	" \x01(\tR\rplacementRule\"\x9e\x01\n" +
+	" \x01(\tR\rplacementRule\"\xd0\x01\n" +
 	"\x15WatchWorkloadsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
 	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
 	"\x0esince_revision\x18\x03 \x01(\x03R\rsinceRevision\x12!\n" +
-	"\fsend_initial\x18\x04 \x01(\bR\vsendInitial\"\xc2\x01\n" +
+	"\fsend_initial\x18\x04 \x01(\bR\vsendInitial\x120\n" +
+	"\x05phase\x18\x05 \x03(\x0e2\x1a.meridian.v1.WorkloadPhaseR\x05phase\"\xc2\x01\n" +
 	"\rWorkloadEvent\x122\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1e.meridian.v1.WorkloadEventTypeR\x04type\x121\n" +
 	"\bworkload\x18\x02 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12\x1a\n" +
@@ -2550,34 +2565,35 @@ var file_meridian_v1_workload_proto_depIdxs = []int32{
 	21, // 29: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
 	32, // 30: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
 	10, // 31: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
-	2,  // 32: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
-	3,  // 33: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
-	32, // 34: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 35: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 36: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	26, // 37: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
-	26, // 38: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
-	11, // 39: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
-	13, // 40: meridian.v1.WorkloadService.SubmitWorkloads:input_type -> meridian.v1.SubmitWorkloadsRequest
-	15, // 41: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
-	16, // 42: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
-	18, // 43: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
-	19, // 44: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
-	25, // 45: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
-	23, // 46: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
-	12, // 47: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
-	14, // 48: meridian.v1.WorkloadService.SubmitWorkloads:output_type -> meridian.v1.SubmitWorkloadsResponse
-	3,  // 49: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
-	17, // 50: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
-	3,  // 51: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
-	22, // 52: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
-	27, // 53: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
-	24, // 54: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
-	47, // [47:55] is the sub-list for method output_type
-	39, // [39:47] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	0,  // 32: meridian.v1.WatchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	2,  // 33: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
+	3,  // 34: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
+	32, // 35: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 36: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	3,  // 37: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	26, // 38: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
+	26, // 39: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
+	11, // 40: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
+	13, // 41: meridian.v1.WorkloadService.SubmitWorkloads:input_type -> meridian.v1.SubmitWorkloadsRequest
+	15, // 42: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
+	16, // 43: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
+	18, // 44: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
+	19, // 45: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
+	25, // 46: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
+	23, // 47: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
+	12, // 48: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
+	14, // 49: meridian.v1.WorkloadService.SubmitWorkloads:output_type -> meridian.v1.SubmitWorkloadsResponse
+	3,  // 50: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
+	17, // 51: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
+	3,  // 52: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
+	22, // 53: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
+	27, // 54: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
+	24, // 55: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
+	48, // [48:56] is the sub-list for method output_type
+	40, // [40:48] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_workload_proto_init() }

@@ -543,6 +543,11 @@ func (m *WatchWorkloadsRequest) CloneVT() *WatchWorkloadsRequest {
 	r.LabelSelector = m.LabelSelector
 	r.SinceRevision = m.SinceRevision
 	r.SendInitial = m.SendInitial
+	if rhs := m.Phase; rhs != nil {
+		tmpContainer := make([]WorkloadPhase, len(rhs))
+		copy(tmpContainer, rhs)
+		r.Phase = tmpContainer
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1471,6 +1476,15 @@ func (this *WatchWorkloadsRequest) EqualVT(that *WatchWorkloadsRequest) bool {
 	}
 	if this.SendInitial != that.SendInitial {
 		return false
+	}
+	if len(this.Phase) != len(that.Phase) {
+		return false
+	}
+	for i, vx := range this.Phase {
+		vy := that.Phase[i]
+		if vx != vy {
+			return false
+		}
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -3139,6 +3153,27 @@ func (m *WatchWorkloadsRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error)
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.Phase) > 0 {
+		var pksize2 int
+		for _, num := range m.Phase {
+			pksize2 += protohelpers.SizeOfVarint(uint64(num))
+		}
+		i -= pksize2
+		j1 := i
+		for _, num1 := range m.Phase {
+			num := uint64(num1)
+			for num >= 1<<7 {
+				dAtA[j1] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j1++
+			}
+			dAtA[j1] = uint8(num)
+			j1++
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize2))
+		i--
+		dAtA[i] = 0x2a
+	}
 	if m.SendInitial {
 		i--
 		if m.SendInitial {
@@ -4067,6 +4102,13 @@ func (m *WatchWorkloadsRequest) SizeVT() (n int) {
 	}
 	if m.SendInitial {
 		n += 2
+	}
+	if len(m.Phase) > 0 {
+		l = 0
+		for _, e := range m.Phase {
+			l += protohelpers.SizeOfVarint(uint64(e))
+		}
+		n += 1 + protohelpers.SizeOfVarint(uint64(l)) + l
 	}
 	n += len(m.unknownFields)
 	return n
@@ -8305,6 +8347,75 @@ func (m *WatchWorkloadsRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.SendInitial = bool(v != 0)
+		case 5:
+			if wireType == 0 {
+				var v WorkloadPhase
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= WorkloadPhase(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Phase = append(m.Phase, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				if elementCount != 0 && len(m.Phase) == 0 {
+					m.Phase = make([]WorkloadPhase, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v WorkloadPhase
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return protohelpers.ErrIntOverflow
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= WorkloadPhase(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Phase = append(m.Phase, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Phase", wireType)
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
