@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meridian-gpu/meridian/internal/flowwindow"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -82,7 +83,7 @@ func ServerOptions(log *slog.Logger, m *Metrics, maxRecv int) []grpc.ServerOptio
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return []grpc.ServerOption{
+	return append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxRecv),
 		grpc.ChainUnaryInterceptor(UnaryObserve(log, m), UnaryDeadline(DefaultRequestTimeout), UnaryRecover(log, m)),
 		grpc.ChainStreamInterceptor(StreamObserve(log, m), StreamRecover(log, m)),
@@ -93,7 +94,7 @@ func ServerOptions(log *slog.Logger, m *Metrics, maxRecv int) []grpc.ServerOptio
 		// 2,000 submits/s). When all are busy, gRPC starts a goroutine
 		// as before, so a slow request never holds up another.
 		grpc.NumStreamWorkers(streamWorkers),
-	}
+	}, flowwindow.ServerOptions()...) // fixed windows: half the system calls
 }
 
 // streamWorkers is how many requests the API serves on reused goroutines

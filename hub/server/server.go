@@ -40,6 +40,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/ui"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
+	"github.com/meridian-gpu/meridian/internal/flowwindow"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -552,7 +553,7 @@ func (s *Server) buildAPI() error {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+(64<<10))),
 		protofast.DialOption()},
-		gatewayClientTracing(s.cfg.TracerProvider)...)...)
+		append(flowwindow.DialOptions(), gatewayClientTracing(s.cfg.TracerProvider)...)...)...)
 	if err != nil {
 		return fmt.Errorf("server: gateway client: %w", err)
 	}

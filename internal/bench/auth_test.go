@@ -16,6 +16,7 @@ import (
 
 	"github.com/meridian-gpu/meridian/hub/auth"
 	"github.com/meridian-gpu/meridian/hub/server"
+	"github.com/meridian-gpu/meridian/internal/flowwindow"
 	"github.com/meridian-gpu/meridian/internal/localrun"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	"github.com/meridian-gpu/meridian/internal/testoidc"
@@ -144,7 +145,7 @@ func (a *benchAuth) transport() grpc.DialOption {
 // when authentication is on, and the protobuf codec meridianctl uses
 // (internal/protofast). userDial too.
 func (a *benchAuth) adminDial() []grpc.DialOption {
-	opts := []grpc.DialOption{a.transport(), protofast.DialOption()}
+	opts := append([]grpc.DialOption{a.transport(), protofast.DialOption()}, flowwindow.DialOptions()...)
 	if a.admin != "" {
 		opts = append(opts, localrun.Bearer(a.admin))
 	}
@@ -157,7 +158,7 @@ func (a *benchAuth) userDial(u int) []grpc.DialOption {
 	if len(a.userTok) == 0 {
 		return a.adminDial()
 	}
-	return []grpc.DialOption{a.transport(), protofast.DialOption(), localrun.Bearer(a.userTok[u%len(a.userTok)])}
+	return append([]grpc.DialOption{a.transport(), protofast.DialOption(), localrun.Bearer(a.userTok[u%len(a.userTok)])}, flowwindow.DialOptions()...)
 }
 
 // access is the load queue's access list: the users' group may submit

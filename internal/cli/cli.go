@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/meridian-gpu/meridian/internal/flowwindow"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -252,6 +253,7 @@ func (a *app) dial() (*grpc.ClientConn, error) {
 		a.tokens = src
 		opts = append(opts, grpc.WithPerRPCCredentials(&bearer{src: src, secure: s.tls}))
 	}
+	opts = append(opts, flowwindow.DialOptions()...)
 	conn, err := grpc.NewClient(s.hub, opts...)
 	if err != nil {
 		return nil, usageErrorf("%s: %q is not a usable address: %v", s.hubFrom, s.hub, err)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meridian-gpu/meridian/internal/cli"
+	"github.com/meridian-gpu/meridian/internal/flowwindow"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -119,6 +120,7 @@ func dial(s connSettings) (*hubClient, error) {
 	if s.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: s.token, secure: s.useTLS()}))
 	}
+	opts = append(opts, flowwindow.DialOptions()...)
 	conn, err := grpc.NewClient(s.endpoint, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %q is not a usable address: %w", s.endpoint, err)
