@@ -87,6 +87,8 @@ type Decision struct {
 	Queue  string
 	End    time.Time
 	Reason Reason
+	// Index is the workload's position in Select's input.
+	Index int
 }
 
 // Select returns the workloads to delete at now under p, oldest first (ties
@@ -100,32 +102,36 @@ func Select(ws []Finished, p Policy, now time.Time) []Decision {
 	if !p.Enabled() {
 		return nil
 	}
-	byQueue := map[string][]Finished{}
-	for _, w := range ws {
-		if !api.IsTerminal(w.Phase) {
+	// Positions, not copies: a pass sees every finished workload, and a
+	// copy of each is three more pointers for the collector to follow.
+	byQueue := map[string][]int32{}
+	for i := range ws {
+		if !api.IsTerminal(ws[i].Phase) {
 			continue
 		}
-		byQueue[w.Queue] = append(byQueue[w.Queue], w)
+		byQueue[ws[i].Queue] = append(byQueue[ws[i].Queue], int32(i))
 	}
 	var out []Decision
 	for q, list := range byQueue {
 		// Newest first; an unknown end sorts as oldest.
-		slices.SortFunc(list, func(a, b Finished) int {
+		slices.SortFunc(list, func(x, y int32) int {
+			a, b := &ws[x], &ws[y]
 			if c := b.End.Compare(a.End); c != 0 {
 				return c
 			}
 			return cmp.Compare(b.ID, a.ID)
 		})
-		for i, w := range list {
+		for i, at := range list {
+			w := &ws[at]
 			if p.MinAge > 0 && !w.End.IsZero() && now.Before(w.End.Add(p.MinAge)) {
 				// Too recent to delete; it still takes a place under the cap.
 				continue
 			}
 			switch {
 			case p.MaxPerQueue > 0 && i >= p.MaxPerQueue:
-				out = append(out, Decision{ID: w.ID, Queue: q, End: w.End, Reason: ReasonQueueCap})
+				out = append(out, Decision{ID: w.ID, Queue: q, End: w.End, Reason: ReasonQueueCap, Index: int(at)})
 			case p.TTL > 0 && !w.End.IsZero() && !now.Before(w.End.Add(p.TTL)):
-				out = append(out, Decision{ID: w.ID, Queue: q, End: w.End, Reason: ReasonTTL})
+				out = append(out, Decision{ID: w.ID, Queue: q, End: w.End, Reason: ReasonTTL, Index: int(at)})
 			}
 		}
 	}

@@ -139,6 +139,9 @@ func TestSelect(t *testing.T) {
 			var got []string
 			for _, d := range Select(c.ws, c.policy, t0) {
 				got = append(got, d.ID+":"+string(d.Reason))
+				if d.Index < 0 || d.Index >= len(c.ws) || c.ws[d.Index].ID != d.ID {
+					t.Fatalf("decision for %s has index %d, which is not its position in the input", d.ID, d.Index)
+				}
 			}
 			if !slices.Equal(got, c.want) {
 				t.Fatalf("Select = %v, want %v", got, c.want)

@@ -333,17 +333,18 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 	}
 	r.m.finished.Set(float64(res.Finished))
 	fin := make([]Finished, len(entries))
-	byID := make(map[string]*entry, len(entries))
 	for i := range entries {
 		fin[i] = entries[i].Finished
-		byID[entries[i].ID] = &entries[i]
 	}
 	var (
 		chosen []*entry
 		pause  time.Duration // before the next batch (Config.Duty)
 	)
 	for _, d := range Select(fin, r.cfg.Policy, r.clock()) {
-		e := byID[d.ID]
+		var e *entry
+		if d.Index >= 0 && d.Index < len(entries) && entries[d.Index].ID == d.ID {
+			e = &entries[d.Index]
+		}
 		if e == nil || !api.IsTerminal(e.Phase) {
 			// Select never returns these; refuse rather than trust it.
 			continue
