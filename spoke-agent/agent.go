@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
@@ -808,30 +809,21 @@ func (a *Agent) unsentAcceptedLocked(id string) *outItem {
 // them live as long as the agent, and a byte slice is one pointer for the
 // garbage collector to follow where the decoded event is a dozen (at 200
 // dispatches/s an agent holding 100,000 decoded events spent more CPU
-// marking them than on its dispatches). ev holds the rare event that does
-// not encode.
-type doneEntry struct {
-	b  []byte
-	ev *agentv1.DispatchEvent
-}
+// marking them than on its dispatches).
+type doneEntry []byte
 
 // rememberedEvent encodes ev with its generated code, which never checks
-// strings and so does not fail on what a connector wrote.
-func rememberedEvent(ev *agentv1.DispatchEvent) doneEntry {
-	if b, err := ev.MarshalVT(); err == nil {
-		return doneEntry{b: b}
-	}
-	return doneEntry{ev: protofast.Clone(ev)}
+// strings and so does not fail on what a connector wrote (its error can
+// come only from nested messages' generated code, which has none to give).
+func rememberedEvent(ev *agentv1.DispatchEvent) (doneEntry, error) {
+	return ev.MarshalVT()
 }
 
 // event is a fresh copy of the remembered answer; an error (bytes this
 // process encoded that do not decode) means it is as good as forgotten.
 func (d doneEntry) event() (*agentv1.DispatchEvent, error) {
-	if d.ev != nil {
-		return protofast.Clone(d.ev), nil
-	}
 	ev := &agentv1.DispatchEvent{}
-	return ev, ev.UnmarshalVT(d.b)
+	return ev, ev.UnmarshalVT(d)
 }
 
 // finishedLocked is the remembered final answer for id, if there is one.
@@ -850,10 +842,15 @@ func (a *Agent) finishedLocked(id string) (*agentv1.DispatchEvent, bool) {
 
 // rememberLocked records a final answer for id, bounded by MaxRemembered.
 func (a *Agent) rememberLocked(ev *agentv1.DispatchEvent) {
+	d, err := rememberedEvent(ev)
+	if err != nil {
+		a.log.Error("a final answer does not encode; it is not remembered", "dispatch_id", ev.DispatchId, "err", err)
+		return
+	}
 	if _, ok := a.done[ev.DispatchId]; !ok {
 		a.doneOrder = append(a.doneOrder, ev.DispatchId)
 	}
-	a.done[ev.DispatchId] = rememberedEvent(ev)
+	a.done[ev.DispatchId] = d
 	for len(a.doneOrder) > MaxRemembered {
 		delete(a.done, a.doneOrder[0])
 		a.doneOrder = a.doneOrder[1:]
@@ -994,14 +991,7 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 			return true
 		}
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return ctxtime.Sleep(ctx, d)
 }
 
 // storedLocked updates what the heartbeat reports once ev is stored.

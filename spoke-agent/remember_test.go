@@ -15,9 +15,9 @@ func TestRememberedEventRoundTrip(t *testing.T) {
 	for _, reason := range []string{"exit code 1", "bad \xff bytes"} {
 		ev := &agentv1.DispatchEvent{DispatchId: "d-1", WorkloadId: "w-1", Type: agentv1.DispatchEventType_DISPATCH_EVENT_TYPE_FAILED,
 			Reason: reason, Seq: 7, SessionId: "s"}
-		d := rememberedEvent(ev)
-		if d.ev != nil || len(d.b) == 0 {
-			t.Fatalf("reason %q: kept decoded (%v), want encoded", reason, d.ev != nil)
+		d, err := rememberedEvent(ev)
+		if err != nil || len(d) == 0 {
+			t.Fatalf("reason %q: not encoded (%v), want encoded", reason, err)
 		}
 		got, err := d.event()
 		if err != nil || !proto.Equal(got, ev) {

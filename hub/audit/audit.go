@@ -265,20 +265,26 @@ func (r *Recorder) fill(batch []*meridianv1.AuditEvent, linger *time.Timer) ([]*
 
 // put writes a batch as pages, in one transaction.
 func (r *Recorder) put(ctx context.Context, batch []*meridianv1.AuditEvent) error {
-	pages, err := paginate(batch)
+	err := r.putPages(ctx, batch)
+	if err == nil {
+		r.written.Add(int64(len(batch)))
+	}
+	return err
+}
+
+// putPages writes events as pages, and then ops, in one transaction.
+func (r *Recorder) putPages(ctx context.Context, events []*meridianv1.AuditEvent, then ...clientv3.Op) error {
+	pages, err := paginate(events)
 	if err != nil {
 		return err
 	}
-	ops := make([]clientv3.Op, 0, len(pages))
+	ops := make([]clientv3.Op, 0, len(pages)+len(then))
 	for i := range pages {
 		ops = append(ops, clientv3.OpPut(pages[i].key(), string(pages[i].value)))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = r.cfg.Etcd.Txn(ctx).Then(ops...).Commit()
-	if err == nil {
-		r.written.Add(int64(len(batch)))
-	}
+	_, err = r.cfg.Etcd.Txn(ctx).Then(append(ops, then...)...).Commit()
 	return err
 }
 
@@ -308,20 +314,8 @@ func (r *Recorder) migrate(ctx context.Context) error {
 			}
 			events = append(events, e)
 		}
-		pages, err := paginate(events)
-		if err != nil {
-			return err
-		}
-		ops := make([]clientv3.Op, 0, len(pages)+1)
-		for i := range pages {
-			ops = append(ops, clientv3.OpPut(pages[i].key(), string(pages[i].value)))
-		}
 		last := string(resp.Kvs[len(resp.Kvs)-1].Key)
-		ops = append(ops, clientv3.OpDelete(string(resp.Kvs[0].Key), clientv3.WithRange(last+"\x00")))
-		cctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		_, err = r.cfg.Etcd.Txn(cctx).Then(ops...).Commit()
-		cancel()
-		if err != nil {
+		if err := r.putPages(ctx, events, clientv3.OpDelete(string(resp.Kvs[0].Key), clientv3.WithRange(last+"\x00"))); err != nil {
 			return err
 		}
 		moved += len(events)

@@ -12,6 +12,26 @@ import (
 	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
+// runOnTwoClusters starts agents c1 and c2 (four nodes of 64 GPUs each) and
+// hub-a, submits n one-GPU workloads to team/a and waits until every one
+// runs.
+func (e *env) runOnTwoClusters(n int) (*hub, []*agent) {
+	e.putQueue("team/a", 400)
+	agents := []*agent{e.startAgent("c1", 4, 64, 0), e.startAgent("c2", 4, 64, 0)}
+	h := e.startHub("hub-a")
+	e.waitFor("leadership", 10*time.Second, h.leading)
+	e.waitKnown(h, "c1", "c2")
+	var ws []*meridianv1.Workload
+	for i := range n {
+		ws = append(ws, gpuWorkload(fmt.Sprintf("w%03d", i), "team/a", 1))
+	}
+	e.submit(ws...)
+	e.waitFor("every workload running", 30*time.Second, func() bool {
+		return e.countPhase(meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING) == n
+	})
+	return h, agents
+}
+
 // TestDispatchBatches: a cycle's dispatches for a cluster whose agent
 // reads batches go in one message; an agent that does not (an older one)
 // gets one message per dispatch, never a batch. Either way every workload
@@ -22,20 +42,8 @@ func TestDispatchBatches(t *testing.T) {
 		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
 			e := newEnv(t, fastConfig())
 			e.batching = batching
-			e.putQueue("team/a", 400)
-			agents := []*agent{e.startAgent("c1", 4, 64, 0), e.startAgent("c2", 4, 64, 0)}
-			h := e.startHub("hub-a")
-			e.waitFor("leadership", 10*time.Second, h.leading)
-			e.waitKnown(h, "c1", "c2")
 			const n = 300
-			var ws []*meridianv1.Workload
-			for i := range n {
-				ws = append(ws, gpuWorkload(fmt.Sprintf("w%03d", i), "team/a", 1))
-			}
-			e.submit(ws...)
-			e.waitFor("every workload running", 30*time.Second, func() bool {
-				return e.countPhase(meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING) == n
-			})
+			h, agents := e.runOnTwoClusters(n)
 			launched, received := 0, 0
 			for _, a := range agents {
 				launched += len(a.checkLaunchedOnce(t))

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
-	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
 func evFor(workload string, seq int) batchEvent {
@@ -84,20 +82,8 @@ func TestEventChunksCommitSideBySide(t *testing.T) {
 	cfg.EventBatch = 8
 	e := newEnv(t, cfg)
 	e.batching = true
-	e.putQueue("team/a", 400)
-	agents := []*agent{e.startAgent("c1", 4, 64, 0), e.startAgent("c2", 4, 64, 0)}
-	h := e.startHub("hub-a")
-	e.waitFor("leadership", 10*time.Second, h.leading)
-	e.waitKnown(h, "c1", "c2")
 	const n = 200
-	var ws []*meridianv1.Workload
-	for i := range n {
-		ws = append(ws, gpuWorkload(fmt.Sprintf("w%03d", i), "team/a", 1))
-	}
-	e.submit(ws...)
-	e.waitFor("every workload running", 30*time.Second, func() bool {
-		return e.countPhase(meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING) == n
-	})
+	_, agents := e.runOnTwoClusters(n)
 	launched := 0
 	for _, a := range agents {
 		launched += len(a.checkLaunchedOnce(t))

@@ -1,39 +1,35 @@
 package dispatch
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
 
 func TestPacerGap(t *testing.T) {
 	ms := time.Millisecond
+	// Each step records its cycles on top of the steps before it.
+	steps := []struct {
+		name   string
+		record []time.Duration
+		want   time.Duration
+	}{
+		{"no cycles yet: the minimum period", nil, 50 * ms},
+		{"cycles of 40ms", slices.Repeat([]time.Duration{40 * ms}, 4), 80 * ms},
+		// One cycle stretched by a collection does not stretch the gap.
+		{"after one 900ms outlier", []time.Duration{900 * ms}, 80 * ms},
+		// A state where every cycle is slow does.
+		{"after three 300ms cycles", slices.Repeat([]time.Duration{300 * ms}, 3), 600 * ms},
+		// Fast cycles never go under the minimum period.
+		{"fast cycles: the minimum period", slices.Repeat([]time.Duration{ms}, 5), 50 * ms},
+	}
 	var p pacer
-	if g := p.gap(50 * ms); g != 50*ms {
-		t.Fatalf("no cycles yet: gap %v, want the minimum period", g)
-	}
-	for range 4 {
-		p.record(40 * ms)
-	}
-	if g := p.gap(50 * ms); g != 80*ms {
-		t.Fatalf("cycles of 40ms: gap %v, want 80ms", g)
-	}
-	// One cycle stretched by a collection does not stretch the gap.
-	p.record(900 * ms)
-	if g := p.gap(50 * ms); g != 80*ms {
-		t.Fatalf("after one 900ms outlier: gap %v, want 80ms", g)
-	}
-	// A state where every cycle is slow does.
-	for range 3 {
-		p.record(300 * ms)
-	}
-	if g := p.gap(50 * ms); g != 600*ms {
-		t.Fatalf("after three 300ms cycles: gap %v, want 600ms", g)
-	}
-	// Fast cycles never go under the minimum period.
-	for range 5 {
-		p.record(ms)
-	}
-	if g := p.gap(50 * ms); g != 50*ms {
-		t.Fatalf("fast cycles: gap %v, want the minimum period", g)
+	for _, s := range steps {
+		for _, d := range s.record {
+			p.record(d)
+		}
+		if g := p.gap(50 * ms); g != s.want {
+			t.Fatalf("%s: gap %v, want %v", s.name, g, s.want)
+		}
 	}
 }

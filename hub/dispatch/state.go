@@ -440,7 +440,7 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 		// Taken first, whatever the value: an entry the mirror passes
 		// by (a finished workload, told from its summary) must not wait
 		// for the key's deletion.
-		own := l.own.take(k, it.ModRev)
+		w := l.own.take(k, it.ModRev)
 		// A finished workload matters to the loop only in that its
 		// records are orphans, which its absence says too. Most stored
 		// workloads are finished: keeping them decoded was most of the
@@ -450,7 +450,6 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			m.workloadChanged(s.ID)
 			break
 		}
-		w := own
 		if w == nil {
 			w, err = decodeWorkload(it.Value)
 		}

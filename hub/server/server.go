@@ -38,6 +38,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/spokeauth"
 	"github.com/meridian-gpu/meridian/hub/store"
 	"github.com/meridian-gpu/meridian/hub/ui"
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 	embednats "github.com/meridian-gpu/meridian/internal/embedded/nats"
 	"github.com/meridian-gpu/meridian/internal/flowwindow"
@@ -481,10 +482,8 @@ func retryStartup(ctx context.Context, log *slog.Logger, what string, limit time
 			return err
 		}
 		log.Warn("startup step failed; retrying", "step", what, "try", try, "err", err)
-		select {
-		case <-ctx.Done():
+		if !ctxtime.Sleep(ctx, 500*time.Millisecond) {
 			return err
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

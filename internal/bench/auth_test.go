@@ -145,7 +145,7 @@ func (a *benchAuth) transport() grpc.DialOption {
 // when authentication is on, and the protobuf codec meridianctl uses
 // (internal/protofast). userDial too.
 func (a *benchAuth) adminDial() []grpc.DialOption {
-	opts := append([]grpc.DialOption{a.transport(), protofast.DialOption()}, flowwindow.DialOptions()...)
+	opts := a.baseDial()
 	if a.admin != "" {
 		opts = append(opts, localrun.Bearer(a.admin))
 	}
@@ -158,7 +158,13 @@ func (a *benchAuth) userDial(u int) []grpc.DialOption {
 	if len(a.userTok) == 0 {
 		return a.adminDial()
 	}
-	return append([]grpc.DialOption{a.transport(), protofast.DialOption(), localrun.Bearer(a.userTok[u%len(a.userTok)])}, flowwindow.DialOptions()...)
+	return append(a.baseDial(), localrun.Bearer(a.userTok[u%len(a.userTok)]))
+}
+
+// baseDial is what every client of the benchmark dials with: the
+// transport, meridianctl's codec and the API's fixed flow-control windows.
+func (a *benchAuth) baseDial() []grpc.DialOption {
+	return append([]grpc.DialOption{a.transport(), protofast.DialOption()}, flowwindow.DialOptions()...)
 }
 
 // access is the load queue's access list: the users' group may submit

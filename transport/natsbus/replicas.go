@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 )
 
 // MaxStreamReplicas is the most replicas JetStream keeps of a stream.
@@ -67,10 +69,8 @@ func awaitConsumerLeader(ctx context.Context, cons jetstream.Consumer) {
 		if time.Now().After(deadline) {
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if !ctxtime.Sleep(ctx, 50*time.Millisecond) {
 			return
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
