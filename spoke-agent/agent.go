@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meridian-gpu/meridian/internal/ctxtime"
+	"github.com/meridian-gpu/meridian/internal/fifomap"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
@@ -158,13 +159,12 @@ type Agent struct {
 	hbSeq    atomic.Uint64
 	advSeq   atomic.Uint64
 
-	mu        sync.Mutex
-	held      map[string]*entry
-	done      map[string]doneEntry
-	doneOrder []string
-	out       []*outItem
-	sending   int // the first sending items of out are being published now
-	outWake   chan struct{}
+	mu      sync.Mutex
+	held    map[string]*entry
+	done    *fifomap.Map // final answers, encoded, by dispatch id (up to MaxRemembered)
+	out     []*outItem
+	sending int // the first sending items of out are being published now
+	outWake chan struct{}
 
 	// perID serializes the handling of messages for one dispatch id, so
 	// a cancel never overtakes the launch it cancels.
@@ -255,7 +255,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, conn: cfg.Connector, bus: cfg.Bus, session: hex.EncodeToString(sid[:]), m: m,
-		held: map[string]*entry{}, done: map[string]doneEntry{},
+		held: map[string]*entry{}, done: fifomap.New(MaxRemembered),
 		outWake: make(chan struct{}, 1), changed: make(chan struct{}, 1), askedFull: make(chan struct{}, 1), rejoin: make(chan struct{}, 1),
 		slots: make(chan struct{}, cfg.LaunchParallelism),
 	}
@@ -714,7 +714,7 @@ func (a *Agent) applyLocked(ev WorkEvent) {
 		a.log.Warn("ignoring a connector event without a state or id", "dispatch_id", ev.DispatchID, "state", ev.State)
 		return
 	}
-	if _, finished := a.done[ev.DispatchID]; finished {
+	if a.done.Has(ev.DispatchID) {
 		return
 	}
 	e := a.held[ev.DispatchID]
@@ -806,8 +806,9 @@ func (a *Agent) unsentAcceptedLocked(id string) *outItem {
 }
 
 // doneEntry is a remembered final answer, encoded: up to MaxRemembered of
-// them live as long as the agent, and a byte slice is one pointer for the
-// garbage collector to follow where the decoded event is a dozen (at 200
+// them live as long as the agent. Decoded events were a dozen pointers
+// each for the garbage collector to follow, and even encoded ones in a
+// map two (the key and the slice); in a fifomap they are none (at 200
 // dispatches/s an agent holding 100,000 decoded events spent more CPU
 // marking them than on its dispatches).
 type doneEntry []byte
@@ -828,11 +829,11 @@ func (d doneEntry) event() (*agentv1.DispatchEvent, error) {
 
 // finishedLocked is the remembered final answer for id, if there is one.
 func (a *Agent) finishedLocked(id string) (*agentv1.DispatchEvent, bool) {
-	d, ok := a.done[id]
+	d, ok := a.done.Get(id)
 	if !ok {
 		return nil, false
 	}
-	ev, err := d.event()
+	ev, err := doneEntry(d).event()
 	if err != nil {
 		a.log.Error("a remembered final answer does not decode; treating the dispatch as unknown", "dispatch_id", id, "err", err)
 		return nil, false
@@ -847,14 +848,7 @@ func (a *Agent) rememberLocked(ev *agentv1.DispatchEvent) {
 		a.log.Error("a final answer does not encode; it is not remembered", "dispatch_id", ev.DispatchId, "err", err)
 		return
 	}
-	if _, ok := a.done[ev.DispatchId]; !ok {
-		a.doneOrder = append(a.doneOrder, ev.DispatchId)
-	}
-	a.done[ev.DispatchId] = d
-	for len(a.doneOrder) > MaxRemembered {
-		delete(a.done, a.doneOrder[0])
-		a.doneOrder = a.doneOrder[1:]
-	}
+	a.done.Put(ev.DispatchId, d)
 }
 
 // publishLoop stores outbox events in order, a batch per round trip,
@@ -1021,7 +1015,7 @@ func (a *Agent) relist(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, ws := range list {
-		if _, finished := a.done[ws.DispatchID]; finished {
+		if a.done.Has(ws.DispatchID) {
 			continue
 		}
 		if e, ok := a.held[ws.DispatchID]; ok && (e.launching || e.terminal || !ws.State.Terminal()) {

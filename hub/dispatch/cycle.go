@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"runtime/debug"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/fifomap"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -531,7 +533,7 @@ func (l *Loop) reconcileReports(t *term, b *built, now time.Time) {
 		t.reportChecked[cluster] = at
 		var stale []string
 		for _, id := range ids {
-			if c, cur := b.current[id]; (cur && c.r.r.Cluster == cluster) || !t.finished[id].IsZero() {
+			if c, cur := b.current[id]; (cur && c.r.r.Cluster == cluster) || t.finished.Has(id) {
 				continue // current, or stopped and reported by the agent itself
 			}
 			if l.adoptable(b, cluster, id) {
@@ -941,6 +943,16 @@ const forgetAfter = 10 * time.Minute
 // one cancel that the agent answers from its record of finished dispatches.
 const forgetFinishedAfter = 2 * time.Minute
 
+// maxFinishedRemembered bounds the finished dispatches a term remembers
+// whatever their age (eight minutes at 2,000/s): past it the oldest is
+// forgotten early, at the price forgetFinishedAfter describes.
+const maxFinishedRemembered = 1 << 20
+
+// newFinishedMemory is a term's record of finished dispatches: in a
+// fifomap, which the collector does not walk (a map of ids to times was
+// 240,000 keys and as many pointers at 2,000/s).
+func newFinishedMemory() *fifomap.Map { return fifomap.New(maxFinishedRemembered) }
+
 // pruneEvery spaces out the walks over what a term remembers of cancels
 // and finished dispatches (many at a high rate).
 const pruneEvery = 10 * time.Second
@@ -958,11 +970,10 @@ func (l *Loop) prune(t *term, s *state) {
 				delete(t.cancelled, id)
 			}
 		}
-		for id, at := range t.finished {
-			if at.Before(cutFinished) {
-				delete(t.finished, id)
-			}
-		}
+		// Entries go in as reports arrive, so oldest first is time order.
+		t.finished.ForgetOldestWhile(func(v []byte) bool {
+			return len(v) != 8 || int64(binary.LittleEndian.Uint64(v)) < cutFinished.UnixNano()
+		})
 	}
 	for id, at := range t.published {
 		// An acknowledged dispatch is never published again. One not in the

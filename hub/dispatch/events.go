@@ -699,6 +699,6 @@ func clusterOfSubject(s string) string {
 // so a heartbeat sent just before does not earn it a cancel.
 func (l *Loop) markFinished(t *term, id string) {
 	t.mu.Lock()
-	t.finished[id] = time.Now()
+	t.finished.PutUint64(id, uint64(time.Now().UnixNano()))
 	t.mu.Unlock()
 }

@@ -68,7 +68,7 @@ func testEventAgainstLaggingCache(t *testing.T, legacy bool) {
 	}
 	defer func() { _ = el.Resign(context.Background()) }()
 	tm := &term{fence: fence, ctx: ctx, cancel: cancel, accruedTo: map[string]time.Time{}, published: map[string]time.Time{},
-		cancelled: map[string]time.Time{}, finished: map[string]time.Time{}, started: time.Now()}
+		cancelled: map[string]time.Time{}, finished: newFinishedMemory(), started: time.Now()}
 
 	// Commit a dispatch behind the cache's back, as the cycle would (or as
 	// an older hub did, with a record of its own).

@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
 	"github.com/meridian-gpu/meridian/internal/ctxtime"
+	"github.com/meridian-gpu/meridian/internal/fifomap"
 	"github.com/meridian-gpu/meridian/internal/protofast"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	"github.com/meridian-gpu/meridian/transport/natsbus"
@@ -284,7 +285,7 @@ type term struct {
 	heartbeatCharged map[string]time.Time
 	published        map[string]time.Time // dispatch id -> last publish
 	cancelled        map[string]time.Time // dispatch ids a cancel was sent for, and when
-	finished         map[string]time.Time // dispatch ids the agent reported stopped, and when
+	finished         *fifomap.Map         // dispatch ids the agent reported stopped, and when (UnixNano), oldest first
 	nominated        map[string]time.Time // workload ids that preempted work, and when
 	started          time.Time            // when the term began (hub clock)
 	lastCommitRev    int64                // highest revision the cycle committed
@@ -318,7 +319,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		}
 	}()
 	t := &term{fence: fence, ctx: tctx, cancel: cancel, accruedTo: map[string]time.Time{}, heartbeatCharged: map[string]time.Time{}, published: map[string]time.Time{},
-		cancelled: map[string]time.Time{}, finished: map[string]time.Time{}, started: time.Now(), startedClock: l.clock()}
+		cancelled: map[string]time.Time{}, finished: newFinishedMemory(), started: time.Now(), startedClock: l.clock()}
 	if err := l.loadLedger(tctx, t); err != nil {
 		l.log.Error("load ledger", "err", err)
 		ctxtime.Sleep(tctx, 200*time.Millisecond)

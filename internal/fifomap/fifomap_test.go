@@ -1,0 +1,193 @@
+package fifomap
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// Every key put is found with its value until the bound forgets it,
+// oldest first, and a key put again answers with its newest value.
+func TestPutGetForgetsOldestFirst(t *testing.T) {
+	m := New(1000)
+	for i := range 2500 {
+		m.Put(fmt.Sprintf("d-%d", i), []byte(fmt.Sprintf("answer %d", i)))
+	}
+	if m.Len() != 1000 {
+		t.Fatalf("Len = %d, want the bound 1000", m.Len())
+	}
+	for i := range 2500 {
+		v, ok := m.Get(fmt.Sprintf("d-%d", i))
+		if want := i >= 1500; ok != want {
+			t.Fatalf("d-%d held = %v, want %v", i, ok, want)
+		}
+		if ok && string(v) != fmt.Sprintf("answer %d", i) {
+			t.Fatalf("d-%d = %q", i, v)
+		}
+	}
+	m.Put("d-2000", []byte("newer"))
+	if v, _ := m.Get("d-2000"); string(v) != "newer" {
+		t.Fatalf("d-2000 after a second put = %q, want newer", v)
+	}
+	if m.Has("absent") {
+		t.Fatal("a key never put is held")
+	}
+}
+
+// A value handed out stays the same after later puts and evictions, and
+// the map copies what it is given.
+func TestValuesAreStable(t *testing.T) {
+	m := New(10)
+	in := []byte("first")
+	m.Put("a", in)
+	in[0] = 'X'
+	v, _ := m.Get("a")
+	for i := range 50 {
+		m.Put(fmt.Sprint(i), bytes.Repeat([]byte{'z'}, 100))
+	}
+	if string(v) != "first" {
+		t.Fatalf("value changed to %q", v)
+	}
+}
+
+// Entries larger than a chunk, empty keys and empty values all round-trip.
+func TestOddSizes(t *testing.T) {
+	m := New(5)
+	big := bytes.Repeat([]byte{7}, 3*chunkSize)
+	m.Put("big", big)
+	m.Put("", []byte("empty key"))
+	m.Put("empty value", nil)
+	if v, ok := m.Get("big"); !ok || !bytes.Equal(v, big) {
+		t.Fatal("an entry larger than a chunk did not round-trip")
+	}
+	if v, ok := m.Get(""); !ok || string(v) != "empty key" {
+		t.Fatalf("empty key = %q, %v", v, ok)
+	}
+	if v, ok := m.Get("empty value"); !ok || len(v) != 0 {
+		t.Fatalf("empty value = %q, %v", v, ok)
+	}
+}
+
+// Two keys with the same hash: the lookup compares keys, so the older is
+// forgotten, never answered with the newer's value.
+func TestCollisionNeverAnswersAnotherKey(t *testing.T) {
+	m := New(10)
+	m.Put("a", []byte("A"))
+	// Force b onto a's hash: what a real collision does to the index.
+	m.Put("b", []byte("B"))
+	m.index[m.slotOf(1).hash] = 0 // b's hash now points at a's entry
+	if _, ok := m.Get("b"); ok {
+		t.Fatal("b answered with a's entry")
+	}
+	if v, ok := m.Get("a"); !ok || string(v) != "A" {
+		t.Fatalf("a = %q, %v", v, ok)
+	}
+}
+
+// ForgetOldestWhile drops entries put in time order up to a cut-off, and
+// PutUint64/Uint64 round-trip.
+func TestForgetOldestWhile(t *testing.T) {
+	m := New(100)
+	for i := range 10 {
+		m.PutUint64(fmt.Sprint(i), uint64(i*10))
+	}
+	n := m.ForgetOldestWhile(func(v []byte) bool { return len(v) == 8 && v[0] < 40 })
+	if n != 4 || m.Len() != 6 || m.Has("3") || !m.Has("4") {
+		t.Fatalf("forgot %d, Len %d, want 4 and 6 with 4 held", n, m.Len())
+	}
+	if v, ok := m.Uint64("9"); !ok || v != 90 {
+		t.Fatalf("Uint64(9) = %d, %v", v, ok)
+	}
+	m.ForgetOldestWhile(func([]byte) bool { return true })
+	if m.Len() != 0 || m.Has("9") {
+		t.Fatal("forgetting everything left entries")
+	}
+	m.Put("after", []byte("x"))
+	if !m.Has("after") {
+		t.Fatal("a put after emptying is lost")
+	}
+}
+
+// Random puts, checked against a plain map and a FIFO of keys.
+func TestAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const limit = 300
+	m := New(limit)
+	type ent struct{ k, v string }
+	var order []ent
+	for range 20000 {
+		k := fmt.Sprint(r.IntN(2000))
+		v := string(bytes.Repeat([]byte{byte('a' + r.IntN(26))}, r.IntN(300)))
+		m.Put(k, []byte(v))
+		order = append(order, ent{k, v})
+		if len(order) > limit {
+			order = order[1:]
+		}
+	}
+	want := map[string]string{}
+	for _, e := range order {
+		want[e.k] = e.v
+	}
+	for i := range 2000 {
+		k := fmt.Sprint(i)
+		v, ok := m.Get(k)
+		w, wok := want[k]
+		if ok != wok || string(v) != w {
+			t.Fatalf("key %s: got %q %v, want %q %v", k, v, ok, w, wok)
+		}
+	}
+	if cap(m.slots) > 4*limit {
+		t.Fatalf("slots capacity %d for %d entries: popped slots are not released", cap(m.slots), limit)
+	}
+	if len(m.chunks) > limit*300/chunkSize+2 {
+		t.Fatalf("%d chunks held for %d entries: forgotten chunks are not released", len(m.chunks), limit)
+	}
+}
+
+// The index and slots hold no pointers, so a full map is a handful of
+// objects for the collector however many entries it holds.
+func TestFewObjects(t *testing.T) {
+	m := New(100000)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 100000 {
+		m.Put(fmt.Sprintf("dispatch-%08d", i), bytes.Repeat([]byte{1}, 150))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if live := int64(after.HeapObjects) - int64(before.HeapObjects); live > 2000 {
+		t.Fatalf("100,000 entries are %d live objects, want a few hundred", live)
+	}
+	runtime.KeepAlive(m)
+}
+
+func BenchmarkPut(b *testing.B) {
+	m := New(100000)
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("dispatch-%08d", i)
+	}
+	v := bytes.Repeat([]byte{1}, 150)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		m.Put(keys[i%len(keys)], v)
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	m := New(100000)
+	keys := make([]string, 100000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("dispatch-%08d", i)
+		m.Put(keys[i], bytes.Repeat([]byte{1}, 150))
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, ok := m.Get(keys[i%len(keys)]); !ok {
+			b.Fatal("missing")
+		}
+	}
+}
