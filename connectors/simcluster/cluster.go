@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meridian-gpu/meridian/internal/fifomap"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
@@ -62,19 +63,21 @@ type Cluster struct {
 	strategy agentv1.MigStrategy
 	duration time.Duration
 
-	mu     sync.Mutex
-	nodes  []*node // sorted by name
-	byName map[string]*node
-	works  map[string]*work
-	// finishedOrder lists finished work oldest first; beyond
-	// MaxFinishedKept the oldest is forgotten, as a real cluster's job
-	// history ages out, so a long-running demo does not grow forever.
-	finishedOrder []string
-	launches      int
-	rejectAll     string
-	rejectIDs     map[string]string
-	vanished      bool
-	closed        bool
+	mu      sync.Mutex
+	nodes   []*node // sorted by name
+	byName  map[string]*node
+	running map[string]*work
+	// finished holds finished work, encoded (finishedRecord), oldest
+	// first; beyond MaxFinishedKept the oldest is forgotten, as a real
+	// cluster's job history ages out, so a long-running demo does not
+	// grow forever. Encoded in a fifomap it is no pointers for the
+	// collector (ten benchmark clusters keep 200,000).
+	finished  *fifomap.Map
+	launches  int
+	rejectAll string
+	rejectIDs map[string]string
+	vanished  bool
+	closed    bool
 
 	events  *agent.EventQueue
 	journal *journal
@@ -160,7 +163,8 @@ func New(cfg *Config, opts Options) (*Cluster, error) {
 		strategy:  cfg.Strategy(),
 		duration:  cfg.DefaultDuration.Duration,
 		byName:    map[string]*node{},
-		works:     map[string]*work{},
+		running:   map[string]*work{},
+		finished:  fifomap.New(MaxFinishedKept),
 		rejectIDs: map[string]string{},
 		events:    agent.NewEventQueue(),
 	}
@@ -211,7 +215,7 @@ func (c *Cluster) Close() {
 		return
 	}
 	c.closed = true
-	for _, w := range c.works {
+	for _, w := range c.running {
 		if w.timer != nil {
 			w.timer.Stop()
 		}
@@ -298,8 +302,8 @@ func (c *Cluster) Vanished() bool {
 func (c *Cluster) Fail(dispatchID string, exitCode int32, reason string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := c.works[dispatchID]
-	if w == nil || w.state != agent.StateRunning {
+	w := c.running[dispatchID]
+	if w == nil {
 		return false
 	}
 	if reason == "" {
@@ -334,13 +338,7 @@ func (c *Cluster) Launches() int {
 func (c *Cluster) Running() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := 0
-	for _, w := range c.works {
-		if w.state == agent.StateRunning {
-			n++
-		}
-	}
-	return n
+	return len(c.running)
 }
 
 // ---- Connector ---------------------------------------------------------
@@ -383,7 +381,7 @@ func (c *Cluster) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 	if c.closed {
 		return errors.New("simcluster: cluster is closed")
 	}
-	if _, known := c.works[d.DispatchId]; known {
+	if _, known := c.running[d.DispatchId]; known || c.finished.Has(d.DispatchId) {
 		c.journal.write(JournalEntry{Time: time.Now(), Event: JournalRepeat, DispatchID: d.DispatchId, WorkloadID: d.GetWorkloadId()})
 		return nil
 	}
@@ -425,7 +423,7 @@ func (c *Cluster) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 			w.milli += int64(g.milli)
 		}
 	}
-	c.works[w.id] = w
+	c.running[w.id] = w
 	c.launches++
 	id := w.id
 	w.timer = c.clock.AfterFunc(dur, func() { c.complete(id) })
@@ -440,8 +438,8 @@ func (c *Cluster) Launch(ctx context.Context, d *agentv1.Dispatch) error {
 func (c *Cluster) complete(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := c.works[id]
-	if w == nil || w.state != agent.StateRunning || c.closed {
+	w := c.running[id]
+	if w == nil || c.closed {
 		return
 	}
 	exit := w.exitCode
@@ -467,12 +465,8 @@ func (c *Cluster) finishLocked(w *work, st agent.WorkState, exit *int32, reason 
 	c.journal.write(JournalEntry{Time: time.Now(), Event: JournalEnd, DispatchID: w.id, WorkloadID: w.workloadID,
 		State: journalState(st), Reason: reason})
 	c.emit(w)
-	c.finishedOrder = append(c.finishedOrder, w.id)
-	for len(c.finishedOrder) > MaxFinishedKept {
-		delete(c.works, c.finishedOrder[0])
-		c.finishedOrder[0] = ""
-		c.finishedOrder = c.finishedOrder[1:]
-	}
+	delete(c.running, w.id)
+	c.finished.Put(w.id, encodeFinished(c.finishedStatus(w)))
 }
 
 // MaxFinishedKept is how many finished workloads a simulated cluster
@@ -486,8 +480,8 @@ func (c *Cluster) Cancel(ctx context.Context, dispatchID string, preempt bool) e
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := c.works[dispatchID]
-	if w == nil || w.state != agent.StateRunning {
+	w := c.running[dispatchID]
+	if w == nil {
 		return nil
 	}
 	if preempt {
@@ -506,14 +500,22 @@ func (c *Cluster) List(ctx context.Context) ([]agent.WorkStatus, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	out := make([]agent.WorkStatus, 0, len(c.works))
-	for _, w := range c.works {
+	out := make([]agent.WorkStatus, 0, len(c.running)+c.finished.Len())
+	for _, w := range c.running {
 		out = append(out, agent.WorkStatus{
 			DispatchID: w.id, WorkloadID: w.workloadID, State: w.state, Nodes: append([]string(nil), w.nodes...),
-			StartedAt: c.wall(w.started), FinishedAt: c.wall(w.finished), ExitCode: w.finalExit, Reason: w.reason,
-			GPUMilliSeconds: w.usage(now),
+			StartedAt: c.wall(w.started), ExitCode: w.finalExit, Reason: w.reason, GPUMilliSeconds: w.usage(now),
 		})
 	}
+	c.finished.Range(func(id string, b []byte) bool {
+		st, err := decodeFinished(id, b)
+		if err != nil { // bytes this process wrote: never, short of a bug
+			c.log.Error("simcluster: a finished record does not decode; it is left out", "dispatch_id", id, "err", err)
+			return true
+		}
+		out = append(out, st)
+		return true
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].DispatchID < out[j].DispatchID })
 	return out, nil
 }

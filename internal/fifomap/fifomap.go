@@ -148,3 +148,17 @@ func (m *Map) reserve(n int) (chunk uint64, off int) {
 	m.chunks = append(m.chunks, make([]byte, 0, max(chunkSize, n)))
 	return m.chunkBase + uint64(len(m.chunks)) - 1, 0
 }
+
+// Range calls f with every key held and its newest value, oldest first,
+// until f returns false. The value is valid as Get's is.
+func (m *Map) Range(f func(key string, value []byte) bool) {
+	for i, s := range m.slots {
+		if m.index[s.hash] != m.head+uint64(i) {
+			continue // put again later, or its hash taken by a newer key
+		}
+		k, v := m.entry(s)
+		if !f(string(k), v) {
+			return
+		}
+	}
+}

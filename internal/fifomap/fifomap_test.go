@@ -138,6 +138,22 @@ func TestAgainstModel(t *testing.T) {
 			t.Fatalf("key %s: got %q %v, want %q %v", k, v, ok, w, wok)
 		}
 	}
+	ranged := map[string]string{}
+	m.Range(func(k string, v []byte) bool {
+		if _, twice := ranged[k]; twice {
+			t.Fatalf("Range gave key %s twice", k)
+		}
+		ranged[k] = string(v)
+		return true
+	})
+	if len(ranged) != len(want) {
+		t.Fatalf("Range gave %d keys, want %d", len(ranged), len(want))
+	}
+	for k, v := range want {
+		if ranged[k] != v {
+			t.Fatalf("Range gave %s = %q, want %q", k, ranged[k], v)
+		}
+	}
 	if cap(m.slots) > 4*limit {
 		t.Fatalf("slots capacity %d for %d entries: popped slots are not released", cap(m.slots), limit)
 	}
