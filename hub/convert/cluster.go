@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler"
@@ -139,6 +140,29 @@ func migGPU(g *agentv1.Gpu, strategy agentv1.MigStrategy, open bool) (gpufit.MIG
 // given state and freshness. Nodes are sorted by name. Errors name the node
 // and field.
 func Cluster(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen time.Time) (scheduler.Cluster, error) {
+	return cluster(ad, state, lastSeen, nil)
+}
+
+// ClusterReusing is Cluster for an advertisement that differs from the one
+// prev was converted from only in the nodes named in changed: every other
+// node's conversion is taken from prev rather than done again. A delta
+// touches a few nodes of a cluster of hundreds, and converting them all
+// on each one was most of what applying it cost.
+func ClusterReusing(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen time.Time, prev scheduler.Cluster, changed map[string]bool) (scheduler.Cluster, error) {
+	return cluster(ad, state, lastSeen, func(name string) (scheduler.Node, bool) {
+		if changed[name] {
+			return scheduler.Node{}, false
+		}
+		i, ok := slices.BinarySearchFunc(prev.Nodes, name, func(n scheduler.Node, name string) int { return strings.Compare(n.Name, name) })
+		if !ok {
+			return scheduler.Node{}, false
+		}
+		return prev.Nodes[i], true
+	})
+}
+
+// cluster converts ad, taking a node's conversion from reuse when it has one.
+func cluster(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen time.Time, reuse func(name string) (scheduler.Node, bool)) (scheduler.Cluster, error) {
 	if ad == nil {
 		return scheduler.Cluster{}, fmt.Errorf("advertisement: is nil")
 	}
@@ -158,10 +182,17 @@ func Cluster(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen t
 	}
 	c.Modes = modes
 	seen := map[string]bool{}
+	c.Nodes = make([]scheduler.Node, 0, len(ad.GetNodes()))
 	for i, n := range ad.GetNodes() {
-		sn, err := NodeMIG(n, ad.GetMigStrategy())
-		if err != nil {
-			return scheduler.Cluster{}, fmt.Errorf("nodes[%d].%w", i, err)
+		sn, ok := scheduler.Node{}, false
+		if reuse != nil {
+			sn, ok = reuse(n.GetName())
+		}
+		if !ok {
+			var err error
+			if sn, err = NodeMIG(n, ad.GetMigStrategy()); err != nil {
+				return scheduler.Cluster{}, fmt.Errorf("nodes[%d].%w", i, err)
+			}
 		}
 		if seen[sn.Name] {
 			return scheduler.Cluster{}, fmt.Errorf("nodes[%d].name: %q is listed twice", i, sn.Name)
@@ -169,7 +200,9 @@ func Cluster(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen t
 		seen[sn.Name] = true
 		c.Nodes = append(c.Nodes, sn)
 	}
-	sort.Slice(c.Nodes, func(a, b int) bool { return c.Nodes[a].Name < c.Nodes[b].Name })
+	if !slices.IsSortedFunc(c.Nodes, func(a, b scheduler.Node) int { return strings.Compare(a.Name, b.Name) }) {
+		sort.Slice(c.Nodes, func(a, b int) bool { return c.Nodes[a].Name < c.Nodes[b].Name })
+	}
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -266,6 +267,10 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 	for _, n := range d.GetRemovedNodes() {
 		removed[n] = true
 	}
+	changed := maps.Clone(removed) // what ClusterReusing must convert afresh
+	for _, up := range d.GetUpsertedNodes() {
+		changed[up.GetName()] = true
+	}
 	var nodes []*agentv1.Node
 	at := map[string]int{} // node name -> index in nodes
 	for _, n := range e.ad.Nodes {
@@ -284,7 +289,7 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 	}
 	sort.Slice(nodes, func(a, b int) bool { return nodes[a].GetName() < nodes[b].GetName() })
 	next.Nodes, next.Seq, next.SentAt = nodes, d.GetSeq(), d.GetSentAt()
-	conv, err := convert.Cluster(next, scheduler.ClusterReady, time.Time{})
+	conv, err := convert.ClusterReusing(next, scheduler.ClusterReady, time.Time{}, e.conv, changed)
 	if err != nil {
 		return fmt.Errorf("fleet: delta %d from %s: %w", d.GetSeq(), id, err)
 	}
