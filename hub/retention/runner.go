@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -168,6 +169,18 @@ type Runner struct {
 	// (at tens of thousands of stored workloads and a pass a second while
 	// catching up, the copies were most of retention's CPU).
 	lastListed atomic.Int64
+
+	// carry is what the last pass chose but left for the next because it
+	// reached MaxPerPass. The catch-up pass deletes it without listing
+	// and summarizing every stored workload again (at 2,000 workloads/s a
+	// backlog takes a pass a second, each of which listed 140,000
+	// records). Deletes compare each key's mod revision, so a carried
+	// workload that changed since is kept, as in any pass; what the
+	// policy chose stays chosen as time passes (a workload only gets
+	// older, and newer ones only push it further over a queue's cap).
+	carryMu   sync.Mutex
+	carry     []*entry
+	carriedAt time.Time
 }
 
 // New checks deps and returns a Runner.
@@ -279,6 +292,10 @@ type Result struct {
 	// Deferred is how many chosen workloads were left for the next pass
 	// (MaxPerPass, repeated conflicts, or a pass cut short by an error).
 	Deferred int
+	// Carried is how many of this pass's workloads an earlier pass chose
+	// and left (MaxPerPass): such a pass lists nothing, and Scanned,
+	// Finished, ExpiredTTL and OverCap stay 0.
+	Carried int
 }
 
 // entry is one finished workload as listed.
@@ -307,7 +324,7 @@ func (r *Runner) Pass(ctx context.Context, fence leader.Fence) (Result, error) {
 	r.m.passes.WithLabelValues(outcome).Inc()
 	attrs := []any{"scanned", res.Scanned, "finished", res.Finished, "expired_ttl", res.ExpiredTTL, "over_cap", res.OverCap,
 		"deleted", res.Deleted, "idempotency_keys", res.IdempotencyKeys, "changed", res.Changed, "deferred", res.Deferred,
-		"took", time.Since(start).Round(time.Millisecond).String()}
+		"carried", res.Carried, "took", time.Since(start).Round(time.Millisecond).String()}
 	if res.Undecodable > 0 {
 		attrs = append(attrs, "undecodable", res.Undecodable)
 	}
@@ -327,19 +344,48 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 	if !r.cfg.Policy.Enabled() {
 		return res, nil
 	}
-	entries, err := r.listFinished(ctx, &res)
+	chosen := r.takeCarry()
+	res.Carried = len(chosen)
+	if chosen == nil {
+		var err error
+		if chosen, err = r.choose(ctx, &res); err != nil {
+			return res, err
+		}
+	}
+	if len(chosen) > r.cfg.MaxPerPass {
+		res.Deferred += len(chosen) - r.cfg.MaxPerPass
+		r.keepCarry(chosen[r.cfg.MaxPerPass:])
+		chosen = chosen[:r.cfg.MaxPerPass]
+	}
+	var pause time.Duration // before the next batch (Config.Duty)
+	for i := 0; i < len(chosen); i += r.cfg.BatchSize {
+		if i > 0 && !r.sleep(ctx, pause) {
+			res.Deferred += len(chosen) - i
+			return res, ctx.Err()
+		}
+		batch := chosen[i:min(i+r.cfg.BatchSize, len(chosen))]
+		began := time.Now()
+		if err := r.deleteBatch(ctx, fence, batch, &res); err != nil {
+			res.Deferred += len(chosen) - i - len(batch)
+			return res, err
+		}
+		pause = pauseAfter(time.Since(began), r.cfg.Duty)
+	}
+	return res, nil
+}
+
+// choose lists the finished workloads and selects what the policy deletes.
+func (r *Runner) choose(ctx context.Context, res *Result) ([]*entry, error) {
+	entries, err := r.listFinished(ctx, res)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	r.m.finished.Set(float64(res.Finished))
 	fin := make([]Finished, len(entries))
 	for i := range entries {
 		fin[i] = entries[i].Finished
 	}
-	var (
-		chosen []*entry
-		pause  time.Duration // before the next batch (Config.Duty)
-	)
+	var chosen []*entry
 	for _, d := range Select(fin, r.cfg.Policy, r.clock()) {
 		var e *entry
 		if d.Index >= 0 && d.Index < len(entries) && entries[d.Index].ID == d.ID {
@@ -361,24 +407,34 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 	if r.afterSelect != nil {
 		r.afterSelect()
 	}
-	if len(chosen) > r.cfg.MaxPerPass {
-		res.Deferred += len(chosen) - r.cfg.MaxPerPass
-		chosen = chosen[:r.cfg.MaxPerPass]
+	return chosen, nil
+}
+
+// takeCarry is what the last pass left for this one (and forgets it); nil
+// when there is none, or when it is older than an Interval (a pass that
+// comes that late is a regular one and lists afresh).
+func (r *Runner) takeCarry() []*entry {
+	r.carryMu.Lock()
+	defer r.carryMu.Unlock()
+	c := r.carry
+	r.carry = nil
+	if len(c) == 0 || r.clock().Sub(r.carriedAt) > r.cfg.Interval {
+		return nil
 	}
-	for i := 0; i < len(chosen); i += r.cfg.BatchSize {
-		if i > 0 && !r.sleep(ctx, pause) {
-			res.Deferred += len(chosen) - i
-			return res, ctx.Err()
-		}
-		batch := chosen[i:min(i+r.cfg.BatchSize, len(chosen))]
-		began := time.Now()
-		if err := r.deleteBatch(ctx, fence, batch, &res); err != nil {
-			res.Deferred += len(chosen) - i - len(batch)
-			return res, err
-		}
-		pause = pauseAfter(time.Since(began), r.cfg.Duty)
+	return c
+}
+
+// keepCarry leaves rest, chosen but not deleted, for the next pass.
+func (r *Runner) keepCarry(rest []*entry) {
+	r.carryMu.Lock()
+	defer r.carryMu.Unlock()
+	// Copies, so the carry does not hold the whole list it came from.
+	kept, ptrs := make([]entry, len(rest)), make([]*entry, len(rest))
+	for i, e := range rest {
+		kept[i] = *e
+		ptrs[i] = &kept[i]
 	}
-	return res, nil
+	r.carry, r.carriedAt = ptrs, r.clock()
 }
 
 // pauseAfter is how long to wait after a batch that took took, so that it

@@ -102,8 +102,53 @@ func TestPassMaxPerPassDefersTheRest(t *testing.T) {
 	if res.Deleted != 3 || res.Deferred != 2 || len(e.workloadIDs(t)) != 2 {
 		t.Fatalf("first pass %+v, left %v", res, e.workloadIDs(t))
 	}
-	if res, err = r.Pass(testCtx(t), e.fence); err != nil || res.Deleted != 2 || len(e.workloadIDs(t)) != 0 {
+	// The second pass deletes what the first left without listing again.
+	if res, err = r.Pass(testCtx(t), e.fence); err != nil || res.Deleted != 2 || res.Carried != 2 || res.Scanned != 0 || len(e.workloadIDs(t)) != 0 {
 		t.Fatalf("second pass %+v, %v, left %v", res, err, e.workloadIDs(t))
+	}
+	// With nothing carried, the next pass lists.
+	if res, err = r.Pass(testCtx(t), e.fence); err != nil || res.Carried != 0 || res.Deleted != 0 {
+		t.Fatalf("third pass %+v, %v", res, err)
+	}
+}
+
+// What a pass leaves for the next is still checked when deleted: a
+// carried workload written again since (here: running again, as a retry
+// would leave it) is kept; and a carry older than an Interval is dropped
+// for a fresh list.
+func TestCarriedWorkloadsAreCheckedAgain(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"w1", "w2", "w3", "w4"} {
+		e.put(t, wl{id: id, queue: "a", phase: succeeded, end: t0.Add(-30 * day)})
+	}
+	r := e.runner(t, Config{Policy: Policy{TTL: day}, BatchSize: 2, MaxPerPass: 2}, t0)
+	res, err := r.Pass(testCtx(t), e.fence)
+	if err != nil || res.Deleted != 2 || res.Deferred != 2 {
+		t.Fatalf("first pass %+v, %v", res, err)
+	}
+	left := e.workloadIDs(t)
+	e.put(t, wl{id: left[0], queue: "a", phase: succeeded, end: t0.Add(-30 * day)}) // a new mod revision
+	res, err = r.Pass(testCtx(t), e.fence)
+	if err != nil || res.Carried != 2 || res.Deleted != 1 || res.Changed != 1 {
+		t.Fatalf("carried pass %+v, %v", res, err)
+	}
+	if got := e.workloadIDs(t); len(got) != 1 || got[0] != left[0] {
+		t.Fatalf("left %v, want only %s, rewritten after it was chosen", got, left[0])
+	}
+
+	e2 := newEnv(t)
+	for _, id := range []string{"w1", "w2", "w3"} {
+		e2.put(t, wl{id: id, queue: "a", phase: succeeded, end: t0.Add(-30 * day)})
+	}
+	now := t0
+	r2 := e2.runner(t, Config{Policy: Policy{TTL: day}, MaxPerPass: 1, Interval: time.Minute}, t0)
+	r2.clock = func() time.Time { return now }
+	if res, err := r2.Pass(testCtx(t), e2.fence); err != nil || res.Deferred != 2 {
+		t.Fatalf("first pass %+v, %v", res, err)
+	}
+	now = now.Add(2 * time.Minute)
+	if res, err := r2.Pass(testCtx(t), e2.fence); err != nil || res.Carried != 0 || res.Scanned != 2 {
+		t.Fatalf("a pass an Interval after the carry: %+v, %v, want a fresh list of 2", res, err)
 	}
 }
 
