@@ -181,7 +181,6 @@ func cluster(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen t
 		return scheduler.Cluster{}, fmt.Errorf("%s", bad[0])
 	}
 	c.Modes = modes
-	seen := map[string]bool{}
 	c.Nodes = make([]scheduler.Node, 0, len(ad.GetNodes()))
 	for i, n := range ad.GetNodes() {
 		sn, ok := scheduler.Node{}, false
@@ -194,14 +193,18 @@ func cluster(ad *agentv1.Advertisement, state scheduler.ClusterState, lastSeen t
 				return scheduler.Cluster{}, fmt.Errorf("nodes[%d].%w", i, err)
 			}
 		}
-		if seen[sn.Name] {
-			return scheduler.Cluster{}, fmt.Errorf("nodes[%d].name: %q is listed twice", i, sn.Name)
-		}
-		seen[sn.Name] = true
 		c.Nodes = append(c.Nodes, sn)
 	}
-	if !slices.IsSortedFunc(c.Nodes, func(a, b scheduler.Node) int { return strings.Compare(a.Name, b.Name) }) {
-		sort.Slice(c.Nodes, func(a, b int) bool { return c.Nodes[a].Name < c.Nodes[b].Name })
+	byName := func(a, b scheduler.Node) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(c.Nodes, byName) {
+		slices.SortStableFunc(c.Nodes, byName)
+	}
+	// Sorted, a name listed twice is two neighbours; the error names the
+	// second listing, as the advertisement orders them.
+	for i := 1; i < len(c.Nodes); i++ {
+		if name := c.Nodes[i].Name; name == c.Nodes[i-1].Name {
+			return scheduler.Cluster{}, fmt.Errorf("nodes[%d].name: %q is listed twice", secondListing(ad.GetNodes(), name), name)
+		}
 	}
 	return c, nil
 }
@@ -215,6 +218,20 @@ func State(s scheduler.ClusterState) meridianv1.ClusterState {
 		return meridianv1.ClusterState_CLUSTER_STATE_LOST
 	}
 	return meridianv1.ClusterState_CLUSTER_STATE_READY
+}
+
+// secondListing is the index of the second node named name in nodes.
+func secondListing(nodes []*agentv1.Node, name string) int {
+	seen := false
+	for i, n := range nodes {
+		if n.GetName() == name {
+			if seen {
+				return i
+			}
+			seen = true
+		}
+	}
+	return -1
 }
 
 // Capacity summarises an advertisement per accelerator class: total and free

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestClusterReusingMatchesCluster(t *testing.T) {
 	}
 	// Errors still name the node.
 	bad := &agentv1.Advertisement{ClusterId: "east", Nodes: []*agentv1.Node{node("n1", 1000), node("n1", 1000)}}
-	if _, err := ClusterReusing(bad, scheduler.ClusterReady, time.Time{}, prev, nil); err == nil {
-		t.Fatal("a node listed twice was accepted")
+	if _, err := ClusterReusing(bad, scheduler.ClusterReady, time.Time{}, prev, nil); err == nil || !strings.Contains(err.Error(), `nodes[1].name: "n1" is listed twice`) {
+		t.Fatalf("a node listed twice: %v, want an error naming nodes[1]", err)
 	}
 }

@@ -271,8 +271,8 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 	for _, up := range d.GetUpsertedNodes() {
 		changed[up.GetName()] = true
 	}
-	var nodes []*agentv1.Node
-	at := map[string]int{} // node name -> index in nodes
+	nodes := make([]*agentv1.Node, 0, len(e.ad.Nodes)+len(d.GetUpsertedNodes()))
+	at := make(map[string]int, len(e.ad.Nodes)+len(d.GetUpsertedNodes())) // node name -> index in nodes
 	for _, n := range e.ad.Nodes {
 		if !removed[n.GetName()] {
 			at[n.GetName()] = len(nodes)

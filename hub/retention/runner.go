@@ -264,8 +264,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		if fence, ok := r.leader.Fence(); ok {
 			wait = r.cfg.Interval
 			// Pass logs its own outcome. One that stopped at MaxPerPass
-			// (and did not fail) is followed soon by the next.
-			if res, err := r.Pass(ctx, fence); err == nil && res.Deferred > 0 {
+			// (and did not fail) is followed soon by the next, and so is
+			// one that worked off a carry: while it did, more expired.
+			if res, err := r.Pass(ctx, fence); err == nil && (res.Deferred > 0 || res.Carried > 0) {
 				wait = min(r.cfg.CatchUpPause, r.cfg.Interval)
 			}
 		}
