@@ -245,6 +245,15 @@ func (c *Cluster) emit(w *work) {
 	c.events.Push(ev)
 }
 
+// statusOf is what List reports of w at simulated time now (c.mu held).
+func (c *Cluster) statusOf(w *work, now time.Time) agent.WorkStatus {
+	return agent.WorkStatus{
+		DispatchID: w.id, WorkloadID: w.workloadID, State: w.state, Nodes: append([]string(nil), w.nodes...),
+		StartedAt: c.wall(w.started), FinishedAt: c.wall(w.finished), ExitCode: w.finalExit, Reason: w.reason,
+		GPUMilliSeconds: w.usage(now),
+	}
+}
+
 // wall turns a simulated time into a wall-clock one when the clock can.
 func (c *Cluster) wall(t time.Time) time.Time {
 	if wc, ok := c.clock.(WallClock); ok && !t.IsZero() {
@@ -459,14 +468,11 @@ func (c *Cluster) finishLocked(w *work, st agent.WorkState, exit *int32, reason 
 	for _, ch := range w.charges {
 		ch.release()
 	}
-	// Finished work is kept (MaxFinishedKept) only to be listed: drop what
-	// only running work needs.
-	w.charges, w.timer = nil, nil
 	c.journal.write(JournalEntry{Time: time.Now(), Event: JournalEnd, DispatchID: w.id, WorkloadID: w.workloadID,
 		State: journalState(st), Reason: reason})
 	c.emit(w)
 	delete(c.running, w.id)
-	c.finished.Put(w.id, encodeFinished(c.finishedStatus(w)))
+	c.finished.Put(w.id, encodeFinished(c.statusOf(w, w.finished)))
 }
 
 // MaxFinishedKept is how many finished workloads a simulated cluster
@@ -502,10 +508,7 @@ func (c *Cluster) List(ctx context.Context) ([]agent.WorkStatus, error) {
 	now := c.clock.Now()
 	out := make([]agent.WorkStatus, 0, len(c.running)+c.finished.Len())
 	for _, w := range c.running {
-		out = append(out, agent.WorkStatus{
-			DispatchID: w.id, WorkloadID: w.workloadID, State: w.state, Nodes: append([]string(nil), w.nodes...),
-			StartedAt: c.wall(w.started), ExitCode: w.finalExit, Reason: w.reason, GPUMilliSeconds: w.usage(now),
-		})
+		out = append(out, c.statusOf(w, now))
 	}
 	c.finished.Range(func(id string, b []byte) bool {
 		st, err := decodeFinished(id, b)

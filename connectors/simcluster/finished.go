@@ -8,16 +8,6 @@ import (
 	agent "github.com/meridian-gpu/meridian/spoke-agent"
 )
 
-// finishedStatus is what List reports for w once it has finished
-// (c.mu held, w just finished).
-func (c *Cluster) finishedStatus(w *work) agent.WorkStatus {
-	return agent.WorkStatus{
-		DispatchID: w.id, WorkloadID: w.workloadID, State: w.state, Nodes: w.nodes,
-		StartedAt: c.wall(w.started), FinishedAt: c.wall(w.finished), ExitCode: w.finalExit, Reason: w.reason,
-		GPUMilliSeconds: w.usage(w.finished),
-	}
-}
-
 // encodeFinished is a finished status as the cluster keeps it, without its
 // dispatch id (the key it is kept under): varints, then length-prefixed
 // strings.

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"runtime/debug"
 	"sort"
@@ -972,7 +971,8 @@ func (l *Loop) prune(t *term, s *state) {
 		}
 		// Entries go in as reports arrive, so oldest first is time order.
 		t.finished.ForgetOldestWhile(func(v []byte) bool {
-			return len(v) != 8 || int64(binary.LittleEndian.Uint64(v)) < cutFinished.UnixNano()
+			at, ok := fifomap.Uint64(v)
+			return !ok || int64(at) < cutFinished.UnixNano()
 		})
 	}
 	for id, at := range t.published {

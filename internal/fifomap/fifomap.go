@@ -82,13 +82,13 @@ func (m *Map) Has(key string) bool {
 	return ok
 }
 
-// Uint64 is the value PutUint64 recorded under key.
-func (m *Map) Uint64(key string) (uint64, bool) {
-	v, ok := m.Get(key)
-	if !ok || len(v) != 8 {
+// Uint64 reads a value PutUint64 recorded (as Get or ForgetOldestWhile
+// hand it out); false for a value of another length.
+func Uint64(value []byte) (uint64, bool) {
+	if len(value) != 8 {
 		return 0, false
 	}
-	return binary.LittleEndian.Uint64(v), true
+	return binary.LittleEndian.Uint64(value), true
 }
 
 // ForgetOldestWhile forgets entries, oldest first, while forget returns

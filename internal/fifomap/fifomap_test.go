@@ -97,7 +97,8 @@ func TestForgetOldestWhile(t *testing.T) {
 	if n != 4 || m.Len() != 6 || m.Has("3") || !m.Has("4") {
 		t.Fatalf("forgot %d, Len %d, want 4 and 6 with 4 held", n, m.Len())
 	}
-	if v, ok := m.Uint64("9"); !ok || v != 90 {
+	got, _ := m.Get("9")
+	if v, ok := Uint64(got); !ok || v != 90 {
 		t.Fatalf("Uint64(9) = %d, %v", v, ok)
 	}
 	m.ForgetOldestWhile(func([]byte) bool { return true })
