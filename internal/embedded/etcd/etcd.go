@@ -49,8 +49,8 @@ type Config struct {
 	// UnsafeNoFsync skips fsync. Only for throwaway test data: a machine crash
 	// loses recent writes.
 	UnsafeNoFsync bool
-	// CompactEvery drops history older than this, periodically (etcd's
-	// periodic auto-compaction), so the data dir does not grow with every
+	// CompactEvery drops history older than this, in steps of a fifth of
+	// it (compactor.go), so the data dir does not grow with every
 	// write a long-running hub makes. 0 means DefaultCompactEvery; a
 	// negative value keeps all history. Watchers that fall further behind
 	// than this must list again, which the hub's cache does by itself.
@@ -146,6 +146,17 @@ func (c *Cluster) election() time.Duration {
 // that needs older history relists (hub/store) or is told to (the Watch
 // API's since_revision).
 const DefaultCompactEvery = time.Minute
+
+// compactEvery is the history the member keeps; 0 keeps it all.
+func (c Config) compactEvery() time.Duration {
+	switch {
+	case c.CompactEvery == 0:
+		return DefaultCompactEvery
+	case c.CompactEvery < 0:
+		return 0
+	}
+	return c.CompactEvery
+}
 
 // QuotaBackendBytes is the embedded member's database size limit: etcd's
 // largest suggested size rather than its 2 GiB default, so that history
@@ -249,12 +260,9 @@ func (s *Server) start(ctx context.Context) error {
 		ec.SnapshotCount, ec.SnapshotCatchUpEntries = snapshotCount, snapshotCatchUp
 	}
 	ec.QuotaBackendBytes = QuotaBackendBytes
-	switch c := s.cfg.CompactEvery; {
-	case c == 0:
-		ec.AutoCompactionMode, ec.AutoCompactionRetention = embed.CompactorModePeriodic, DefaultCompactEvery.String()
-	case c > 0:
-		ec.AutoCompactionMode, ec.AutoCompactionRetention = embed.CompactorModePeriodic, c.String()
-	}
+	// History is compacted by runCompactor (compactor.go), not by etcd's
+	// periodic compactor, which keeps up to twice CompactEvery.
+	ec.AutoCompactionMode, ec.AutoCompactionRetention = embed.CompactorModePeriodic, "0"
 	ec.EnableGRPCGateway = false
 	ec.Metrics = "basic"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newZapLogger(s.cfg.Logger, zapcore.ErrorLevel))
@@ -306,6 +314,9 @@ func (s *Server) start(ctx context.Context) error {
 	s.closed = false
 	s.started = time.Since(t0)
 	s.mu.Unlock()
+	if keep := s.cfg.compactEvery(); keep > 0 {
+		go runCompactor(context.Background(), e, keep)
+	}
 	s.log.Debug("embedded etcd ready", "endpoint", cu.String(), "data_dir", s.cfg.DataDir, "startup", s.started)
 	return nil
 }

@@ -239,6 +239,7 @@ func TestOldHistoryIsCompacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	written := time.Now()
 	deadline := time.Now().Add(15 * time.Second)
 	for i := 1; ; i++ {
 		if _, err := c.Put(ctx, "/h/k", fmt.Sprint("v", i)); err != nil {
@@ -246,6 +247,11 @@ func TestOldHistoryIsCompacted(t *testing.T) {
 		}
 		_, err := c.Get(ctx, "/h/k", clientv3.WithRev(first.Header.Revision))
 		if err != nil && strings.Contains(err.Error(), "compacted") {
+			// The promise is the other way too: history younger than
+			// CompactEvery stays.
+			if age := time.Since(written); age < time.Second {
+				t.Fatalf("revision %d compacted %s after it was written, before CompactEvery (1s)", first.Header.Revision, age)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
