@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(agentsEnv); spec != "" {
 		os.Exit(runAgentsProcess(spec))
 	}
+	if spec := os.Getenv(clientsEnv); spec != "" {
+		os.Exit(runClientsProcess(spec))
+	}
 	os.Exit(m.Run())
 }
 
@@ -135,18 +138,30 @@ nodes:
 	return simcluster.New(cfg, simcluster.Options{})
 }
 
-// agentsProcess is the running agents' process.
-type agentsProcess struct {
-	cmd *exec.Cmd
+// childProcess is a process this test binary started to play a part of
+// the benchmark (the agents, the clients).
+type childProcess struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	// out is the child's stdout after its "ready" line, when kept.
+	out *bufio.Reader
 }
 
 // startAgents runs s.Clusters agents, each on its own simulated cluster of
 // s.Nodes nodes, in a child process connected to s.NATSURL, and stops it
 // when the benchmark ends.
-func startAgents(b *testing.B, s agentsSpec) *agentsProcess {
+func startAgents(b *testing.B, s agentsSpec) *childProcess {
 	spec, _ := json.Marshal(s)
+	return startChild(b, "agents", agentsEnv, string(spec), false)
+}
+
+// startChild runs this test binary again with env set to spec, waits
+// until it says "ready" on stdout, and closes its stdin (its cue to stop)
+// when the benchmark ends. keepOut keeps the rest of its stdout for the
+// caller; otherwise it is drained.
+func startChild(b *testing.B, what, env, spec string, keepOut bool) *childProcess {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), agentsEnv+"="+string(spec))
+	cmd.Env = append(os.Environ(), env+"="+spec)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -157,7 +172,7 @@ func startAgents(b *testing.B, s agentsSpec) *agentsProcess {
 		b.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		b.Fatalf("start the agents' process: %v", err)
+		b.Fatalf("start the %s' process: %v", what, err)
 	}
 	b.Cleanup(func() {
 		_ = stdin.Close()
@@ -170,17 +185,23 @@ func startAgents(b *testing.B, s agentsSpec) *agentsProcess {
 			<-done
 		}
 	})
+	out := bufio.NewReaderSize(stdout, 1<<20)
 	ready := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if sc.Text() == "ready" {
+		for {
+			line, err := out.ReadString('\n')
+			if strings.TrimSpace(line) == "ready" {
 				ready <- nil
-				_, _ = io.Copy(io.Discard, stdout)
+				if !keepOut {
+					_, _ = io.Copy(io.Discard, out)
+				}
+				return
+			}
+			if err != nil {
+				ready <- fmt.Errorf("the %s' process ended before it was ready: %v", what, err)
 				return
 			}
 		}
-		ready <- fmt.Errorf("the agents' process ended before it was ready: %v", sc.Err())
 	}()
 	select {
 	case err := <-ready:
@@ -188,14 +209,14 @@ func startAgents(b *testing.B, s agentsSpec) *agentsProcess {
 			b.Fatal(err)
 		}
 	case <-time.After(60 * time.Second):
-		b.Fatal("the agents' process was not ready within 60s")
+		b.Fatalf("the %s' process was not ready within 60s", what)
 	}
-	return &agentsProcess{cmd: cmd}
+	return &childProcess{cmd: cmd, stdin: stdin, out: out}
 }
 
-// cpu is the user plus system CPU time the agents' process has used
-// (Linux /proc; 0 where it cannot be read).
-func (p *agentsProcess) cpu() time.Duration {
+// cpu is the user plus system CPU time the child has used (Linux /proc;
+// 0 where it cannot be read).
+func (p *childProcess) cpu() time.Duration {
 	if p == nil {
 		return 0
 	}

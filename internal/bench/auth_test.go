@@ -75,6 +75,7 @@ type benchAuth struct {
 	mode      string
 	tokenFile string
 	pool      *x509.CertPool // the CA of the hub's certificate (oidc-tls)
+	caFile    string         // the same CA, PEM, for the clients' process
 	userTok   []string       // OIDC tokens, one per user (oidc-tls)
 	admin     string         // the admin API token, once the hub wrote it
 }
@@ -93,7 +94,7 @@ func newBenchAuth(b *testing.B, mode string) (*benchAuth, server.Security) {
 		return a, sec
 	}
 	pki := testpki.New(b)
-	a.pool = pki.Pool
+	a.pool, a.caFile = pki.Pool, pki.CAFile
 	sec.TLS.CertFile, sec.TLS.KeyFile = writeServerCert(b, dir, pki.Server)
 	iss := testoidc.New(b)
 	sec.OIDC = []auth.IssuerConfig{{IssuerURL: iss.URL, Audience: benchAudient, RootCAs: iss.CAPool, UsernamePrefix: "oidc:"}}
@@ -143,22 +144,13 @@ func (a *benchAuth) transport() grpc.DialOption {
 
 // adminDial is how the benchmark's own client dials: with the admin token
 // when authentication is on, and the protobuf codec meridianctl uses
-// (internal/protofast). userDial too.
+// (internal/protofast). The load's users dial as loadSpec.dial says.
 func (a *benchAuth) adminDial() []grpc.DialOption {
 	opts := a.baseDial()
 	if a.admin != "" {
 		opts = append(opts, localrun.Bearer(a.admin))
 	}
 	return opts
-}
-
-// userDial is how load user u dials: with its OIDC token under oidc-tls,
-// the admin token under token, nothing under none.
-func (a *benchAuth) userDial(u int) []grpc.DialOption {
-	if len(a.userTok) == 0 {
-		return a.adminDial()
-	}
-	return append(a.baseDial(), localrun.Bearer(a.userTok[u%len(a.userTok)]))
 }
 
 // baseDial is what every client of the benchmark dials with: the

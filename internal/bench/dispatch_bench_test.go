@@ -13,8 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/meridian-gpu/meridian/connectors/simcluster"
 	"github.com/meridian-gpu/meridian/hub/server"
 	"github.com/meridian-gpu/meridian/internal/telemetry"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -277,15 +274,6 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	userWL := make([]meridianv1.WorkloadServiceClient, benchUsers)
-	for u := range userWL {
-		uc, err := grpc.NewClient(hub.Addrs().GRPC, authn.userDial(u)...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer uc.Close()
-		userWL[u] = meridianv1.NewWorkloadServiceClient(uc)
-	}
 	wl := meridianv1.NewWorkloadServiceClient(conn)
 	cl := meridianv1.NewClusterServiceClient(conn)
 	qs := meridianv1.NewQueueServiceClient(conn)
@@ -293,7 +281,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		_, err := cl.ListClusters(ctx, &meridianv1.ListClustersRequest{})
 		return err == nil
 	})
-	var agents *agentsProcess
+	var agents *childProcess
 	if withAgents {
 		agents = startAgents(b, agentsSpec{NATSURL: hub.NATSURL(), Clusters: benchClusters, Nodes: nodesFor(fit), TraceTo: traceTo, TraceRatio: traceRate})
 		waitFor(b, 60*time.Second, "clusters ready", func() bool {
@@ -309,164 +297,53 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		}
 	}
 
-	// Watch for ACCEPTED (or anything after it) before submitting.
-	var mu sync.Mutex
-	// led holds when each submit was due (paced cases: latency from it
-	// also counts a client that was late to send), sent, and first seen
-	// ACCEPTED.
-	led := newRunLedger(n)
-	// watchLag is how long each first ACCEPTED (or later) state took from
-	// the hub's write (its update time, same clock) to this watcher: the
-	// part of the latency spent delivering the Watch stream, not
-	// dispatching.
-	var watchLag []float64
-	var phases []meridianv1.WorkloadPhase
+	// The load: its clients and the watcher that sees each workload
+	// accepted, connected (the watch open) before the first submit.
+	// Enough clients that one slow answer does not delay the next send:
+	// 100 ms of submit latency at the offered rate before the generator
+	// itself falls behind.
+	spec := loadSpec{Addr: hub.Addrs().GRPC, AdminToken: authn.admin, UserTokens: authn.userTok, CAFile: authn.caFile,
+		Users: benchUsers, N: n, Rate: rate, Batch: 1, Clients: 32, RunFor: runFor, Accept: withAgents}
 	if rate > 0 {
-		phases = watchPhases(b) // paced runs only: their names say so
-	}
-	stream, err := wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: "bench/load", Phase: phases})
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() {
-		for {
-			ev, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			switch ev.GetWorkload().GetStatus().GetPhase() {
-			case meridianv1.WorkloadPhase_WORKLOAD_PHASE_ACCEPTED, meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING, meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED:
-				now := time.Now()
-				mu.Lock()
-				if led.seen(ev.GetWorkload().GetName(), now) {
-					led.stages(ev.GetWorkload().GetName(), ev.GetWorkload().GetStatus())
-					if ut := ev.GetWorkload().GetStatus().GetUpdateTime(); ut != nil {
-						watchLag = append(watchLag, now.Sub(ut.AsTime()).Seconds()*1000)
-					}
-				}
-				mu.Unlock()
-			}
+		// Paced runs only: their names say so.
+		spec.Clients = max(spec.Clients, rate/10)
+		spec.Batch = submitBatch(b)
+		for _, p := range watchPhases(b) {
+			spec.Phases = append(spec.Phases, int32(p))
 		}
-	}()
-
-	// The load is open loop: each submit has a scheduled send time, and
-	// latency counts from it, so a stall that holds the clients back
-	// counts in full (no coordinated omission). Enough clients that one
-	// slow answer does not delay the next send: 100 ms of submit latency
-	// at the offered rate before the generator itself falls behind.
-	clients := 32
-	if rate > 0 {
-		clients = max(clients, rate/10)
 	}
-	cpu0 := processCPU() + agents.cpu()
+	load := startLoad(b, ctx, spec)
+	cpu0 := processCPU() + agents.cpu() + load.cpu()
 	alloc0 := heapAllocs()
 	start := time.Now()
 	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate))
 	b.StartTimer()
-	var wg sync.WaitGroup
-	// A failed submit is counted and the load goes on, as an open-loop
-	// generator must (the run fails at the end, after its figures): a
-	// long run that stopped at its first error would report nothing of
-	// what led to it.
-	var (
-		failed    atomic.Int64
-		firstFail sync.Once
-		failMsg   string
-		next      atomic.Int64
-	)
-	batch := 1
-	if rate > 0 {
-		batch = submitBatch(b) // paced runs only: their names say so
-	}
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wl := userWL[c%benchUsers]
-			for {
-				j := int(next.Add(int64(batch)) - int64(batch))
-				if j >= n {
-					return
-				}
-				due := start // a burst is due at once
-				if rate > 0 {
-					due = start.Add(time.Duration(j) * time.Second / time.Duration(rate))
-					if d := time.Until(due); d > 0 {
-						time.Sleep(d)
-					}
-				}
-				end := min(j+batch, n)
-				ws := make([]*meridianv1.Workload, 0, end-j)
-				for k := j; k < end; k++ {
-					ws = append(ws, &meridianv1.Workload{
-						Name: workloadName(k), Queue: "bench/load", Preemptible: true,
-						Labels: map[string]string{simcluster.LabelDuration: runFor},
-						PodSets: []*meridianv1.PodSet{{Name: "main", Replicas: 1, Resources: &meridianv1.Resources{
-							GpuMilli: 1000, CpuMilli: 1000, MemoryMib: 1024, AcceleratorClass: "nvidia-h100-80gb"}}},
-					})
-				}
-				t0 := time.Now()
-				var err error
-				if batch == 1 {
-					_, err = wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: ws[0]})
-				} else {
-					_, err = wl.SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: ws})
-				}
-				if err != nil {
-					failed.Add(int64(len(ws)))
-					firstFail.Do(func() { failMsg = fmt.Sprintf("%s into the run: %v", time.Since(start).Round(time.Millisecond), err) })
-					continue
-				}
-				mu.Lock()
-				for k := j; k < end; k++ {
-					led.sent[k], led.due[k] = t0.UnixNano(), due.UnixNano()
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	submitDone := time.Since(start)
-	if f := failed.Load(); f > 0 {
+	load.begin(start)
+	out := load.wait(b)
+	submitDone := out.SubmitDone
+	if f := out.Failed; f > 0 {
 		b.ReportMetric(float64(f), "submit-errors")
-		defer b.Errorf("%d of %d submits failed; the first %s", f, n, failMsg)
+		defer b.Errorf("%d of %d submits failed; the first %s", f, n, out.FailMsg)
 	}
 	if !withAgents {
 		b.StopTimer()
 		res.finish(b, n)
 		b.ReportMetric(float64(n)/submitDone.Seconds(), "workloads/s")
-		b.ReportMetric((processCPU()-cpu0).Seconds()*1000/float64(n), "cpu-ms/workload")
+		b.ReportMetric((processCPU()+load.cpu()-cpu0).Seconds()*1000/float64(n), "cpu-ms/workload")
 		return
 	}
 	// A hub that fell behind still gets its figures reported (a long run
-	// is expensive to repeat): what is not ACCEPTED after 3 minutes counts
-	// as accepted at that deadline, so its latencies are lower bounds, and
-	// the run fails after reporting.
-	behind := 0
-	expect := n - int(failed.Load())
-	allAccepted := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return led.accepted >= expect
+	// is expensive to repeat): what was not ACCEPTED within acceptWait of
+	// the last submit counts as accepted at that deadline, so its
+	// latencies are lower bounds, and the run fails after reporting.
+	behind := out.Behind
+	if behind > 0 {
+		defer b.Errorf("only %d of %d submitted workloads accepted within %s of the last submit: the hub fell behind (latencies above are lower bounds)", n-int(out.Failed)-behind, n-int(out.Failed), acceptWait)
 	}
-	for wait := time.Now().Add(3 * time.Minute); !allAccepted() && time.Now().Before(wait); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !allAccepted() {
-		deadline := time.Now().UnixNano()
-		mu.Lock()
-		for j := range n {
-			if led.sent[j] != 0 && led.acc[j] == 0 {
-				led.acc[j] = deadline
-				behind++
-			}
-		}
-		mu.Unlock()
-		defer b.Errorf("only %d of %d submitted workloads accepted within 3 minutes of the last submit: the hub fell behind (latencies above are lower bounds)", expect-behind, expect)
-	}
+	led, watchLag := out.ledger(), out.WatchLag
 	b.ReportMetric(float64(behind), "not-accepted")
 	elapsed := time.Since(start)
-	cpuPer := (processCPU() + agents.cpu() - cpu0).Seconds() * 1000 / float64(n)
+	cpuPer := (processCPU() + agents.cpu() + load.cpu() - cpu0).Seconds() * 1000 / float64(n)
 	allocated := heapAllocs().minus(alloc0)
 	res.finish(b, n)
 	reportDiskStalls(b)
@@ -476,8 +353,6 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		}
 	}
 	b.StopTimer()
-	mu.Lock()
-	defer mu.Unlock()
 	// Latency of every workload, and of those submitted in the second half
 	// of the run: if the tail comes from warming up (empty heap, first
 	// connections), the second half shows it; if the hub falls behind, the
@@ -538,13 +413,14 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		b.ReportMetric(pct(late, 0.99), "p99-second-half-ms")
 	}
 	b.ReportMetric(float64(n)/submitDone.Seconds(), "submits/s")
-	// CPU of the whole process (hub, etcd, NATS, agents and the load
+	// CPU of every process (hub, etcd, NATS, agents and the load
 	// generator) per workload: what bounds throughput on a small machine,
 	// and less sensitive to other load than the rates.
 	b.ReportMetric(cpuPer, "cpu-ms/workload")
-	// What the hub's process (hub, etcd, NATS, the load generator)
-	// allocated per workload: what the collector's work grows with, and,
-	// unlike CPU, hardly moved by other programs on the machine.
+	// What the hub's process (hub, etcd, NATS; the load generator too
+	// with MERIDIAN_BENCH_CLIENTS=inprocess) allocated per workload: what
+	// its collector's work grows with, and, unlike CPU, hardly moved by
+	// other programs on the machine.
 	b.ReportMetric(allocated.bytes/1024/float64(n), "alloc-KiB/workload")
 	b.ReportMetric(allocated.objects/float64(n), "allocs/workload")
 	// Where the time goes: create -> dispatch (hub: etcd, loop, commit) and
