@@ -406,6 +406,9 @@ func pendingIDs(s *scheduler.Snapshot) []string {
 // unless the configuration fixes one. The mirror must be locked.
 func (l *Loop) schedulerConfig() scheduler.Config {
 	cfg := l.cfg.Scheduler
+	// Only the cycle decides with the loop's scratch: what-if callers
+	// (Explain) run beside it with their own.
+	cfg.Scratch = &l.scratch
 	if cfg.Target == nil && cfg.Scorer == nil && cfg.Policy == scheduler.PolicyMeridian && l.mirror.shapes != nil {
 		t := l.mirror.shapes.Target()
 		cfg.Target = &t

@@ -142,6 +142,8 @@ type Deps struct {
 
 // Loop is the scheduling loop. Build it with New and drive it with Run.
 type Loop struct {
+	// scratch is the core's reusable memory for the cycle's Decide.
+	scratch scheduler.Scratch
 	st      *store.Store
 	cache   *store.Cache
 	bus     *natsbus.Bus

@@ -111,6 +111,12 @@ func BenchmarkPlan(b *testing.B) {
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
 			cfg := DefaultConfig()
+			// As the dispatch loop decides: with a scratch that each
+			// cycle reuses (MERIDIAN_BENCH_SCRATCH=off: without).
+			if os.Getenv("MERIDIAN_BENCH_SCRATCH") != "off" {
+				cfg.Scratch = &Scratch{}
+			}
+			b.ReportAllocs()
 			if k, err := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_NODE_CANDIDATES")); err == nil && k > 0 {
 				cfg.NodeCandidates = k
 			}

@@ -39,7 +39,7 @@ func ExplainCluster(s *Snapshot, cfg Config, w *Workload, id string) ClusterExpl
 		return ex
 	}
 	p := &planner{snap: s, cfg: cfg}
-	cs := newClusterState(c)
+	cs := newClusterState(c, nil)
 	for _, f := range filters {
 		switch f.name {
 		case "class", "fractional", "node size":
@@ -100,7 +100,7 @@ func podSetRoom(c *Cluster, cfg Config, w *Workload) []string {
 	}
 	cfg.NodeCandidates = max(cfg.NodeCandidates, 1)
 	pl := placer{cfg: &cfg}
-	cs := newClusterState(c)
+	cs := newClusterState(c, nil)
 	var lines []string
 	allRoom := true
 	for i := range w.PodSets {

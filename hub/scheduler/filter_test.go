@@ -44,7 +44,7 @@ func TestFilters(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &planner{snap: &Snapshot{Now: t0}, cfg: DefaultConfig()}
-			ok, why := tc.filter(p, newClusterState(&tc.cluster), tc.w)
+			ok, why := tc.filter(p, newClusterState(&tc.cluster, nil), tc.w)
 			if ok != tc.ok || !strings.Contains(why, tc.why) {
 				t.Fatalf("got (%v, %q), want (%v, containing %q)", ok, why, tc.ok, tc.why)
 			}
@@ -86,7 +86,7 @@ func TestPickNodePrefersTightestNode(t *testing.T) {
 			cfg.Scorer = gpufit.BestFit()
 			cfg.PartialFirst = tc.partialFirst
 			p := &placer{cfg: &cfg}
-			cs := newClusterState(&c)
+			cs := newClusterState(&c, nil)
 			i, ok := p.pickNode(cs, &tc.ps, nil)
 			if !ok || c.Nodes[i].Name != tc.want {
 				t.Fatalf("picked %v (ok=%v), want %s", i, ok, tc.want)
@@ -101,7 +101,7 @@ func TestPickNodePrefersTightestNode(t *testing.T) {
 // Apply and undo keep the bucket index and class totals exact.
 func TestClusterStateIndexTracksCapacity(t *testing.T) {
 	c := makeCluster("c").Nodes(2, 4, h100, 0, 0).Obj()
-	cs := newClusterState(&c)
+	cs := newClusterState(&c, nil)
 	ci := cs.classFor(h100)
 	if ci.freeMilli != 8000 {
 		t.Fatalf("free %d, want 8000", ci.freeMilli)
@@ -153,7 +153,7 @@ func TestPickNodeIsBestFitAcrossClasses(t *testing.T) {
 		cfg.Scorer = gpufit.BestFit()
 		cfg.NodeCandidates = k
 		p := &placer{cfg: &cfg}
-		i, ok := p.pickNode(newClusterState(&c), &anyClass, nil)
+		i, ok := p.pickNode(newClusterState(&c, nil), &anyClass, nil)
 		if !ok || c.Nodes[i].Name != "c-n004" {
 			t.Fatalf("NodeCandidates %d: picked %v (ok=%v), want the h100 node with one GPU free", k, i, ok)
 		}

@@ -84,7 +84,7 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 	p.tree = s.Queues.Clone()
 	alloc := chargeRunning(p.tree, s.Running, p.victims)
 	for i := range s.Clusters {
-		p.clusters = append(p.clusters, newClusterState(&s.Clusters[i]))
+		p.clusters = append(p.clusters, newClusterState(&s.Clusters[i], cfg.Scratch.cluster(i)))
 	}
 	sort.Slice(p.clusters, func(a, b int) bool { return p.clusters[a].src.ID < p.clusters[b].src.ID })
 

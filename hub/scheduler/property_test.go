@@ -210,3 +210,28 @@ func TestPlanInvariants(t *testing.T) {
 		}
 	})
 }
+
+// A Scratch reused across calls never changes a plan: each snapshot is
+// decided with the scratch the previous, different snapshots left behind,
+// and must get the plan a fresh call gives.
+func TestScratchNeverChangesAPlan(t *testing.T) {
+	scratch := &Scratch{}
+	calls, dispatched := 0, 0
+	rapid.Check(t, func(t *rapid.T) {
+		s, _ := genSnapshot(t)
+		want := Decide(s, DefaultConfig())
+		cfg := DefaultConfig()
+		cfg.Scratch = scratch
+		for round := 0; round < 2; round++ { // twice: the second reuses this snapshot's own state
+			got := Decide(s, cfg)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d: with a reused scratch the plan is\n%+v\nwithout\n%+v", round, got, want)
+			}
+		}
+		calls++
+		dispatched += len(want.Dispatches)
+	})
+	if len(scratch.clusters) == 0 || dispatched == 0 {
+		t.Fatalf("after %d calls the scratch holds %d clusters and %d workloads were dispatched: nothing was reused", calls, len(scratch.clusters), dispatched)
+	}
+}

@@ -43,6 +43,8 @@ type clusterState struct {
 	// (placer.score).
 	ver  []uint32
 	memo map[gpufit.Request][]memoScore
+	// gpuArena holds every node's GPUs, in node order.
+	gpuArena []gpufit.GPU
 }
 
 // memoScore is one node's remembered score for one request shape, valid
@@ -90,14 +92,25 @@ type classIndex struct {
 	maxGPUs   int32
 }
 
-func newClusterState(c *Cluster) *clusterState {
-	cs := &clusterState{src: c, nodes: make([]gpufit.Node, len(c.Nodes)), meta: make([]nodeMeta, len(c.Nodes)), ver: make([]uint32, len(c.Nodes))}
+func newClusterState(c *Cluster, reuse *clusterState) *clusterState {
+	cs := reuse
+	if cs == nil {
+		cs = &clusterState{}
+	}
+	// Everything starts afresh; only the buffers' memory is kept.
+	old := *cs
+	*cs = clusterState{src: c, memo: old.memo}
+	clear(cs.memo)
+	cs.nodes = resize(old.nodes, len(c.Nodes))
+	cs.meta = resize(old.meta, len(c.Nodes))
+	cs.ver = resize(old.ver, len(c.Nodes))
 	total := 0
 	for i := range c.Nodes {
 		total += len(c.Nodes[i].Res.GPUs)
 	}
-	arena := make([]gpufit.GPU, total)
-	byClass := map[string]*classIndex{}
+	cs.gpuArena = resize(old.gpuArena, total)
+	arena := cs.gpuArena
+	spare := old.classes // class indexes to reuse
 	for i := range c.Nodes {
 		src := &c.Nodes[i].Res
 		n := copy(arena, src.GPUs)
@@ -108,21 +121,28 @@ func newClusterState(c *Cluster) *clusterState {
 			cs.nodes[i].CloneMIG()
 			cs.mig = src.MIGProfiles(cs.mig)
 		}
-		ci := byClass[src.Class]
+		ci := cs.classNamed(src.Class)
 		if ci == nil {
-			ci = &classIndex{class: src.Class}
-			byClass[src.Class] = ci
+			if k := len(spare); k > 0 {
+				ci, spare = spare[k-1], spare[:k-1]
+				*ci = classIndex{class: src.Class, buckets: ci.buckets, partial: ci.partial[:0]}
+			} else {
+				ci = &classIndex{class: src.Class}
+			}
 			cs.classes = append(cs.classes, ci)
 		}
 		if g := int32(len(src.GPUs)); g > ci.maxGPUs {
 			ci.maxGPUs = g
 		}
-		cs.meta[i].class = ci
+		cs.meta[i] = nodeMeta{class: ci}
 	}
 	sort.Slice(cs.classes, func(a, b int) bool { return cs.classes[a].class < cs.classes[b].class })
 	sort.Slice(cs.mig, func(a, b int) bool { return cs.mig[a].Less(cs.mig[b]) })
 	for _, ci := range cs.classes {
-		ci.buckets = make([][]int32, bucketWhole+int(ci.maxGPUs)+1)
+		ci.buckets = resize(ci.buckets, bucketWhole+int(ci.maxGPUs)+1)
+		for k := range ci.buckets {
+			ci.buckets[k] = ci.buckets[k][:0]
+		}
 	}
 	for i := range cs.nodes {
 		cs.ver[i] = 1
@@ -130,6 +150,26 @@ func newClusterState(c *Cluster) *clusterState {
 		cs.meta[i].class.freeMilli += freeMilli(&cs.nodes[i])
 	}
 	return cs
+}
+
+// classNamed is the class index being built for class, or nil (a linear
+// search: a cluster has a handful of classes).
+func (cs *clusterState) classNamed(class string) *classIndex {
+	for _, ci := range cs.classes {
+		if ci.class == class {
+			return ci
+		}
+	}
+	return nil
+}
+
+// resize returns s with length n, reusing its memory when it is large
+// enough; the elements are not cleared.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
 }
 
 // nodeIndex finds a node by name (built on first use: only what-ifs need it).
