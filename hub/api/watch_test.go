@@ -277,10 +277,20 @@ func TestWatchPhaseFilter(t *testing.T) {
 			req := &meridianv1.WatchWorkloadsRequest{Queue: tn, Phase: cancelled}
 			if mode == "etcd" {
 				req.SinceRevision = e.cache.Rev()
+			} else {
+				// A watch from "now" starts when the hub subscribes,
+				// which a submit right after the call may beat: the
+				// initial listing's BOOKMARK says the watch is on.
+				req.SendInitial = true
 			}
 			s, err := e.wl.WatchWorkloads(wctx, req)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if mode == "cache" {
+				if ev := next(t, s); ev.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+					t.Fatalf("first event %v %s; want the initial listing's BOOKMARK (nothing in the queue is CANCELLED yet)", ev.GetType(), ev.GetWorkload().GetId())
+				}
 			}
 			for range 2 {
 				a, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(leaf)})
