@@ -78,22 +78,16 @@ type loadSpec struct {
 // the last submit.
 const acceptWait = 3 * time.Minute
 
-// loadResult is what a load run found, in the ledger's flat form.
+// loadResult is what a load run found.
 type loadResult struct {
 	SubmitDone time.Duration
 	Failed     int64
 	FailMsg    string
 	// Behind counts workloads not seen accepted within acceptWait; their
-	// Acc is the deadline.
-	Behind                                   int
-	Due, Sent, Acc, Dispatched, Started, Run []int64
-	Accepted                                 int
-	WatchLag                                 []float64
-}
-
-func (r *loadResult) ledger() *runLedger {
-	return &runLedger{due: r.Due, sent: r.Sent, acc: r.Acc, accepted: r.Accepted,
-		dispatched: r.Dispatched, started: r.Started, written: r.Run}
+	// Acc in the ledger is the deadline.
+	Behind   int
+	Ledger   *runLedger
+	WatchLag []float64
 }
 
 // dial is how the load's clients connect: user u (or, for u < 0, the
@@ -254,7 +248,7 @@ func (l *load) run(ctx context.Context, start time.Time) loadResult {
 				}
 				l.mu.Lock()
 				for k := j; k < end; k++ {
-					l.led.sent[k], l.led.due[k] = t0.UnixNano(), due.UnixNano()
+					l.led.Sent[k], l.led.Due[k] = t0.UnixNano(), due.UnixNano()
 				}
 				l.mu.Unlock()
 			}
@@ -267,7 +261,7 @@ func (l *load) run(ctx context.Context, start time.Time) loadResult {
 		allAccepted := func() bool {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			return l.led.accepted >= expect
+			return l.led.Accepted >= expect
 		}
 		for wait := time.Now().Add(acceptWait); !allAccepted() && time.Now().Before(wait) && ctx.Err() == nil; {
 			time.Sleep(5 * time.Millisecond)
@@ -278,8 +272,8 @@ func (l *load) run(ctx context.Context, start time.Time) loadResult {
 			deadline := time.Now().UnixNano()
 			l.mu.Lock()
 			for j := range s.N {
-				if l.led.sent[j] != 0 && l.led.acc[j] == 0 {
-					l.led.acc[j] = deadline
+				if l.led.Sent[j] != 0 && l.led.Acc[j] == 0 {
+					l.led.Acc[j] = deadline
 					res.Behind++
 				}
 			}
@@ -288,9 +282,7 @@ func (l *load) run(ctx context.Context, start time.Time) loadResult {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	led := l.led
-	res.Due, res.Sent, res.Acc, res.Accepted = led.due, led.sent, led.acc, led.accepted
-	res.Dispatched, res.Started, res.Run = led.dispatched, led.started, led.written
+	res.Ledger = l.led
 	res.WatchLag = append([]float64(nil), l.watchLag...)
 	return res
 }

@@ -340,7 +340,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	if behind > 0 {
 		defer b.Errorf("only %d of %d submitted workloads accepted within %s of the last submit: the hub fell behind (latencies above are lower bounds)", n-int(out.Failed)-behind, n-int(out.Failed), acceptWait)
 	}
-	led, watchLag := out.ledger(), out.WatchLag
+	led, watchLag := out.Ledger, out.WatchLag
 	b.ReportMetric(float64(behind), "not-accepted")
 	elapsed := time.Since(start)
 	cpuPer := (processCPU() + agents.cpu() + load.cpu() - cpu0).Seconds() * 1000 / float64(n)
@@ -360,13 +360,13 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	var lat, late, fromDue []float64
 	half := start.Add(submitDone / 2).UnixNano()
 	for j := range n {
-		if t0, t1 := led.sent[j], led.acc[j]; t0 != 0 && t1 != 0 {
+		if t0, t1 := led.Sent[j], led.Acc[j]; t0 != 0 && t1 != 0 {
 			ms := since(t0, t1)
 			lat = append(lat, ms)
 			if t0 > half {
 				late = append(late, ms)
 			}
-			fromDue = append(fromDue, since(led.due[j], t1))
+			fromDue = append(fromDue, since(led.Due[j], t1))
 		}
 	}
 	sort.Float64s(lat)
@@ -384,7 +384,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	// the last submit, when the pipeline is full and not yet draining.
 	if from, to := start.Add(time.Second), start.Add(submitDone); to.Sub(from) >= time.Second {
 		inWindow := 0
-		for _, t1 := range led.acc {
+		for _, t1 := range led.Acc {
 			if t1 >= from.UnixNano() && t1 < to.UnixNano() {
 				inWindow++
 			}
@@ -438,8 +438,8 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 				continue
 			}
 			toDispatch = append(toDispatch, st.GetDispatchTime().AsTime().Sub(w.GetCreateTime().AsTime()).Seconds()*1000)
-			if j, ok := led.indexOf(w.GetName()); ok && led.acc[j] != 0 {
-				toAccept = append(toAccept, since(st.GetDispatchTime().AsTime().UnixNano(), led.acc[j]))
+			if j, ok := led.indexOf(w.GetName()); ok && led.Acc[j] != 0 {
+				toAccept = append(toAccept, since(st.GetDispatchTime().AsTime().UnixNano(), led.Acc[j]))
 			}
 		}
 		if token = resp.GetNextPageToken(); token == "" {
@@ -502,8 +502,8 @@ func logTimeline(start time.Time, led *runLedger) {
 	// write of it, and from the write to this watcher.
 	type second struct{ total, toDispatch, toAgent, toWrite, toWatch []float64 }
 	per := map[int]*second{}
-	for j, t0 := range led.sent {
-		t1 := led.acc[j]
+	for j, t0 := range led.Sent {
+		t1 := led.Acc[j]
 		if t0 == 0 || t1 == 0 {
 			continue
 		}
@@ -514,7 +514,7 @@ func logTimeline(start time.Time, led *runLedger) {
 			per[s] = p
 		}
 		p.total = append(p.total, since(t0, t1))
-		if d, a, w := led.dispatched[j], led.started[j], led.written[j]; d != 0 && a != 0 && w != 0 {
+		if d, a, w := led.Dispatched[j], led.Started[j], led.Written[j]; d != 0 && a != 0 && w != 0 {
 			p.toDispatch = append(p.toDispatch, since(t0, d))
 			p.toAgent = append(p.toAgent, since(d, a))
 			p.toWrite = append(p.toWrite, since(a, w))

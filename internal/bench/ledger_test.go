@@ -13,23 +13,24 @@ import (
 
 // runLedger keeps, for each workload of a run, when it was due, sent and
 // first seen ACCEPTED (or later), indexed by the number in its name
-// (b-<j>). Flat slices of nanoseconds rather than maps keyed by id: a
+// (b-<j>). Its fields are exported so that the clients' process can send
+// it whole (gob). Flat slices of nanoseconds rather than maps keyed by id: a
 // ten-minute run at 2,000/s has 1.2 million workloads, and the
 // benchmark's own bookkeeping must neither grow the heap it reports by
 // much nor give the collector pointers to mark.
 type runLedger struct {
-	due, sent, acc []int64 // UnixNano; 0: not yet
-	accepted       int
+	Due, Sent, Acc []int64 // UnixNano; 0: not yet
+	Accepted       int
 	// From the status first seen accepted (the hub's and the agents'
 	// clocks, the same machine's): when the hub dispatched it, when the
 	// agent reported it running, and when the hub wrote that; 0: unknown.
 	// The timeline splits each second's latency at these.
-	dispatched, started, written []int64
+	Dispatched, Started, Written []int64
 }
 
 func newRunLedger(n int) *runLedger {
-	return &runLedger{due: make([]int64, n), sent: make([]int64, n), acc: make([]int64, n),
-		dispatched: make([]int64, n), started: make([]int64, n), written: make([]int64, n)}
+	return &runLedger{Due: make([]int64, n), Sent: make([]int64, n), Acc: make([]int64, n),
+		Dispatched: make([]int64, n), Started: make([]int64, n), Written: make([]int64, n)}
 }
 
 // stages records, for workload name, the times its status gives.
@@ -44,7 +45,7 @@ func (l *runLedger) stages(name string, st *meridianv1.WorkloadStatus) {
 		}
 		return ts.AsTime().UnixNano()
 	}
-	l.dispatched[j], l.started[j], l.written[j] = nanos(st.GetDispatchTime()), nanos(st.GetStartTime()), nanos(st.GetUpdateTime())
+	l.Dispatched[j], l.Started[j], l.Written[j] = nanos(st.GetDispatchTime()), nanos(st.GetStartTime()), nanos(st.GetUpdateTime())
 }
 
 // workloadName is the name of the benchmark's workload j.
@@ -57,7 +58,7 @@ func (l *runLedger) indexOf(name string) (int, bool) {
 		return 0, false
 	}
 	j, err := strconv.Atoi(s)
-	if err != nil || j < 0 || j >= len(l.acc) {
+	if err != nil || j < 0 || j >= len(l.Acc) {
 		return 0, false
 	}
 	return j, true
@@ -67,11 +68,11 @@ func (l *runLedger) indexOf(name string) (int, bool) {
 // reports whether this was it.
 func (l *runLedger) seen(name string, at time.Time) bool {
 	j, ok := l.indexOf(name)
-	if !ok || l.acc[j] != 0 {
+	if !ok || l.Acc[j] != 0 {
 		return false
 	}
-	l.acc[j] = at.UnixNano()
-	l.accepted++
+	l.Acc[j] = at.UnixNano()
+	l.Accepted++
 	return true
 }
 

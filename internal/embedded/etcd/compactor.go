@@ -30,7 +30,8 @@ type revisionMark struct {
 
 // compactPlan says when to compact to what, from the revisions seen over
 // time. It keeps every revision for at least keep. It does no I/O and
-// reads no clock: the compactor hands it both.
+// reads no clock: the compactor hands it both, and tells it what was
+// compacted.
 type compactPlan struct {
 	keep  time.Duration
 	marks []revisionMark // oldest first
@@ -38,8 +39,8 @@ type compactPlan struct {
 }
 
 // observe records rev at now and returns the revision to compact to, the
-// newest one seen at least keep ago, or false when nothing new is that
-// old.
+// newest one seen at least keep ago, or false when none newer than the
+// last compaction is that old.
 func (p *compactPlan) observe(now time.Time, rev int64) (int64, bool) {
 	if n := len(p.marks); n == 0 || p.marks[n-1].rev != rev {
 		p.marks = append(p.marks, revisionMark{at: now, rev: rev})
@@ -55,39 +56,36 @@ func (p *compactPlan) observe(now time.Time, rev int64) (int64, bool) {
 	// The newest old-enough mark stays: it is the floor the next compaction
 	// starts from when no newer mark is old enough yet.
 	p.marks = append(p.marks[:0], p.marks[i-1:]...)
-	if target <= p.done {
-		return 0, false
-	}
-	p.done = target
-	return target, true
+	return target, target > p.done
 }
 
+// compacted records that history up to rev is gone.
+func (p *compactPlan) compacted(rev int64) { p.done = max(p.done, rev) }
+
 // runCompactor compacts e's history in compactSteps steps per keep until
-// ctx ends or the member stops. Only the leader compacts (as etcd's own
-// compactor), but every member keeps its marks, so a new leader compacts
-// at once.
-func runCompactor(ctx context.Context, e *embed.Etcd, keep time.Duration) {
+// the member stops. Only the leader compacts (as etcd's own compactor),
+// but every member keeps its marks, so a new leader compacts at its first
+// step. A compaction that fails is tried again at the next step, to the
+// revision due then.
+func runCompactor(e *embed.Etcd, keep time.Duration) {
 	srv := e.Server
 	plan := &compactPlan{keep: keep}
 	tick := time.NewTicker(keep / compactSteps)
 	defer tick.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return
 		case <-srv.StopNotify():
 			return
 		case now := <-tick.C:
-			rev, ok := plan.observe(now, srv.KV().Rev())
-			if !ok || srv.Leader() != srv.MemberID() {
+			rev, due := plan.observe(now, srv.KV().Rev())
+			if !due || srv.Leader() != srv.MemberID() {
 				continue
 			}
-			cctx, cancel := context.WithTimeout(ctx, keep)
-			_, err := srv.Compact(cctx, &pb.CompactionRequest{Revision: rev})
+			ctx, cancel := context.WithTimeout(context.Background(), keep)
+			_, err := srv.Compact(ctx, &pb.CompactionRequest{Revision: rev})
 			cancel()
-			if err != nil && !errors.Is(err, mvcc.ErrCompacted) && ctx.Err() == nil {
-				// The next step tries again, to a newer revision.
-				plan.done = 0
+			if err == nil || errors.Is(err, mvcc.ErrCompacted) {
+				plan.compacted(rev)
 			}
 		}
 	}

@@ -30,6 +30,7 @@ func TestCompactPlanKeepsAtLeastItsWindow(t *testing.T) {
 			continue
 		}
 		compactions++
+		p.compacted(to)
 		at, known := seenAt[to]
 		if !known {
 			t.Fatalf("step %d: compacted to %d, a revision never observed", i, to)

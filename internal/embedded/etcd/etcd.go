@@ -315,7 +315,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.started = time.Since(t0)
 	s.mu.Unlock()
 	if keep := s.cfg.compactEvery(); keep > 0 {
-		go runCompactor(context.Background(), e, keep)
+		go runCompactor(e, keep)
 	}
 	s.log.Debug("embedded etcd ready", "endpoint", cu.String(), "data_dir", s.cfg.DataDir, "startup", s.started)
 	return nil
