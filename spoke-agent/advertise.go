@@ -141,8 +141,8 @@ func (a *Agent) sendFull(ctx context.Context) {
 		a.lastNodes = nil
 		return
 	}
-	// The inventory belongs to the agent (Connector.Inventory), so the
-	// nodes themselves are kept to compare the next ones with.
+	// A connector never changes a node it returned (Connector.Inventory),
+	// so the nodes themselves are kept to compare the next ones with.
 	a.lastNodes = make(map[string]*agentv1.Node, len(inv.Nodes))
 	for _, n := range inv.Nodes {
 		a.lastNodes[n.GetName()] = n
@@ -178,7 +178,8 @@ func (a *Agent) sendDelta(ctx context.Context) {
 		seen[n.GetName()] = true
 		// The generated EqualVT, not proto.Equal or comparing encodings:
 		// an agent compares every node at every change, and this neither
-		// reflects nor allocates.
+		// reflects nor allocates (and returns at once for the same
+		// *Node, which a connector may hand back for an unchanged node).
 		if old, ok := a.lastNodes[n.GetName()]; !ok || !n.EqualVT(old) {
 			d.UpsertedNodes = append(d.UpsertedNodes, n)
 		}

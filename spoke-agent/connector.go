@@ -32,7 +32,10 @@ type Connector interface {
 	// GPUs (free milli and free memory per GPU), topology (rack, NVLink
 	// domain), labels, and the fractional modes the cluster supports. It
 	// may block on the backend's API and must honour ctx. The returned
-	// value belongs to the caller.
+	// Inventory belongs to the caller, but its nodes are read-only: a
+	// connector may return the very *Node it returned before for a node
+	// that has not changed (the agent then compares it at no cost), and
+	// it never changes a node once returned.
 	Inventory(ctx context.Context) (*Inventory, error)
 
 	// Launch starts the workload of d on the cluster, preferring d's

@@ -100,6 +100,11 @@ type node struct {
 	memFree  int64
 	memTot   int64
 	gpus     []gpu
+	// inv is the node as Inventory last reported it, kept until the node
+	// changes (nil then): an agent advertises at every change, and most
+	// of a large cluster's nodes did not change since the last time.
+	// Never written to once handed out (see Inventory).
+	inv *agentv1.Node
 }
 
 type gpu struct {
@@ -332,6 +337,7 @@ func (c *Cluster) SetSchedulable(nodeName string, schedulable bool) bool {
 		return false
 	}
 	n.cordoned = !schedulable
+	n.inv = nil
 	return true
 }
 
@@ -352,29 +358,42 @@ func (c *Cluster) Running() int {
 
 // ---- Connector ---------------------------------------------------------
 
-// Inventory reports every node's free and total capacity.
+// Inventory reports every node's free and total capacity. A node that has
+// not changed since the last call is the same *Node as then (the
+// Connector contract lets the agent skip comparing it); a changed one is
+// a new message, so what an earlier caller holds never changes.
 func (c *Cluster) Inventory(ctx context.Context) (*agent.Inventory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	inv := &agent.Inventory{Labels: maps.Clone(c.labels), FractionalModes: append([]meridianv1.FractionalMode(nil), c.modes...), MIGStrategy: c.strategy}
+	inv := &agent.Inventory{Labels: maps.Clone(c.labels), FractionalModes: append([]meridianv1.FractionalMode(nil), c.modes...), MIGStrategy: c.strategy,
+		Nodes: make([]*agentv1.Node, 0, len(c.nodes))}
 	for _, n := range c.nodes {
-		an := &agentv1.Node{
-			Name: n.name, Labels: maps.Clone(n.labels), AcceleratorClass: n.class, Rack: n.rack, NvlinkDomain: n.nvlink,
-			Schedulable: !n.cordoned, CpuMilliFree: n.cpuFree, CpuMilliTotal: n.cpuTot, MemoryMibFree: n.memFree, MemoryMibTotal: n.memTot,
+		if n.inv == nil {
+			n.inv = n.report()
 		}
-		for i, g := range n.gpus {
-			ag := &agentv1.Gpu{Index: int32(i), FreeMilli: g.freeMilli, FreeMemoryMib: g.freeMem, TotalMemoryMib: g.totalMem, Healthy: true}
-			for _, m := range g.mig {
-				ag.MigProfiles = append(ag.MigProfiles, &agentv1.MigSlice{Profile: m.p.name, Free: m.free, Total: m.total})
-			}
-			an.Gpus = append(an.Gpus, ag)
-		}
-		inv.Nodes = append(inv.Nodes, an)
+		inv.Nodes = append(inv.Nodes, n.inv)
 	}
 	return inv, nil
+}
+
+// report is the node as the agent advertises it.
+func (n *node) report() *agentv1.Node {
+	an := &agentv1.Node{
+		Name: n.name, Labels: maps.Clone(n.labels), AcceleratorClass: n.class, Rack: n.rack, NvlinkDomain: n.nvlink,
+		Schedulable: !n.cordoned, CpuMilliFree: n.cpuFree, CpuMilliTotal: n.cpuTot, MemoryMibFree: n.memFree, MemoryMibTotal: n.memTot,
+		Gpus: make([]*agentv1.Gpu, 0, len(n.gpus)),
+	}
+	for i, g := range n.gpus {
+		ag := &agentv1.Gpu{Index: int32(i), FreeMilli: g.freeMilli, FreeMemoryMib: g.freeMem, TotalMemoryMib: g.totalMem, Healthy: true}
+		for _, m := range g.mig {
+			ag.MigProfiles = append(ag.MigProfiles, &agentv1.MigSlice{Profile: m.p.name, Free: m.free, Total: m.total})
+		}
+		an.Gpus = append(an.Gpus, ag)
+	}
+	return an
 }
 
 // Launch places and starts d's workload; see agent.Connector.
@@ -525,7 +544,7 @@ func (c *Cluster) List(ctx context.Context) ([]agent.WorkStatus, error) {
 
 // runSpec reads the duration and exit code from labels or runtime env.
 func (c *Cluster) runSpec(wl *meridianv1.Workload) (time.Duration, int32, error) {
-	env := map[string]string{}
+	var env map[string]string
 	if rt := wl.GetRuntime(); rt != nil {
 		if ct := rt.GetContainer(); ct != nil {
 			env = ct.GetEnv()
@@ -533,28 +552,34 @@ func (c *Cluster) runSpec(wl *meridianv1.Workload) (time.Duration, int32, error)
 			env = st.GetEnv()
 		}
 	}
-	pick := func(label, envKey string) (string, string) {
+	// pick finds a setting, label first. The name of where it came from
+	// is only made for an error: every launch reads these.
+	pick := func(label, envKey string) (v string, ok bool, fromLabel bool) {
 		if v, ok := wl.GetLabels()[label]; ok {
-			return v, "workload.labels[" + label + "]"
+			return v, true, true
 		}
-		if v, ok := env[envKey]; ok {
-			return v, "workload.runtime env " + envKey
+		v, ok = env[envKey]
+		return v, ok, false
+	}
+	field := func(label, envKey string, fromLabel bool) string {
+		if fromLabel {
+			return "workload.labels[" + label + "]"
 		}
-		return "", ""
+		return "workload.runtime env " + envKey
 	}
 	dur := c.duration
-	if v, field := pick(LabelDuration, EnvDuration); field != "" {
+	if v, ok, fromLabel := pick(LabelDuration, EnvDuration); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil || d < 0 {
-			return 0, 0, fmt.Errorf("%s: %q is not a non-negative duration such as 30s", field, v)
+			return 0, 0, fmt.Errorf("%s: %q is not a non-negative duration such as 30s", field(LabelDuration, EnvDuration, fromLabel), v)
 		}
 		dur = d
 	}
 	var exit int32
-	if v, field := pick(LabelExitCode, EnvExitCode); field != "" {
+	if v, ok, fromLabel := pick(LabelExitCode, EnvExitCode); ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || n < 0 || n > 255 {
-			return 0, 0, fmt.Errorf("%s: %q is not an exit code in 0..255", field, v)
+			return 0, 0, fmt.Errorf("%s: %q is not an exit code in 0..255", field(LabelExitCode, EnvExitCode, fromLabel), v)
 		}
 		exit = int32(n)
 	}
@@ -562,6 +587,7 @@ func (c *Cluster) runSpec(wl *meridianv1.Workload) (time.Duration, int32, error)
 }
 
 func (ch *charge) release() {
+	ch.n.inv = nil
 	ch.n.cpuFree += ch.cpu
 	ch.n.memFree += ch.mem
 	for _, g := range ch.gpus {
@@ -574,6 +600,7 @@ func (ch *charge) release() {
 }
 
 func (ch *charge) apply() {
+	ch.n.inv = nil
 	ch.n.cpuFree -= ch.cpu
 	ch.n.memFree -= ch.mem
 	for _, g := range ch.gpus {

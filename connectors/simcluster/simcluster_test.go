@@ -239,8 +239,14 @@ func TestLaunchFitChargeRelease(t *testing.T) {
 		"nothing fits":           {d: wl("w").podSet("big", 5, 1000, 0).dispatch("d"), reject: "does not fit"},
 		"wrong class":            {d: wl("w").podSet("c", 1, 1000, 0).class("nvidia-h100-80gb").dispatch("d"), reject: "accelerator class"},
 		"unsupported mode":       {d: wl("w").podSet("m", 1, 500, 0).mode(meridianv1.FractionalMode_FRACTIONAL_MODE_MIG).dispatch("d"), reject: "mig"},
-		"bad duration label":     {d: wl("w").podSet("m", 1, 1000, 0).label(LabelDuration, "forever").dispatch("d"), reject: LabelDuration},
-		"bad exit code label":    {d: wl("w").podSet("m", 1, 1000, 0).label(LabelExitCode, "300").dispatch("d"), reject: LabelExitCode},
+		"bad duration label":     {d: wl("w").podSet("m", 1, 1000, 0).label(LabelDuration, "forever").dispatch("d"), reject: "workload.labels[" + LabelDuration + "]"},
+		"bad exit code label":    {d: wl("w").podSet("m", 1, 1000, 0).label(LabelExitCode, "300").dispatch("d"), reject: "workload.labels[" + LabelExitCode + "]"},
+		"bad exit code env": {d: func() *agentv1.Dispatch {
+			b := wl("w").podSet("m", 1, 1000, 0)
+			b.w.Runtime = &meridianv1.RuntimeTemplate{Kind: &meridianv1.RuntimeTemplate_Container{Container: &meridianv1.ContainerTemplate{
+				Image: "x", Env: map[string]string{EnvExitCode: "-1"}}}}
+			return b.dispatch("d")
+		}(), reject: "workload.runtime env " + EnvExitCode},
 		"no workload":            {d: &agentv1.Dispatch{DispatchId: "d"}, reject: "workload"},
 		"no pod sets":            {d: wl("w").dispatch("d"), reject: "pod_sets"},
 		"hint with wrong length": {d: wl("w").podSet("main", 5, 1000, 0).dispatch("d", hint("main", "gpu-0")), reject: "placement[main].replicas"},
@@ -568,5 +574,55 @@ func TestFinishedWorkIsForgottenOldestFirst(t *testing.T) {
 	}
 	if have[fmt.Sprintf("d%d", MaxFinishedKept+extra-1)] != agent.StateSucceeded || have["live"] != agent.StateRunning {
 		t.Fatalf("newest finished %v, running %v", have[fmt.Sprintf("d%d", MaxFinishedKept+extra-1)], have["live"])
+	}
+}
+
+// TestInventoryReusesUnchangedNodes: a node that did not change is the same
+// *Node as in the last inventory (the agent skips comparing it); one that
+// changed is a new message, and the one handed out before keeps what it
+// said (the Connector contract: a returned node never changes).
+func TestInventoryReusesUnchangedNodes(t *testing.T) {
+	ctx := context.Background()
+	c, _ := newSmall(t)
+	nodes := func() map[string]*agentv1.Node {
+		t.Helper()
+		inv, err := c.Inventory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*agentv1.Node{}
+		for _, n := range inv.Nodes {
+			out[n.Name] = n
+		}
+		return out
+	}
+	before := nodes()
+	if again := nodes(); again["gpu-0"] != before["gpu-0"] || again["gpu-1"] != before["gpu-1"] {
+		t.Fatal("an unchanged node was reported as a new message")
+	}
+	if err := c.Launch(ctx, wl("w").podSet("main", 1, 1000, 0).dispatch("d", hint("main", "gpu-0"))); err != nil {
+		t.Fatal(err)
+	}
+	after := nodes()
+	if after["gpu-0"] == before["gpu-0"] {
+		t.Fatal("the node that took the launch is the same message as before it")
+	}
+	if after["gpu-1"] != before["gpu-1"] {
+		t.Error("the untouched node was rebuilt")
+	}
+	free := func(n *agentv1.Node) (m int32) {
+		for _, g := range n.Gpus {
+			m += g.FreeMilli
+		}
+		return m
+	}
+	if free(before["gpu-0"]) != 2000 || free(after["gpu-0"]) != 1000 {
+		t.Errorf("gpu-0 free: before %d (want 2000, unchanged), after %d (want 1000)", free(before["gpu-0"]), free(after["gpu-0"]))
+	}
+	if !c.SetSchedulable("gpu-1", false) {
+		t.Fatal("gpu-1 unknown")
+	}
+	if cordoned := nodes()["gpu-1"]; cordoned == after["gpu-1"] || cordoned.Schedulable || !after["gpu-1"].Schedulable {
+		t.Error("a cordon did not give gpu-1 a new, unschedulable message while keeping the old one schedulable")
 	}
 }
