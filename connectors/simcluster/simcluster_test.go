@@ -235,12 +235,12 @@ func TestLaunchFitChargeRelease(t *testing.T) {
 			d:         wl("w").podSet("e", 6, 1000, 0).minReplicas(3).dispatch("d"),
 			wantNodes: []string{"gpu-0", "gpu-0", "gpu-1"}, wantFree: map[string]int64{"gpu-0": 0, "gpu-1": 1000},
 		},
-		"same node too big":      {d: wl("w").podSet("s", 3, 1000, meridianv1.Topology_TOPOLOGY_SAME_NODE).dispatch("d"), reject: "does not fit"},
-		"nothing fits":           {d: wl("w").podSet("big", 5, 1000, 0).dispatch("d"), reject: "does not fit"},
-		"wrong class":            {d: wl("w").podSet("c", 1, 1000, 0).class("nvidia-h100-80gb").dispatch("d"), reject: "accelerator class"},
-		"unsupported mode":       {d: wl("w").podSet("m", 1, 500, 0).mode(meridianv1.FractionalMode_FRACTIONAL_MODE_MIG).dispatch("d"), reject: "mig"},
-		"bad duration label":     {d: wl("w").podSet("m", 1, 1000, 0).label(LabelDuration, "forever").dispatch("d"), reject: "workload.labels[" + LabelDuration + "]"},
-		"bad exit code label":    {d: wl("w").podSet("m", 1, 1000, 0).label(LabelExitCode, "300").dispatch("d"), reject: "workload.labels[" + LabelExitCode + "]"},
+		"same node too big":   {d: wl("w").podSet("s", 3, 1000, meridianv1.Topology_TOPOLOGY_SAME_NODE).dispatch("d"), reject: "does not fit"},
+		"nothing fits":        {d: wl("w").podSet("big", 5, 1000, 0).dispatch("d"), reject: "does not fit"},
+		"wrong class":         {d: wl("w").podSet("c", 1, 1000, 0).class("nvidia-h100-80gb").dispatch("d"), reject: "accelerator class"},
+		"unsupported mode":    {d: wl("w").podSet("m", 1, 500, 0).mode(meridianv1.FractionalMode_FRACTIONAL_MODE_MIG).dispatch("d"), reject: "mig"},
+		"bad duration label":  {d: wl("w").podSet("m", 1, 1000, 0).label(LabelDuration, "forever").dispatch("d"), reject: "workload.labels[" + LabelDuration + "]"},
+		"bad exit code label": {d: wl("w").podSet("m", 1, 1000, 0).label(LabelExitCode, "300").dispatch("d"), reject: "workload.labels[" + LabelExitCode + "]"},
 		"bad exit code env": {d: func() *agentv1.Dispatch {
 			b := wl("w").podSet("m", 1, 1000, 0)
 			b.w.Runtime = &meridianv1.RuntimeTemplate{Kind: &meridianv1.RuntimeTemplate_Container{Container: &meridianv1.ContainerTemplate{
