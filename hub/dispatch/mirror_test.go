@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -31,7 +32,7 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 		case rng.IntN(20) == 0:
 			return []byte("\\xff not a value") // undecodable: left out
 		case strings.HasPrefix(k, prefWorkloads):
-			w := &meridianv1.Workload{Id: k[len(prefWorkloads):], Queue: "t/a",
+			w := &meridianv1.Workload{Id: k[len(prefWorkloads):], Queue: "t/" + string(rune('a'+k[len(k)-1]%2)),
 				Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase(1 + rng.IntN(8)), DispatchId: fmt.Sprint(rng.IntN(8))}}
 			if rng.IntN(4) == 0 {
 				w.Status.Conditions = []*meridianv1.Condition{{Type: ConditionCancelRequested, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE}}
@@ -40,7 +41,7 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 			return b
 		case strings.HasPrefix(k, prefDispatches):
 			b, _ := encodeRecord(&Record{DispatchID: k[len(prefDispatches):], WorkloadID: fmt.Sprint(rng.IntN(8)), Cluster: "east",
-				Acked: rng.IntN(2) == 0})
+				Acked: rng.IntN(2) == 0, Usage: []scheduler.ClassMilli{{Class: "h100", Milli: 500 * int64(k[len(k)-1]%4)}}})
 			return b
 		case strings.HasPrefix(k, prefQueues):
 			b, _ := proto.Marshal(&meridianv1.Queue{Path: k[len(prefQueues):]})
@@ -60,7 +61,7 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 	var inc mirror
 	inc.reset()
 	at := time.Unix(1000, 0)
-	filed := 0
+	filed, charged := 0, 0
 	for step := range 500 {
 		// Acknowledged dispatches current before this step: those that
 		// leave the current set in it must be filed as stopped.
@@ -104,6 +105,12 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 				filed++
 			}
 		}
+		if scheduler.ChargeOf(inc.runs).Len() > 0 {
+			charged++
+		}
+	}
+	if charged < 50 {
+		t.Fatalf("the running list held usage after only %d of 500 steps; its kept charge is hardly checked", charged)
 	}
 	if filed < 10 {
 		t.Fatalf("only %d dispatches were filed as stopped in 500 steps; the walk does not exercise it", filed)
@@ -196,6 +203,11 @@ func mirrorDiff(a, b *mirror) string {
 			if !ok || m.runIdx[d] != i || m.runs[i].Workload != c.run.Workload || m.runs[i].Cluster != c.run.Cluster {
 				return fmt.Sprintf("running list entry %d (%s) does not match the current dispatch", i, d)
 			}
+		}
+		// Its usage, kept as entries come and go, is the list's summed
+		// afresh.
+		if !m.charge.Equal(scheduler.ChargeOf(m.runs)) {
+			return "the running list's kept charge differs from its usage summed afresh"
 		}
 		for d := range m.fresh {
 			if _, ok := m.current[d]; !ok {

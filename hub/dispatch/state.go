@@ -124,6 +124,7 @@ type state struct {
 	stopped   map[string]stopped // see mirror.stopped; buildSnapshot prunes it
 	runs      []scheduler.Running
 	runIdx    map[string]int
+	charge    *scheduler.RunningCharge // runs' usage summed (mirror.charge)
 }
 
 // curRef is a current dispatch: its record and the workload pointing at it.
@@ -189,6 +190,10 @@ type mirror struct {
 	runs   []scheduler.Running
 	runIDs []string
 	runIdx map[string]int
+	// charge is runs' quota usage summed, kept as entries come and go,
+	// so that a cycle hands the core the sums instead of having it walk
+	// every running workload (scheduler.Snapshot.Charged).
+	charge scheduler.RunningCharge
 	// fresh are current dispatches whose usage the agent's advertisement
 	// may not show yet (unacknowledged, or acknowledged after their
 	// cluster's last advertisement): the only ones buildSnapshot must
@@ -260,6 +265,7 @@ func (m *mirror) reset() {
 	m.backlog = newBacklog()
 	m.unacked, m.fresh = map[string]curRef{}, map[string]curRef{}
 	m.runs, m.runIDs, m.runIdx = nil, nil, map[string]int{}
+	m.charge = scheduler.RunningCharge{}
 	m.recsOf = map[string]map[string]bool{}
 	// What stopped is history no key holds: a full re-read keeps it.
 	if m.stopped == nil {
@@ -292,6 +298,7 @@ func (m *mirror) classify(d string) {
 		delete(m.stopped, d)
 		m.runIdx[d] = len(m.runs)
 		m.runs, m.runIDs = append(m.runs, *c.run), append(m.runIDs, d)
+		m.charge.Add(c.run)
 		if !acked(r.r, w.doc()) {
 			m.unacked[d] = c
 		}
@@ -307,6 +314,7 @@ func (m *mirror) dropRun(d string) {
 	if !ok {
 		return
 	}
+	m.charge.Remove(&m.runs[i])
 	last := len(m.runs) - 1
 	m.runs[i], m.runIDs[i] = m.runs[last], m.runIDs[last]
 	m.runIdx[m.runIDs[i]] = i
@@ -552,7 +560,7 @@ func (l *Loop) advance() *state {
 	l.mirrorPos.Store(d.Pos)
 	s := &state{rev: d.Rev, workloads: m.byID, dispatches: m.byDispatch, drain: m.drain,
 		current: m.current, orphans: m.orphans, queued: m.queued, backlog: m.backlog, cancelReq: m.cancelReq, unacked: m.unacked,
-		fresh: m.fresh, stopped: m.stopped, runs: m.runs, runIdx: m.runIdx}
+		fresh: m.fresh, stopped: m.stopped, runs: m.runs, runIdx: m.runIdx, charge: &m.charge}
 	s.queues = make([]*meridianv1.Queue, 0, len(m.queues))
 	for _, q := range m.queues {
 		s.queues = append(s.queues, q)
@@ -660,7 +668,11 @@ func (l *Loop) buildSnapshot(s *state, ledger *quota.Ledger, now time.Time, stop
 	// (scheduler.TestDecideIgnoresRunningOrder), so the mirror's dense
 	// list is copied as it is: no walk over a map, no sort.
 	b.snap.Running = s.runs
-	if !shared {
+	if shared {
+		// The sums of the same list (work that stopped, appended below,
+		// holds no quota); a copy outlives the lock, so the core sums it.
+		b.snap.Charged = s.charge
+	} else {
 		b.snap.Running = slices.Grow(slices.Clone(s.runs), len(s.stopped))
 	}
 	b.live = len(b.snap.Running)

@@ -82,7 +82,7 @@ func Decide(s *Snapshot, cfg Config) *Plan {
 	p.cfg = cfg
 	p.placer.cfg = &p.cfg
 	p.tree = s.Queues.Clone()
-	alloc := chargeRunning(p.tree, s.Running, p.victims)
+	alloc := chargeRunning(p.tree, s.Running, s.Charged, p.victims)
 	for i := range s.Clusters {
 		p.clusters = append(p.clusters, newClusterState(&s.Clusters[i], cfg.Scratch.cluster(i)))
 	}
@@ -565,60 +565,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// chargeRunning charges the running work's usage to tree and returns each
-// leaf's allocation; terminating work goes into victims so that it is never
-// chosen twice. Usage is summed per (queue, class) first, and consecutive
-// entries of the same pair (the common case) skip the map: with 100,000
-// running workloads, this walk is most of a cycle's fixed cost.
-func chargeRunning(tree *quota.Tree, running []Running, victims map[string]bool) map[string]int64 {
-	type queueClass struct{ queue, class string }
-	type sum struct {
-		key   queueClass
-		valid int64 // what Charge accepts: 0..MaxMilli per entry
-		all   int64
-	}
-	var sums []sum
-	at := map[queueClass]int{}
-	last := -1
-	for i := range running {
-		r := &running[i]
-		if r.Terminating {
-			victims[r.Workload.ID] = true
-		}
-		for _, u := range r.Usage {
-			k := queueClass{r.Workload.Queue, u.Class}
-			if last < 0 || sums[last].key != k {
-				j, ok := at[k]
-				if !ok {
-					j = len(sums)
-					at[k] = j
-					sums = append(sums, sum{key: k})
-				}
-				last = j
-			}
-			if u.Milli >= 0 && u.Milli <= quota.MaxMilli {
-				sums[last].valid += u.Milli
-			}
-			sums[last].all += u.Milli
-		}
-	}
-	sort.Slice(sums, func(a, b int) bool {
-		if sums[a].key.queue != sums[b].key.queue {
-			return sums[a].key.queue < sums[b].key.queue
-		}
-		return sums[a].key.class < sums[b].key.class
-	})
-	alloc := map[string]int64{}
-	for _, sm := range sums {
-		if !tree.Leaf(sm.key.queue) {
-			continue
-		}
-		m := sm.valid
-		for ; m > quota.MaxMilli; m -= quota.MaxMilli {
-			tree.Charge(sm.key.queue, sm.key.class, quota.MaxMilli)
-		}
-		tree.Charge(sm.key.queue, sm.key.class, m)
-		alloc[sm.key.queue] += sm.all
-	}
-	return alloc
-}

@@ -108,6 +108,10 @@ type Snapshot struct {
 	Clusters []Cluster
 	// Running are the admitted workloads: they hold quota and may be preempted.
 	Running []Running
+	// Charged, when set, is Running's usage already summed (the caller
+	// keeps it as it changes Running; see RunningCharge). It must equal
+	// ChargeOf(Running); nil makes the core sum Running itself.
+	Charged *RunningCharge
 	// Pending are the workloads waiting for a decision.
 	Pending []*Workload
 }
