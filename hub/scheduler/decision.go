@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -83,39 +84,55 @@ type ClusterScore struct {
 // leave free (lower wins under the tightest-fit rule).
 func (c ClusterScore) Score() float64 { return float64(c.SlackMilli) / 1000 }
 
-// Detail says in words how the cluster stood.
+// Detail says in words how the cluster stood. (Built by appending, not
+// with fmt: every dispatch stores one per cluster compared.)
 func (c ClusterScore) Detail() string {
-	left := "leaves " + gpus(c.SlackMilli) + " free"
+	b := make([]byte, 0, 64)
 	switch {
 	case c.Chosen:
-		return "chosen; " + left
+		b = append(b, "chosen; "...)
 	case c.Tried:
-		return fmt.Sprintf("room in total but not node by node (%d of %d replicas); %s", c.Placed, c.Need, left)
+		b = append(b, "room in total but not node by node ("...)
+		b = strconv.AppendInt(b, int64(c.Placed), 10)
+		b = append(b, " of "...)
+		b = strconv.AppendInt(b, int64(c.Need), 10)
+		b = append(b, " replicas); "...)
 	}
-	return left
+	b = append(b, "leaves "...)
+	b = appendGPUs(b, c.SlackMilli)
+	b = append(b, " free"...)
+	return string(b)
 }
 
 // Text is the deciding rule as a sentence, e.g. "tightest fit: leaves 4
-// GPUs free on east vs 12 on west".
+// GPUs free on east vs 12 on west". The common rules are built by
+// appending, not with fmt: every dispatch stores one.
 func (d *Decision) Text() string {
 	if d == nil || d.N == 0 {
 		return ""
 	}
 	win := d.Clusters[0]
-	var b strings.Builder
-	b.WriteString(d.Rule.String())
+	b := make([]byte, 0, 160)
+	b = append(b, d.Rule.String()...)
 	switch d.Rule {
 	case RuleTightestFit:
-		fmt.Fprintf(&b, ": leaves %s free on %s", gpus(win.SlackMilli), win.Cluster)
-		var vs []string
-		for _, c := range d.Clusters[1:d.N] {
-			vs = append(vs, fmt.Sprintf("%s on %s", gpus(c.SlackMilli), c.Cluster))
-		}
-		if len(vs) > 0 {
-			b.WriteString(" vs " + strings.Join(vs, ", "))
+		b = append(b, ": leaves "...)
+		b = appendGPUs(b, win.SlackMilli)
+		b = append(b, " free on "...)
+		b = append(b, win.Cluster...)
+		for i, c := range d.Clusters[1:d.N] {
+			if i == 0 {
+				b = append(b, " vs "...)
+			} else {
+				b = append(b, ", "...)
+			}
+			b = appendGPUs(b, c.SlackMilli)
+			b = append(b, " on "...)
+			b = append(b, c.Cluster...)
 		}
 	case RuleOnlyCluster:
-		fmt.Fprintf(&b, ": %s", win.Cluster)
+		b = append(b, ": "...)
+		b = append(b, win.Cluster...)
 	case RuleFirstNodeFit:
 		var vs []string
 		for _, c := range d.Clusters[1:d.N] {
@@ -123,30 +140,38 @@ func (d *Decision) Text() string {
 				vs = append(vs, fmt.Sprintf("%s placed %d of %d replicas", c.Cluster, c.Placed, c.Need))
 			}
 		}
-		fmt.Fprintf(&b, ": %s", win.Cluster)
+		b = append(b, ": "...)
+		b = append(b, win.Cluster...)
 		if len(vs) > 0 {
-			b.WriteString("; " + strings.Join(vs, ", "))
+			b = append(b, "; "+strings.Join(vs, ", ")...)
 		}
 	case RuleNominated:
-		fmt.Fprintf(&b, ": takes the room its preemptions freed on %s", win.Cluster)
+		b = fmt.Appendf(b, ": takes the room its preemptions freed on %s", win.Cluster)
 	case RuleBackfill:
-		fmt.Fprintf(&b, ": on %s, its max_runtime ends before the held gang's expected start at %s", win.Cluster, d.Shadow.UTC().Format(time.RFC3339))
+		b = fmt.Appendf(b, ": on %s, its max_runtime ends before the held gang's expected start at %s", win.Cluster, d.Shadow.UTC().Format(time.RFC3339))
 	}
 	if d.Eligible > int32(d.N) {
-		fmt.Fprintf(&b, " (%d eligible clusters)", d.Eligible)
+		b = append(b, " ("...)
+		b = strconv.AppendInt(b, int64(d.Eligible), 10)
+		b = append(b, " eligible clusters)"...)
 	}
-	return b.String()
+	return string(b)
 }
 
 // gpus formats milli-GPUs as GPUs: "4 GPUs", "0.5 GPUs", "1 GPU".
-func gpus(milli int64) string {
-	if milli == 1000 {
-		return "1 GPU"
+func gpus(milli int64) string { return string(appendGPUs(nil, milli)) }
+
+// appendGPUs appends gpus(milli) to b.
+func appendGPUs(b []byte, milli int64) []byte {
+	switch {
+	case milli == 1000:
+		return append(b, "1 GPU"...)
+	case milli%1000 == 0:
+		b = strconv.AppendInt(b, milli/1000, 10)
+	default:
+		b = strconv.AppendFloat(b, float64(milli)/1000, 'g', 3, 64) // as fmt's %.3g
 	}
-	if milli%1000 == 0 {
-		return fmt.Sprintf("%d GPUs", milli/1000)
-	}
-	return fmt.Sprintf("%.3g GPUs", float64(milli)/1000)
+	return append(b, " GPUs"...)
 }
 
 // decide builds the decision record of a dispatch to cands[win], with
