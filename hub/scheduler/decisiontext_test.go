@@ -77,7 +77,6 @@ func refGPUs(milli int64) string {
 	return fmt.Sprintf("%.3g GPUs", float64(milli)/1000)
 }
 
-
 // TestDecisionTextsMatchTheirReference: Text and Detail read exactly as the
 // fmt-based originals for any rule, slack (whole, fractional, zero,
 // negative), cluster count and eligibility.
@@ -91,7 +90,7 @@ func TestDecisionTextsMatchTheirReference(t *testing.T) {
 				Cluster:    rapid.SampledFrom([]string{"east", "west", "c-3", ""}).Draw(t, "cluster"),
 				SlackMilli: rapid.SampledFrom([]int64{0, 1000, 2000, 250, 1500, 12345, -500, 80000, 1}).Draw(t, "slack"),
 				Chosen:     i == 0, Tried: rapid.Bool().Draw(t, "tried"),
-				Placed:     int32(rapid.IntRange(0, 8).Draw(t, "placed")), Need: int32(rapid.IntRange(0, 8).Draw(t, "need")),
+				Placed: int32(rapid.IntRange(0, 8).Draw(t, "placed")), Need: int32(rapid.IntRange(0, 8).Draw(t, "need")),
 			}
 			if rapid.Bool().Draw(t, "unchosen") {
 				d.Clusters[i].Chosen = false
