@@ -317,6 +317,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	alloc0 := heapAllocs()
 	start := time.Now()
 	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate))
+	host := watchHost(start)
 	b.StartTimer()
 	load.begin(start)
 	out := load.wait(b)
@@ -328,6 +329,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	if !withAgents {
 		b.StopTimer()
 		res.finish(b, n)
+		host.finish(b)
 		b.ReportMetric(float64(n)/submitDone.Seconds(), "workloads/s")
 		b.ReportMetric((processCPU()+load.cpu()-cpu0).Seconds()*1000/float64(n), "cpu-ms/workload")
 		return
@@ -346,6 +348,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	cpuPer := (processCPU() + agents.cpu() + load.cpu() - cpu0).Seconds() * 1000 / float64(n)
 	allocated := heapAllocs().minus(alloc0)
 	res.finish(b, n)
+	host.finish(b)
 	reportDiskStalls(b)
 	if path := os.Getenv("MERIDIAN_BENCH_HEAPPROFILE"); path != "" {
 		if err := writeHeapProfile(path); err != nil { // what the hub holds at the end of the load
@@ -378,7 +381,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		b.ReportMetric(pct(watchLag, 0.99), "p99-watch-lag-ms")
 	}
 	if os.Getenv("MERIDIAN_BENCH_TIMELINE") != "" {
-		logTimeline(start, led)
+		logTimeline(start, led, host)
 	}
 	// The sustained rate: ACCEPTED per second between the first second and
 	// the last submit, when the pipeline is full and not yet draining.
@@ -496,7 +499,7 @@ func processCPU() time.Duration {
 // logTimeline prints p50/p99 latency and count per second of submission
 // (MERIDIAN_BENCH_TIMELINE=1): it tells a tail that grows from one that
 // comes in bursts.
-func logTimeline(start time.Time, led *runLedger) {
+func logTimeline(start time.Time, led *runLedger, host *hostWatcher) {
 	// Each second's latency, split where the status says: to the hub's
 	// dispatch, from there to the agent's RUNNING, from there to the hub's
 	// write of it, and from the write to this watcher.
@@ -528,7 +531,7 @@ func logTimeline(start time.Time, led *runLedger) {
 		sort.Float64s(l)
 		return pct(l, 0.99)
 	}
-	fmt.Fprintf(os.Stderr, "timeline: second 0 began at %s; p99 split: to dispatch | dispatch to the agent's RUNNING | to the hub's write | to the watcher\n", start.Format(time.RFC3339Nano))
+	fmt.Fprintf(os.Stderr, "timeline: second 0 began at %s; p99 split: to dispatch | dispatch to the agent's RUNNING | to the hub's write | to the watcher; then the machine's steal and system CPU %% in that second\n", start.Format(time.RFC3339Nano))
 	for s := 0; s < len(per); s++ {
 		p := per[s]
 		if p == nil {
@@ -536,8 +539,12 @@ func logTimeline(start time.Time, led *runLedger) {
 		}
 		l := p.total
 		sort.Float64s(l)
-		fmt.Fprintf(os.Stderr, "second %2d: %5d submitted, p50 %6.0f ms, p99 %6.0f ms, max %6.0f ms | %5.0f %5.0f %5.0f %5.0f\n", s, len(l), pct(l, 0.5), pct(l, 0.99), l[len(l)-1],
-			p99(p.toDispatch), p99(p.toAgent), p99(p.toWrite), p99(p.toWatch))
+		machine := ""
+		if h, ok := host.second(s); ok {
+			machine = fmt.Sprintf(" | st %4.1f sy %4.1f", h.steal, h.system)
+		}
+		fmt.Fprintf(os.Stderr, "second %2d: %5d submitted, p50 %6.0f ms, p99 %6.0f ms, max %6.0f ms | %5.0f %5.0f %5.0f %5.0f%s\n", s, len(l), pct(l, 0.5), pct(l, 0.99), l[len(l)-1],
+			p99(p.toDispatch), p99(p.toAgent), p99(p.toWrite), p99(p.toWatch), machine)
 	}
 }
 
