@@ -32,7 +32,7 @@ func TestMirrorFollowsChangesLikeAFullRead(t *testing.T) {
 		case rng.IntN(20) == 0:
 			return []byte("\\xff not a value") // undecodable: left out
 		case strings.HasPrefix(k, prefWorkloads):
-			w := &meridianv1.Workload{Id: k[len(prefWorkloads):], Queue: "t/" + string(rune('a'+k[len(k)-1]%2)),
+			w := &meridianv1.Workload{Id: k[len(prefWorkloads):], Queue: []string{"t/a", "t/b"}[k[len(k)-1]%2],
 				Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase(1 + rng.IntN(8)), DispatchId: fmt.Sprint(rng.IntN(8))}}
 			if rng.IntN(4) == 0 {
 				w.Status.Conditions = []*meridianv1.Condition{{Type: ConditionCancelRequested, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE}}

@@ -28,6 +28,9 @@ type chargeSum struct {
 // empty and ready.
 type RunningCharge struct {
 	sums map[queueClass]*chargeSum
+	// last is the pair counted last: consecutive entries of one pair (the
+	// common case in a long list) skip the map.
+	last *chargeSum
 }
 
 // Add counts r's usage in.
@@ -45,10 +48,13 @@ func (c *RunningCharge) count(r *Running, sign int64) {
 	}
 	for _, u := range r.Usage {
 		k := queueClass{r.Workload.Queue, u.Class}
-		s := c.sums[k]
-		if s == nil {
-			s = &chargeSum{key: k}
-			c.sums[k] = s
+		s := c.last
+		if s == nil || s.key != k {
+			if s = c.sums[k]; s == nil {
+				s = &chargeSum{key: k}
+				c.sums[k] = s
+			}
+			c.last = s
 		}
 		if u.Milli >= 0 && u.Milli <= quota.MaxMilli {
 			s.valid += sign * u.Milli
@@ -57,6 +63,7 @@ func (c *RunningCharge) count(r *Running, sign int64) {
 		s.n += int(sign)
 		if s.n == 0 {
 			delete(c.sums, k)
+			c.last = nil
 		}
 	}
 }
@@ -70,7 +77,12 @@ func (c *RunningCharge) sorted() []chargeSum {
 	for _, s := range c.sums {
 		out = append(out, *s)
 	}
-	sortSums(out)
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].key.queue != out[b].key.queue {
+			return out[a].key.queue < out[b].key.queue
+		}
+		return out[a].key.class < out[b].key.class
+	})
 	return out
 }
 
@@ -97,59 +109,21 @@ func (c *RunningCharge) Equal(o *RunningCharge) bool {
 	return true
 }
 
-func sortSums(sums []chargeSum) {
-	sort.Slice(sums, func(a, b int) bool {
-		if sums[a].key.queue != sums[b].key.queue {
-			return sums[a].key.queue < sums[b].key.queue
-		}
-		return sums[a].key.class < sums[b].key.class
-	})
-}
-
 // chargeRunning charges the running work's usage to tree and returns each
 // leaf's allocation; terminating work goes into victims so that it is never
-// chosen twice. With charged (the caller's running sums) the walk over
-// running only looks for terminating work. Without, usage is summed per
-// (queue, class) first, and consecutive entries of the same pair (the
-// common case) skip the map.
+// chosen twice. charged is the caller's kept sums of running; without them
+// the running list is summed here.
 func chargeRunning(tree *quota.Tree, running []Running, charged *RunningCharge, victims map[string]bool) map[string]int64 {
-	var sums []chargeSum
-	if charged != nil {
-		for i := range running {
-			if running[i].Terminating {
-				victims[running[i].Workload.ID] = true
-			}
+	for i := range running {
+		if running[i].Terminating {
+			victims[running[i].Workload.ID] = true
 		}
-		sums = charged.sorted()
-	} else {
-		at := map[queueClass]int{}
-		last := -1
-		for i := range running {
-			r := &running[i]
-			if r.Terminating {
-				victims[r.Workload.ID] = true
-			}
-			for _, u := range r.Usage {
-				k := queueClass{r.Workload.Queue, u.Class}
-				if last < 0 || sums[last].key != k {
-					j, ok := at[k]
-					if !ok {
-						j = len(sums)
-						at[k] = j
-						sums = append(sums, chargeSum{key: k})
-					}
-					last = j
-				}
-				if u.Milli >= 0 && u.Milli <= quota.MaxMilli {
-					sums[last].valid += u.Milli
-				}
-				sums[last].all += u.Milli
-			}
-		}
-		sortSums(sums)
+	}
+	if charged == nil {
+		charged = ChargeOf(running)
 	}
 	alloc := map[string]int64{}
-	for _, sm := range sums {
+	for _, sm := range charged.sorted() {
 		if !tree.Leaf(sm.key.queue) {
 			continue
 		}

@@ -317,7 +317,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	alloc0 := heapAllocs()
 	start := time.Now()
 	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate))
-	host := watchHost(start)
+	host := watchHost()
 	b.StartTimer()
 	load.begin(start)
 	out := load.wait(b)

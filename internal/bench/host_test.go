@@ -60,10 +60,10 @@ type hostShare struct{ steal, system, iowait float64 }
 // shareBetween is the split of the time from a to b; zero when no time
 // passed.
 func shareBetween(a, b cpuTimes) hostShare {
-	d := float64(b.total - a.total)
 	if b.total <= a.total {
 		return hostShare{}
 	}
+	d := float64(b.total - a.total)
 	return hostShare{steal: 100 * float64(b.steal-a.steal) / d, system: 100 * float64(b.system-a.system) / d,
 		iowait: 100 * float64(b.iowait-a.iowait) / d}
 }
@@ -75,43 +75,32 @@ func shareBetween(a, b cpuTimes) hostShare {
 // (docs/benchmarks.md), so each run reports them beside its figures and
 // the timeline shows them per second.
 type hostWatcher struct {
-	start      time.Time
 	first      cpuTimes
 	stop, done chan struct{}
 
 	mu   sync.Mutex
 	last cpuTimes
-	secs []hostShare // second k of the run, from its start
+	secs []hostShare // second k of the run, from when sampling began
 }
 
-// watchHost starts sampling; nil where /proc/stat cannot be read (the
-// figures are then left out).
-func watchHost(start time.Time) *hostWatcher {
+// watchHost starts sampling (call it as the run starts); nil where
+// /proc/stat cannot be read (the figures are then left out).
+func watchHost() *hostWatcher {
 	t, err := readCPUTimes()
 	if err != nil {
 		return nil
 	}
-	h := &hostWatcher{start: start, first: t, last: t, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(h.done)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-h.stop:
-				return
-			case <-tick.C:
-				now, err := readCPUTimes()
-				if err != nil {
-					continue
-				}
-				h.mu.Lock()
-				h.secs = append(h.secs, shareBetween(h.last, now))
-				h.last = now
-				h.mu.Unlock()
-			}
+	h := &hostWatcher{first: t, last: t, stop: make(chan struct{}), done: make(chan struct{})}
+	go every(time.Second, h.stop, h.done, func() {
+		now, err := readCPUTimes()
+		if err != nil {
+			return
 		}
-	}()
+		h.mu.Lock()
+		h.secs = append(h.secs, shareBetween(h.last, now))
+		h.last = now
+		h.mu.Unlock()
+	})
 	return h
 }
 

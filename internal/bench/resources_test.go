@@ -131,24 +131,30 @@ func watchResources(b *testing.B, endpoints []string, start time.Time, period ti
 		r.writesDone = make(chan struct{})
 		go r.countWrites()
 	}
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-r.stop:
-				return
-			case <-t.C:
-				if s, err := r.sample(); err == nil {
-					r.mu.Lock()
-					r.samples = append(r.samples, s)
-					r.mu.Unlock()
-				}
-			}
+	go every(period, r.stop, r.done, func() {
+		if s, err := r.sample(); err == nil {
+			r.mu.Lock()
+			r.samples = append(r.samples, s)
+			r.mu.Unlock()
 		}
-	}()
+	})
 	return r
+}
+
+// every calls sample each period until stop is closed, then closes done:
+// the loop of the benchmark's samplers.
+func every(period time.Duration, stop <-chan struct{}, done chan<- struct{}, sample func()) {
+	defer close(done)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			sample()
+		}
+	}
 }
 
 // sample reads the resources now. The heap is what the last collection
