@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -214,28 +213,11 @@ func startChild(b *testing.B, what, env, spec string, keepOut bool) *childProces
 	return &childProcess{cmd: cmd, stdin: stdin, out: out}
 }
 
-// cpu is the user plus system CPU time the child has used (Linux /proc;
-// 0 where it cannot be read).
-func (p *childProcess) cpu() time.Duration {
+// usage is the CPU time and page faults the child has used so far (Linux
+// /proc; zero where it cannot be read).
+func (p *childProcess) usage() procUsage {
 	if p == nil {
-		return 0
+		return procUsage{}
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// The command name may hold spaces: the fields that follow start after
-	// its closing parenthesis, with the state (field 3) first.
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+	return readProcUsage(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 }

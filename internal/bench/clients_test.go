@@ -337,7 +337,7 @@ type loadRunner interface {
 	wait(b *testing.B) loadResult
 	// cpu is the CPU time the load's process used so far, when it is not
 	// this process (0 otherwise).
-	cpu() time.Duration
+	usage() procUsage
 }
 
 // startLoad connects the load's clients and watcher, in this process or
@@ -366,7 +366,7 @@ func (p *inProcessLoad) begin(start time.Time) {
 	go func() { p.done <- p.l.run(p.ctx, start) }()
 }
 func (p *inProcessLoad) wait(*testing.B) loadResult { return <-p.done }
-func (p *inProcessLoad) cpu() time.Duration         { return 0 }
+func (p *inProcessLoad) usage() procUsage           { return procUsage{} }
 
 // clientsProcess is the running clients' process.
 type clientsProcess struct{ child *childProcess }
@@ -383,4 +383,4 @@ func (p *clientsProcess) wait(b *testing.B) loadResult {
 	return res
 }
 
-func (p *clientsProcess) cpu() time.Duration { return p.child.cpu() }
+func (p *clientsProcess) usage() procUsage { return p.child.usage() }

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -313,7 +312,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		}
 	}
 	load := startLoad(b, ctx, spec)
-	cpu0 := processCPU() + agents.cpu() + load.cpu()
+	use0 := selfUsage().plus(agents.usage()).plus(load.usage())
 	alloc0 := heapAllocs()
 	start := time.Now()
 	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate))
@@ -331,7 +330,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		res.finish(b, n)
 		host.finish(b)
 		b.ReportMetric(float64(n)/submitDone.Seconds(), "workloads/s")
-		b.ReportMetric((processCPU()+load.cpu()-cpu0).Seconds()*1000/float64(n), "cpu-ms/workload")
+		selfUsage().plus(load.usage()).minus(use0).report(b, n)
 		return
 	}
 	// A hub that fell behind still gets its figures reported (a long run
@@ -345,11 +344,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	led, watchLag := out.Ledger, out.WatchLag
 	b.ReportMetric(float64(behind), "not-accepted")
 	elapsed := time.Since(start)
-	cpuPer := (processCPU() + agents.cpu() + load.cpu() - cpu0).Seconds() * 1000 / float64(n)
+	used := selfUsage().plus(agents.usage()).plus(load.usage()).minus(use0)
 	allocated := heapAllocs().minus(alloc0)
 	res.finish(b, n)
 	host.finish(b)
-	reportDiskStalls(b)
+	reportDiskStalls(b, n)
 	if path := os.Getenv("MERIDIAN_BENCH_HEAPPROFILE"); path != "" {
 		if err := writeHeapProfile(path); err != nil { // what the hub holds at the end of the load
 			b.Fatal(err)
@@ -419,7 +418,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	// CPU of every process (hub, etcd, NATS, agents and the load
 	// generator) per workload: what bounds throughput on a small machine,
 	// and less sensitive to other load than the rates.
-	b.ReportMetric(cpuPer, "cpu-ms/workload")
+	used.report(b, n)
 	// What the hub's process (hub, etcd, NATS; the load generator too
 	// with MERIDIAN_BENCH_CLIENTS=inprocess) allocated per workload: what
 	// its collector's work grows with, and, unlike CPU, hardly moved by
@@ -485,15 +484,6 @@ func heapAllocs() allocs {
 		a.objects = float64(s[1].Value.Uint64())
 	}
 	return a
-}
-
-// processCPU is the user plus system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // logTimeline prints p50/p99 latency and count per second of submission
@@ -583,8 +573,13 @@ func writeHeapProfile(path string) error {
 // reportDiskStalls reports how many of the embedded etcd's WAL fsyncs and
 // backend commits took over 100 ms during the run, and the slowest (as the
 // upper bound of its histogram bucket): every etcd write waits behind
-// them, so a slow disk shows up as a stall of the whole pipeline.
-func reportDiskStalls(b *testing.B) {
+// them, so a slow disk shows up as a stall of the whole pipeline. It also
+// reports how many of each there were per workload (etcd-wal-fsyncs/workload:
+// one per batch of raft entries etcd saves, so it tells how well the
+// hub's writes are grouped; etcd-backend-commits/workload: the database
+// commits), counted over the whole process, the few before the load
+// included.
+func reportDiskStalls(b *testing.B, n int) {
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		return
@@ -618,6 +613,9 @@ func reportDiskStalls(b *testing.B) {
 				maxBound = math.Inf(1)
 			}
 			b.ReportMetric(float64(slow), "etcd-"+name+"-over-100ms")
+			if n > 0 {
+				b.ReportMetric(float64(h.GetSampleCount())/float64(n), "etcd-"+name+"s/workload")
+			}
 			if !math.IsInf(maxBound, 1) {
 				b.ReportMetric(maxBound*1000, "etcd-"+name+"-max-bucket-ms")
 			}
