@@ -72,6 +72,7 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 			rev = max(rev, r)
 			for _, m := range own {
 				l.own.add(m.wroteKey, r, m.wrote)
+				l.recent.put(m.wroteKey, r, m.wrote)
 			}
 			t.mu.Lock()
 			t.lastCommitRev = max(t.lastCommitRev, r)

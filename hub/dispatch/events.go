@@ -119,6 +119,10 @@ func (x *evTx) record(key string) (*txItem, error) {
 
 func (x *evTx) workload(key string) (*txItem, error) {
 	return x.load(key, func(it *txItem, b []byte) error {
+		if w := x.l.recent.copyAt(key, it.origRev); w != nil {
+			it.w = w
+			return nil
+		}
 		w, err := decodeWorkload(b)
 		it.w = w
 		return err
@@ -126,11 +130,21 @@ func (x *evTx) workload(key string) (*txItem, error) {
 }
 
 // handOff gives the mirror the workloads the transaction wrote, committed
-// at rev, so that it does not decode them again (ownWrites). A finished
-// one is left out: the mirror tells it from its summary without a decode.
+// at rev, so that it does not decode them again (ownWrites), and keeps
+// them for the next event of each (recentWrites). A finished one is left
+// out of both: the mirror tells it from its summary without a decode, and
+// no event rewrites it.
 func (x *evTx) handOff(rev int64) {
 	for k, it := range x.items {
-		if it.dirty && !it.deleted && it.origRev != 0 && it.w != nil && !finished(it.w.GetStatus().GetPhase()) {
+		if !it.dirty || it.origRev == 0 || it.w == nil {
+			continue
+		}
+		if it.deleted {
+			x.l.recent.drop(k)
+			continue
+		}
+		x.l.recent.put(k, rev, it.w) // forgets a finished one
+		if !finished(it.w.GetStatus().GetPhase()) {
 			x.l.own.add(k, rev, it.w)
 		}
 	}

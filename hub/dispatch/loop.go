@@ -159,6 +159,7 @@ type Loop struct {
 
 	mirror mirror        // decoded cache, updated by deltas
 	own    ownWrites     // workloads the loop wrote, handed to the mirror decoded
+	recent recentWrites  // the same, kept for the events that rewrite them
 	kick   chan struct{} // a send asks for the next cycle early
 
 	// natsDownAt is when the loop last saw its NATS connection down; only

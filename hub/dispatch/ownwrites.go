@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"sync/atomic"
 
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -63,4 +64,72 @@ func (o *ownWrites) forget() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.m = nil
+}
+
+// recentWrites remembers, for the event path, the workload the loop last
+// wrote at each key, decoded, with the revision it was written at. An
+// agent's event rewrites the workload the loop dispatched (ACCEPTED and
+// RUNNING) and then the one it wrote for that event (SUCCEEDED): both are
+// writes of the loop's own, so the event transaction can start from a copy
+// of what it encoded instead of decoding the stored bytes again. A copy
+// shares the strings and costs a fraction of a decode; decoding each
+// workload an event names was the largest part of applying events.
+//
+// As with ownWrites, an entry holds the workload exactly as encoded at its
+// revision and is used only for that revision; nobody changes it once put
+// (the event transaction changes its own copy). Entries of workloads that
+// the loop will not write again (finished, deleted, or written since by
+// someone else) go when they are looked up or when the key is deleted,
+// and all of them when the bound is reached.
+type recentWrites struct {
+	mu sync.Mutex
+	m  map[string]ownWrite
+	// hits counts the copies handed out (tests: that events use them).
+	hits atomic.Int64
+}
+
+// put records that key holds w as of rev; a finished workload is
+// forgotten instead, as no event rewrites it.
+func (r *recentWrites) put(key string, rev int64, w *meridianv1.Workload) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w == nil || finished(w.GetStatus().GetPhase()) {
+		delete(r.m, key)
+		return
+	}
+	if r.m == nil || len(r.m) >= maxOwnWrites {
+		r.m = make(map[string]ownWrite)
+	}
+	r.m[key] = ownWrite{rev: rev, w: w}
+}
+
+// copyAt returns a copy of the workload the loop wrote at key as of rev,
+// for the caller to change, or nil when the loop wrote none there at that
+// revision (the entry, stale, is then dropped).
+func (r *recentWrites) copyAt(key string, rev int64) *meridianv1.Workload {
+	r.mu.Lock()
+	e, ok := r.m[key]
+	if ok && e.rev != rev {
+		delete(r.m, key)
+	}
+	r.mu.Unlock()
+	if !ok || e.rev != rev {
+		return nil
+	}
+	r.hits.Add(1)
+	return cloneWorkload(e.w)
+}
+
+// drop forgets key (deleted).
+func (r *recentWrites) drop(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, key)
+}
+
+// forget drops every entry (a new term, or a full reload of the mirror).
+func (r *recentWrites) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m = nil
 }

@@ -79,3 +79,47 @@ func TestOwnWritesStayBounded(t *testing.T) {
 		t.Fatalf("%d entries kept, at most %d allowed", n, maxOwnWrites)
 	}
 }
+
+// recentWrites hands out a copy of a workload only at the revision it was
+// written at; the copy is the caller's to change, a stale entry goes at
+// its lookup, a finished workload is not kept, and the entries stay
+// bounded.
+func TestRecentWritesCopyAtTheirRevision(t *testing.T) {
+	var r recentWrites
+	w := queuedWorkload(1, time.Unix(1_700_000_000, 0))
+	r.put("k", 7, w)
+	c := r.copyAt("k", 7)
+	if c == nil || c == w || !proto.Equal(c, w) {
+		t.Fatalf("copyAt(7) = %v, want an equal copy of what was put", c)
+	}
+	c.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
+	c.Priority = 42
+	if w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING || w.Priority == 42 {
+		t.Fatal("changing the copy changed the workload kept")
+	}
+	if r.copyAt("k", 8) != nil {
+		t.Fatal("copyAt handed out revision 7's workload for revision 8")
+	}
+	if r.copyAt("k", 7) != nil {
+		t.Fatal("the stale entry outlived a lookup at a later revision")
+	}
+
+	r.put("k", 9, w)
+	done := proto.Clone(w).(*meridianv1.Workload)
+	done.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED
+	r.put("k", 10, done)
+	if r.copyAt("k", 9) != nil || r.copyAt("k", 10) != nil {
+		t.Fatal("a finished workload (or the entry before it) was kept")
+	}
+	r.put("k", 11, w)
+	r.drop("k")
+	if r.copyAt("k", 11) != nil {
+		t.Fatal("a dropped key kept its entry")
+	}
+	for i := range maxOwnWrites + 10 {
+		r.put(strconv.Itoa(i), int64(i), w)
+	}
+	if n := len(r.m); n > maxOwnWrites {
+		t.Fatalf("%d entries kept, at most %d allowed", n, maxOwnWrites)
+	}
+}

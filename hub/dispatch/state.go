@@ -412,6 +412,7 @@ func (m *mirror) dropRec(e *rec) {
 // wrote there.
 func (l *Loop) dropKey(k string) {
 	l.own.take(k, 0)
+	l.recent.drop(k)
 	l.mirror.remove(k)
 }
 
@@ -544,6 +545,7 @@ func (l *Loop) advance() *state {
 	if d.Full || m.workloads == nil {
 		m.reset()
 		l.own.forget()
+		l.recent.forget()
 	}
 	for k, it := range d.Items {
 		m.put(l, k, it)
