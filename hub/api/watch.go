@@ -49,6 +49,9 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 			return invalid(fmt.Sprintf("phase[%d]", i), "unknown phase %d", p)
 		}
 	}
+	if _, ok := meridianv1.WorkloadView_name[int32(req.GetView())]; !ok {
+		return invalid("view", "unknown view %d; use WORKLOAD_VIEW_BASIC or WORKLOAD_VIEW_FULL", req.GetView())
+	}
 	if req.GetSinceRevision() > 0 && req.GetSendInitial() {
 		return invalid("send_initial", "cannot be combined with since_revision; resume or start fresh")
 	}
@@ -62,7 +65,8 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 			return fieldError(codes.OutOfRange, "since_revision", "revision %d is in the future: the store is at revision %d; pass a revision from an event or a list, or 0 to start from now", r, cur)
 		}
 	}
-	f := watchFilter{queue: req.GetQueue(), sel: sel, phases: req.GetPhase(), ctx: stream.Context()}
+	f := watchFilter{queue: req.GetQueue(), sel: sel, phases: req.GetPhase(), ctx: stream.Context(),
+		basic: req.GetView() == meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC}
 	if req.GetSinceRevision() > 0 || s.d.Workloads == nil {
 		return s.watchEtcd(stream.Context(), req, f, stream)
 	}
@@ -74,6 +78,29 @@ type watchFilter struct {
 	sel    selector
 	phases []meridianv1.WorkloadPhase // empty: all, deletions included
 	ctx    context.Context            // the caller: only the queues it may view
+	basic  bool                       // send the basic view (WORKLOAD_VIEW_BASIC)
+}
+
+// view is w as the watcher asked to see it.
+func (f watchFilter) view(w *meridianv1.Workload) *meridianv1.Workload {
+	if f.basic {
+		return records.BasicOf(w)
+	}
+	return w
+}
+
+// stored makes b, a workload as stored, the event's workload as the
+// watcher asked to see it, without decoding it; false when b is not a
+// workload's encoding.
+func (f watchFilter) stored(we *meridianv1.WorkloadEvent, b []byte) bool {
+	if f.basic {
+		var err error
+		if b, err = records.BasicWorkload(b); err != nil {
+			return false
+		}
+	}
+	withStoredWorkload(we, b)
+	return true
 }
 
 func (f watchFilter) match(w *meridianv1.Workload) bool {
@@ -138,7 +165,7 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 			if err != nil || !f.match(w) {
 				continue
 			}
-			if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED, Workload: w, Revision: snap[k].ModRev}); err != nil {
+			if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED, Workload: f.view(w), Revision: snap[k].ModRev}); err != nil {
 				return err
 			}
 		}
@@ -211,9 +238,8 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 			known[ev.Key] = true
 			return nil, false
 		}
-		if len(f.sel) == 0 {
+		if len(f.sel) == 0 && f.stored(we, ev.Value) {
 			known[ev.Key] = true
-			withStoredWorkload(we, ev.Value)
 			return we, true
 		}
 	}
@@ -226,7 +252,7 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 	if !f.match(w) {
 		return nil, false
 	}
-	we.Workload = w
+	we.Workload = f.view(w)
 	return we, true
 }
 
@@ -263,7 +289,7 @@ func (s *Service) watchEtcd(ctx context.Context, req *meridianv1.WatchWorkloadsR
 				if err != nil || !f.match(w) {
 					continue
 				}
-				if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED, Workload: w, Revision: it.ModRev}); err != nil {
+				if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED, Workload: f.view(w), Revision: it.ModRev}); err != nil {
 					return err
 				}
 			}
@@ -306,7 +332,7 @@ func (s *Service) watchEtcd(ctx context.Context, req *meridianv1.WatchWorkloadsR
 			} else if !f.match(w) {
 				continue
 			}
-			we.Workload = w
+			we.Workload = f.view(w)
 			if err := out.Send(we); err != nil {
 				return err
 			}

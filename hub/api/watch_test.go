@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-gpu/meridian/hub/records"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -318,5 +319,75 @@ func TestWatchPhaseFilter(t *testing.T) {
 	}
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "phase[0]") {
 		t.Fatalf("unknown phase: %v; want InvalidArgument naming phase[0]", err)
+	}
+}
+
+// WORKLOAD_VIEW_BASIC: every path of the watch (the cache's stored bytes,
+// the cache with a label selector, the initial listing, the replay from
+// etcd) sends the basic view of the workload it would send whole, and an
+// unknown view is refused naming the field.
+func TestWatchBasicView(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	tn := tenant(t)
+	leaf := tn + "/v"
+	e.mkQueues(t, tn, leaf)
+	basic := meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC
+	pre, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(leaf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := e.cache.Rev()
+	streams := map[string]meridianv1.WorkloadService_WatchWorkloadsClient{}
+	for name, req := range map[string]*meridianv1.WatchWorkloadsRequest{
+		"cache":          {Queue: tn, View: basic, SendInitial: true},
+		"cache selector": {Queue: tn, View: basic, SendInitial: true, LabelSelector: "team=vision"},
+		"etcd":           {Queue: tn, View: basic, SinceRevision: since},
+	} {
+		s, err := e.wl.WatchWorkloads(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.SendInitial {
+			ev := next(t, s)
+			want := pre.GetWorkload()
+			if ev.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED || !proto.Equal(ev.GetWorkload(), records.BasicOf(want)) {
+				t.Fatalf("%s: initial event %v; want the basic view of %v", name, ev, want)
+			}
+			if bm := next(t, s); bm.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+				t.Fatalf("%s: want the initial listing's bookmark, got %v", name, bm)
+			}
+		}
+		streams[name] = s
+	}
+	resp, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(leaf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := e.wl.GetWorkload(ctx, &meridianv1.GetWorkloadRequest{Id: resp.GetWorkload().GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.GetPodSets()) == 0 {
+		t.Fatal("the stored workload has no pod sets: the test would not tell the views apart")
+	}
+	for name, s := range streams {
+		ev := next(t, s)
+		for ev.GetType() == meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+			ev = next(t, s)
+		}
+		if ev.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED || !proto.Equal(ev.GetWorkload(), records.BasicOf(stored)) {
+			t.Fatalf("%s: event %v\nwant the basic view of %v", name, ev, stored)
+		}
+		if len(ev.GetWorkload().GetPodSets()) != 0 || ev.GetWorkload().GetStatus().GetPhase() != stored.GetStatus().GetPhase() {
+			t.Fatalf("%s: the basic view has pod sets, or lost the phase: %v", name, ev.GetWorkload())
+		}
+	}
+	s, err := e.wl.WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{View: 7})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "view") {
+		t.Fatalf("unknown view: %v; want InvalidArgument naming view", err)
 	}
 }

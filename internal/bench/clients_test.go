@@ -68,6 +68,7 @@ type loadSpec struct {
 	Batch      int      `json:"batch"`
 	Clients    int      `json:"clients"`
 	Phases     []int32  `json:"phases,omitempty"`
+	View       int32    `json:"view,omitempty"` // the watch's WorkloadView
 	RunFor     string   `json:"runFor"`
 	// Accept: wait until every submitted workload is seen accepted (or
 	// acceptWait passed) before reporting.
@@ -151,7 +152,8 @@ func connect(ctx context.Context, spec loadSpec) (*load, error) {
 		phases[i] = meridianv1.WorkloadPhase(p)
 	}
 	var err error
-	l.stream, err = meridianv1.NewWorkloadServiceClient(l.conns[0]).WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: "bench/load", Phase: phases})
+	l.stream, err = meridianv1.NewWorkloadServiceClient(l.conns[0]).WatchWorkloads(ctx, &meridianv1.WatchWorkloadsRequest{Queue: "bench/load", Phase: phases,
+		View: meridianv1.WorkloadView(spec.View)})
 	if err != nil {
 		l.close()
 		return nil, err

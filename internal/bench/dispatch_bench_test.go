@@ -98,6 +98,23 @@ func watchPhases(b *testing.B) []meridianv1.WorkloadPhase {
 	}
 }
 
+// watchView is the view the benchmark's watcher asks for
+// (MERIDIAN_BENCH_WATCH_VIEW): "full" (the default) whole workloads,
+// "basic" the basic view (WORKLOAD_VIEW_BASIC), which holds every field
+// the benchmark reads (the phase and the status's times), as a client that
+// follows progress would ask.
+func watchView(b *testing.B) meridianv1.WorkloadView {
+	switch v := os.Getenv("MERIDIAN_BENCH_WATCH_VIEW"); v {
+	case "", "full":
+		return meridianv1.WorkloadView_WORKLOAD_VIEW_FULL
+	case "basic":
+		return meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC
+	default:
+		b.Fatalf("MERIDIAN_BENCH_WATCH_VIEW: %q is not full or basic", v)
+		return 0
+	}
+}
+
 // benchRunFor is how long each workload runs once launched, and how many
 // must fit at once. The default (an hour) keeps every workload in flight;
 // MERIDIAN_BENCH_RUN_FOR (e.g. 5s) makes them finish, so the hub also
@@ -190,6 +207,9 @@ func BenchmarkSubmitToAccepted(b *testing.B) {
 		}
 		if watchPhases(b) != nil {
 			name += "/watch=started"
+		}
+		if watchView(b) == meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC {
+			name += "/view=basic"
 		}
 		b.Run(name, func(b *testing.B) {
 			for _, mode := range modes {
@@ -310,6 +330,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		for _, p := range watchPhases(b) {
 			spec.Phases = append(spec.Phases, int32(p))
 		}
+		spec.View = int32(watchView(b))
 	}
 	load := startLoad(b, ctx, spec)
 	use0 := selfUsage().plus(agents.usage()).plus(load.usage())

@@ -534,6 +534,40 @@ func TestWatchStopsCleanlyOnInterrupt(t *testing.T) {
 	}
 }
 
+// The table shows only what the basic view carries, so a watch asks for
+// it; JSON and YAML print whole workloads unless --view says otherwise.
+func TestWatchAsksForTheViewItPrints(t *testing.T) {
+	hub := newFakeHub()
+	hub.seed()
+	addr := hub.serve(t)
+	basic, full := meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC, meridianv1.WorkloadView_WORKLOAD_VIEW_FULL
+	for _, c := range []struct {
+		args []string
+		want meridianv1.WorkloadView
+	}{
+		{nil, basic},
+		{[]string{"-o", "json"}, full},
+		{[]string{"-o", "yaml"}, full},
+		{[]string{"--view", "full"}, full},
+		{[]string{"-o", "json", "--view", "BASIC"}, basic},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), append([]string{"watch", "--hub", addr}, c.args...), Env{Stdout: &out, Stderr: &errb}); code != ExitOK {
+			t.Fatalf("watch %v: exit %d, stderr %q", c.args, code, errb.String())
+		}
+		hub.mu.Lock()
+		got := hub.views[len(hub.views)-1]
+		hub.mu.Unlock()
+		if got != c.want {
+			t.Errorf("watch %v asked for %v, want %v", c.args, got, c.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"watch", "--hub", addr, "--view", "everything"}, Env{Stdout: &out, Stderr: &errb}); code != ExitUsage || !strings.Contains(errb.String(), "--view") {
+		t.Fatalf("--view everything: exit %d, stderr %q; want a usage error naming --view", code, errb.String())
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -44,6 +44,7 @@ type fakeHub struct {
 	clusters  []*meridianv1.Cluster
 	explain   map[string]*meridianv1.ExplainWorkloadResponse
 	events    []*meridianv1.WorkloadEvent
+	views     []meridianv1.WorkloadView // each watch's view, in order
 	health    *meridianv1.Health
 	pageCap   int
 	nextID    int
@@ -310,6 +311,7 @@ func (h *fakeHub) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream g
 	h.mu.Lock()
 	events := append([]*meridianv1.WorkloadEvent(nil), h.events...)
 	failWith := h.failWith
+	h.views = append(h.views, req.GetView())
 	h.mu.Unlock()
 	if failWith != nil {
 		return failWith

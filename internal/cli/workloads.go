@@ -684,7 +684,7 @@ func (a *app) noClusterDetail(ctx context.Context) string {
 }
 
 func (a *app) watchCommand() *cobra.Command {
-	var queue string
+	var queue, viewName string
 	var labels, phaseNames []string
 	var initial bool
 	var since int64
@@ -700,6 +700,10 @@ object per line; -o yaml prints one YAML document per change.`,
 				return usageErrorf("--since-revision: must not be negative (got %d)", since)
 			}
 			phases, err := parsePhases(phaseNames)
+			if err != nil {
+				return err
+			}
+			view, err := a.watchView(viewName)
 			if err != nil {
 				return err
 			}
@@ -722,6 +726,7 @@ object per line; -o yaml prints one YAML document per change.`,
 					SinceRevision: since,
 					SendInitial:   initial,
 					Phase:         phases,
+					View:          view,
 				})
 				if err != nil {
 					return a.watchError(ctx, err)
@@ -755,7 +760,25 @@ object per line; -o yaml prints one YAML document per change.`,
 	f.StringSliceVar(&phaseNames, "phase", nil, "only changes into these phases, comma-separated (accepted, running, ...); deletions are then not shown")
 	f.BoolVar(&initial, "initial", false, "first list the current workloads (as ADDED events)")
 	f.Int64Var(&since, "since-revision", 0, "resume after this revision (from an earlier event)")
+	f.StringVar(&viewName, "view", "", "how much of each workload: basic (ids, phases, clusters, times) or full; default basic for the table, full for -o json and -o yaml")
 	return cmd
+}
+
+// watchView is the view --view names; by default the table's (basic: it
+// shows nothing more) or, for -o json and -o yaml, the whole workload.
+func (a *app) watchView(name string) (meridianv1.WorkloadView, error) {
+	switch strings.ToLower(name) {
+	case "":
+		if a.output == "table" {
+			return meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC, nil
+		}
+		return meridianv1.WorkloadView_WORKLOAD_VIEW_FULL, nil
+	case "basic":
+		return meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC, nil
+	case "full":
+		return meridianv1.WorkloadView_WORKLOAD_VIEW_FULL, nil
+	}
+	return 0, usageErrorf("--view: %q is not basic or full", name)
 }
 
 // watchError reports a stream error; the user stopping the watch is not

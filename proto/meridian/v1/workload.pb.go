@@ -163,6 +163,64 @@ func (ConditionStatus) EnumDescriptor() ([]byte, []int) {
 	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{1}
 }
 
+// WorkloadView says how much of each workload an answer carries.
+type WorkloadView int32
+
+const (
+	// The whole workload, as `WORKLOAD_VIEW_FULL`.
+	WorkloadView_WORKLOAD_VIEW_UNSPECIFIED WorkloadView = 0
+	// What identifies a workload and where it stands: id, name, queue,
+	// priority, labels, create_time, submitted_by, and its status without
+	// conditions, placement, assignment, quota_charge, dispatch_term and
+	// dispatch_trace_parent. Not what it asks for (pod_sets, runtime,
+	// cluster_selector). A dispatched workload's basic view is about a third
+	// of its bytes, for the hub to send and the client to decode.
+	WorkloadView_WORKLOAD_VIEW_BASIC WorkloadView = 1
+	// Every field.
+	WorkloadView_WORKLOAD_VIEW_FULL WorkloadView = 2
+)
+
+// Enum value maps for WorkloadView.
+var (
+	WorkloadView_name = map[int32]string{
+		0: "WORKLOAD_VIEW_UNSPECIFIED",
+		1: "WORKLOAD_VIEW_BASIC",
+		2: "WORKLOAD_VIEW_FULL",
+	}
+	WorkloadView_value = map[string]int32{
+		"WORKLOAD_VIEW_UNSPECIFIED": 0,
+		"WORKLOAD_VIEW_BASIC":       1,
+		"WORKLOAD_VIEW_FULL":        2,
+	}
+)
+
+func (x WorkloadView) Enum() *WorkloadView {
+	p := new(WorkloadView)
+	*p = x
+	return p
+}
+
+func (x WorkloadView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WorkloadView) Descriptor() protoreflect.EnumDescriptor {
+	return file_meridian_v1_workload_proto_enumTypes[2].Descriptor()
+}
+
+func (WorkloadView) Type() protoreflect.EnumType {
+	return &file_meridian_v1_workload_proto_enumTypes[2]
+}
+
+func (x WorkloadView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WorkloadView.Descriptor instead.
+func (WorkloadView) EnumDescriptor() ([]byte, []int) {
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{2}
+}
+
 // WorkloadEventType says what happened to a workload.
 type WorkloadEventType int32
 
@@ -208,11 +266,11 @@ func (x WorkloadEventType) String() string {
 }
 
 func (WorkloadEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_meridian_v1_workload_proto_enumTypes[2].Descriptor()
+	return file_meridian_v1_workload_proto_enumTypes[3].Descriptor()
 }
 
 func (WorkloadEventType) Type() protoreflect.EnumType {
-	return &file_meridian_v1_workload_proto_enumTypes[2]
+	return &file_meridian_v1_workload_proto_enumTypes[3]
 }
 
 func (x WorkloadEventType) Number() protoreflect.EnumNumber {
@@ -221,7 +279,7 @@ func (x WorkloadEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadEventType.Descriptor instead.
 func (WorkloadEventType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{2}
+	return file_meridian_v1_workload_proto_rawDescGZIP(), []int{3}
 }
 
 // Workload is a gang of pod sets that the hub dispatches, whole, to one
@@ -1863,7 +1921,11 @@ type WatchWorkloadsRequest struct {
 	// workload has no phase). A client that waits for workloads to start
 	// watches `ACCEPTED` and `RUNNING` and receives one event per workload
 	// instead of five.
-	Phase         []WorkloadPhase `protobuf:"varint,5,rep,packed,name=phase,proto3,enum=meridian.v1.WorkloadPhase" json:"phase,omitempty"`
+	Phase []WorkloadPhase `protobuf:"varint,5,rep,packed,name=phase,proto3,enum=meridian.v1.WorkloadPhase" json:"phase,omitempty"`
+	// How much of each workload the events carry: `WORKLOAD_VIEW_BASIC` for
+	// a client that follows progress (ids, phases, clusters, times), the
+	// whole workload otherwise.
+	View          WorkloadView `protobuf:"varint,6,opt,name=view,proto3,enum=meridian.v1.WorkloadView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1931,6 +1993,13 @@ func (x *WatchWorkloadsRequest) GetPhase() []WorkloadPhase {
 		return x.Phase
 	}
 	return nil
+}
+
+func (x *WatchWorkloadsRequest) GetView() WorkloadView {
+	if x != nil {
+		return x.View
+	}
+	return WorkloadView_WORKLOAD_VIEW_UNSPECIFIED
 }
 
 // WorkloadEvent is one change in a watch stream.
@@ -2408,13 +2477,14 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x13pending_reason_code\x18\b \x01(\tR\x11pendingReasonCode\x127\n" +
 	"\tplacement\x18\t \x03(\v2\x19.meridian.v1.ClusterScoreR\tplacement\x12%\n" +
 	"\x0eplacement_rule\x18\n" +
-	" \x01(\tR\rplacementRule\"\xd0\x01\n" +
+	" \x01(\tR\rplacementRule\"\xff\x01\n" +
 	"\x15WatchWorkloadsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
 	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
 	"\x0esince_revision\x18\x03 \x01(\x03R\rsinceRevision\x12!\n" +
 	"\fsend_initial\x18\x04 \x01(\bR\vsendInitial\x120\n" +
-	"\x05phase\x18\x05 \x03(\x0e2\x1a.meridian.v1.WorkloadPhaseR\x05phase\"\xc2\x01\n" +
+	"\x05phase\x18\x05 \x03(\x0e2\x1a.meridian.v1.WorkloadPhaseR\x05phase\x12-\n" +
+	"\x04view\x18\x06 \x01(\x0e2\x19.meridian.v1.WorkloadViewR\x04view\"\xc2\x01\n" +
 	"\rWorkloadEvent\x122\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1e.meridian.v1.WorkloadEventTypeR\x04type\x121\n" +
 	"\bworkload\x18\x02 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12\x1a\n" +
@@ -2454,7 +2524,11 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\x1cCONDITION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONDITION_STATUS_TRUE\x10\x01\x12\x1a\n" +
 	"\x16CONDITION_STATUS_FALSE\x10\x02\x12\x1c\n" +
-	"\x18CONDITION_STATUS_UNKNOWN\x10\x03*\xbc\x01\n" +
+	"\x18CONDITION_STATUS_UNKNOWN\x10\x03*^\n" +
+	"\fWorkloadView\x12\x1d\n" +
+	"\x19WORKLOAD_VIEW_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13WORKLOAD_VIEW_BASIC\x10\x01\x12\x16\n" +
+	"\x12WORKLOAD_VIEW_FULL\x10\x02*\xbc\x01\n" +
 	"\x11WorkloadEventType\x12#\n" +
 	"\x1fWORKLOAD_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19WORKLOAD_EVENT_TYPE_ADDED\x10\x01\x12 \n" +
@@ -2494,106 +2568,108 @@ func file_meridian_v1_workload_proto_rawDescGZIP() []byte {
 	return file_meridian_v1_workload_proto_rawDescData
 }
 
-var file_meridian_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_meridian_v1_workload_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_meridian_v1_workload_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_meridian_v1_workload_proto_goTypes = []any{
 	(WorkloadPhase)(0),              // 0: meridian.v1.WorkloadPhase
 	(ConditionStatus)(0),            // 1: meridian.v1.ConditionStatus
-	(WorkloadEventType)(0),          // 2: meridian.v1.WorkloadEventType
-	(*Workload)(nil),                // 3: meridian.v1.Workload
-	(*Condition)(nil),               // 4: meridian.v1.Condition
-	(*WorkloadStatus)(nil),          // 5: meridian.v1.WorkloadStatus
-	(*PodSetAssignment)(nil),        // 6: meridian.v1.PodSetAssignment
-	(*ReplicaAssignment)(nil),       // 7: meridian.v1.ReplicaAssignment
-	(*ClassCharge)(nil),             // 8: meridian.v1.ClassCharge
-	(*PlacementDecision)(nil),       // 9: meridian.v1.PlacementDecision
-	(*ClusterScore)(nil),            // 10: meridian.v1.ClusterScore
-	(*SubmitWorkloadRequest)(nil),   // 11: meridian.v1.SubmitWorkloadRequest
-	(*SubmitWorkloadResponse)(nil),  // 12: meridian.v1.SubmitWorkloadResponse
-	(*SubmitWorkloadsRequest)(nil),  // 13: meridian.v1.SubmitWorkloadsRequest
-	(*SubmitWorkloadsResponse)(nil), // 14: meridian.v1.SubmitWorkloadsResponse
-	(*GetWorkloadRequest)(nil),      // 15: meridian.v1.GetWorkloadRequest
-	(*ListWorkloadsRequest)(nil),    // 16: meridian.v1.ListWorkloadsRequest
-	(*ListWorkloadsResponse)(nil),   // 17: meridian.v1.ListWorkloadsResponse
-	(*CancelWorkloadRequest)(nil),   // 18: meridian.v1.CancelWorkloadRequest
-	(*ExplainWorkloadRequest)(nil),  // 19: meridian.v1.ExplainWorkloadRequest
-	(*QuotaCheck)(nil),              // 20: meridian.v1.QuotaCheck
-	(*ClusterFit)(nil),              // 21: meridian.v1.ClusterFit
-	(*ExplainWorkloadResponse)(nil), // 22: meridian.v1.ExplainWorkloadResponse
-	(*WatchWorkloadsRequest)(nil),   // 23: meridian.v1.WatchWorkloadsRequest
-	(*WorkloadEvent)(nil),           // 24: meridian.v1.WorkloadEvent
-	(*SearchWorkloadsRequest)(nil),  // 25: meridian.v1.SearchWorkloadsRequest
-	(*WorkloadCount)(nil),           // 26: meridian.v1.WorkloadCount
-	(*SearchWorkloadsResponse)(nil), // 27: meridian.v1.SearchWorkloadsResponse
-	nil,                             // 28: meridian.v1.Workload.ClusterSelectorEntry
-	nil,                             // 29: meridian.v1.Workload.LabelsEntry
-	(*PodSet)(nil),                  // 30: meridian.v1.PodSet
-	(*RuntimeTemplate)(nil),         // 31: meridian.v1.RuntimeTemplate
-	(*timestamppb.Timestamp)(nil),   // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 33: google.protobuf.Duration
+	(WorkloadView)(0),               // 2: meridian.v1.WorkloadView
+	(WorkloadEventType)(0),          // 3: meridian.v1.WorkloadEventType
+	(*Workload)(nil),                // 4: meridian.v1.Workload
+	(*Condition)(nil),               // 5: meridian.v1.Condition
+	(*WorkloadStatus)(nil),          // 6: meridian.v1.WorkloadStatus
+	(*PodSetAssignment)(nil),        // 7: meridian.v1.PodSetAssignment
+	(*ReplicaAssignment)(nil),       // 8: meridian.v1.ReplicaAssignment
+	(*ClassCharge)(nil),             // 9: meridian.v1.ClassCharge
+	(*PlacementDecision)(nil),       // 10: meridian.v1.PlacementDecision
+	(*ClusterScore)(nil),            // 11: meridian.v1.ClusterScore
+	(*SubmitWorkloadRequest)(nil),   // 12: meridian.v1.SubmitWorkloadRequest
+	(*SubmitWorkloadResponse)(nil),  // 13: meridian.v1.SubmitWorkloadResponse
+	(*SubmitWorkloadsRequest)(nil),  // 14: meridian.v1.SubmitWorkloadsRequest
+	(*SubmitWorkloadsResponse)(nil), // 15: meridian.v1.SubmitWorkloadsResponse
+	(*GetWorkloadRequest)(nil),      // 16: meridian.v1.GetWorkloadRequest
+	(*ListWorkloadsRequest)(nil),    // 17: meridian.v1.ListWorkloadsRequest
+	(*ListWorkloadsResponse)(nil),   // 18: meridian.v1.ListWorkloadsResponse
+	(*CancelWorkloadRequest)(nil),   // 19: meridian.v1.CancelWorkloadRequest
+	(*ExplainWorkloadRequest)(nil),  // 20: meridian.v1.ExplainWorkloadRequest
+	(*QuotaCheck)(nil),              // 21: meridian.v1.QuotaCheck
+	(*ClusterFit)(nil),              // 22: meridian.v1.ClusterFit
+	(*ExplainWorkloadResponse)(nil), // 23: meridian.v1.ExplainWorkloadResponse
+	(*WatchWorkloadsRequest)(nil),   // 24: meridian.v1.WatchWorkloadsRequest
+	(*WorkloadEvent)(nil),           // 25: meridian.v1.WorkloadEvent
+	(*SearchWorkloadsRequest)(nil),  // 26: meridian.v1.SearchWorkloadsRequest
+	(*WorkloadCount)(nil),           // 27: meridian.v1.WorkloadCount
+	(*SearchWorkloadsResponse)(nil), // 28: meridian.v1.SearchWorkloadsResponse
+	nil,                             // 29: meridian.v1.Workload.ClusterSelectorEntry
+	nil,                             // 30: meridian.v1.Workload.LabelsEntry
+	(*PodSet)(nil),                  // 31: meridian.v1.PodSet
+	(*RuntimeTemplate)(nil),         // 32: meridian.v1.RuntimeTemplate
+	(*timestamppb.Timestamp)(nil),   // 33: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 34: google.protobuf.Duration
 }
 var file_meridian_v1_workload_proto_depIdxs = []int32{
-	28, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
-	30, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
-	31, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
-	29, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
-	32, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
-	5,  // 5: meridian.v1.Workload.status:type_name -> meridian.v1.WorkloadStatus
-	33, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
+	29, // 0: meridian.v1.Workload.cluster_selector:type_name -> meridian.v1.Workload.ClusterSelectorEntry
+	31, // 1: meridian.v1.Workload.pod_sets:type_name -> meridian.v1.PodSet
+	32, // 2: meridian.v1.Workload.runtime:type_name -> meridian.v1.RuntimeTemplate
+	30, // 3: meridian.v1.Workload.labels:type_name -> meridian.v1.Workload.LabelsEntry
+	33, // 4: meridian.v1.Workload.create_time:type_name -> google.protobuf.Timestamp
+	6,  // 5: meridian.v1.Workload.status:type_name -> meridian.v1.WorkloadStatus
+	34, // 6: meridian.v1.Workload.max_runtime:type_name -> google.protobuf.Duration
 	1,  // 7: meridian.v1.Condition.status:type_name -> meridian.v1.ConditionStatus
-	32, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	33, // 8: meridian.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	0,  // 9: meridian.v1.WorkloadStatus.phase:type_name -> meridian.v1.WorkloadPhase
-	32, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
-	32, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
-	4,  // 12: meridian.v1.WorkloadStatus.conditions:type_name -> meridian.v1.Condition
-	32, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
-	32, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
-	9,  // 15: meridian.v1.WorkloadStatus.placement:type_name -> meridian.v1.PlacementDecision
-	32, // 16: meridian.v1.WorkloadStatus.accept_time:type_name -> google.protobuf.Timestamp
-	6,  // 17: meridian.v1.WorkloadStatus.assignment:type_name -> meridian.v1.PodSetAssignment
-	8,  // 18: meridian.v1.WorkloadStatus.quota_charge:type_name -> meridian.v1.ClassCharge
-	7,  // 19: meridian.v1.PodSetAssignment.replicas:type_name -> meridian.v1.ReplicaAssignment
-	10, // 20: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
-	3,  // 21: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
-	3,  // 22: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
-	3,  // 23: meridian.v1.SubmitWorkloadsRequest.workloads:type_name -> meridian.v1.Workload
-	12, // 24: meridian.v1.SubmitWorkloadsResponse.results:type_name -> meridian.v1.SubmitWorkloadResponse
+	33, // 10: meridian.v1.WorkloadStatus.start_time:type_name -> google.protobuf.Timestamp
+	33, // 11: meridian.v1.WorkloadStatus.end_time:type_name -> google.protobuf.Timestamp
+	5,  // 12: meridian.v1.WorkloadStatus.conditions:type_name -> meridian.v1.Condition
+	33, // 13: meridian.v1.WorkloadStatus.dispatch_time:type_name -> google.protobuf.Timestamp
+	33, // 14: meridian.v1.WorkloadStatus.update_time:type_name -> google.protobuf.Timestamp
+	10, // 15: meridian.v1.WorkloadStatus.placement:type_name -> meridian.v1.PlacementDecision
+	33, // 16: meridian.v1.WorkloadStatus.accept_time:type_name -> google.protobuf.Timestamp
+	7,  // 17: meridian.v1.WorkloadStatus.assignment:type_name -> meridian.v1.PodSetAssignment
+	9,  // 18: meridian.v1.WorkloadStatus.quota_charge:type_name -> meridian.v1.ClassCharge
+	8,  // 19: meridian.v1.PodSetAssignment.replicas:type_name -> meridian.v1.ReplicaAssignment
+	11, // 20: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
+	4,  // 21: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
+	4,  // 22: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
+	4,  // 23: meridian.v1.SubmitWorkloadsRequest.workloads:type_name -> meridian.v1.Workload
+	13, // 24: meridian.v1.SubmitWorkloadsResponse.results:type_name -> meridian.v1.SubmitWorkloadResponse
 	0,  // 25: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 26: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	4,  // 26: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
 	0,  // 27: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
-	20, // 28: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
-	21, // 29: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
-	32, // 30: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
-	10, // 31: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
+	21, // 28: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
+	22, // 29: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
+	33, // 30: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
+	11, // 31: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
 	0,  // 32: meridian.v1.WatchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	2,  // 33: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
-	3,  // 34: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
-	32, // 35: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 36: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	3,  // 37: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	26, // 38: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
-	26, // 39: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
-	11, // 40: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
-	13, // 41: meridian.v1.WorkloadService.SubmitWorkloads:input_type -> meridian.v1.SubmitWorkloadsRequest
-	15, // 42: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
-	16, // 43: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
-	18, // 44: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
-	19, // 45: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
-	25, // 46: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
-	23, // 47: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
-	12, // 48: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
-	14, // 49: meridian.v1.WorkloadService.SubmitWorkloads:output_type -> meridian.v1.SubmitWorkloadsResponse
-	3,  // 50: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
-	17, // 51: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
-	3,  // 52: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
-	22, // 53: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
-	27, // 54: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
-	24, // 55: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
-	48, // [48:56] is the sub-list for method output_type
-	40, // [40:48] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	2,  // 33: meridian.v1.WatchWorkloadsRequest.view:type_name -> meridian.v1.WorkloadView
+	3,  // 34: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
+	4,  // 35: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
+	33, // 36: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 37: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	4,  // 38: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	27, // 39: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
+	27, // 40: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
+	12, // 41: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
+	14, // 42: meridian.v1.WorkloadService.SubmitWorkloads:input_type -> meridian.v1.SubmitWorkloadsRequest
+	16, // 43: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
+	17, // 44: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
+	19, // 45: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
+	20, // 46: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
+	26, // 47: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
+	24, // 48: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
+	13, // 49: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
+	15, // 50: meridian.v1.WorkloadService.SubmitWorkloads:output_type -> meridian.v1.SubmitWorkloadsResponse
+	4,  // 51: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
+	18, // 52: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
+	4,  // 53: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
+	23, // 54: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
+	28, // 55: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
+	25, // 56: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
+	49, // [49:57] is the sub-list for method output_type
+	41, // [41:49] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_workload_proto_init() }
@@ -2608,7 +2684,7 @@ func file_meridian_v1_workload_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meridian_v1_workload_proto_rawDesc), len(file_meridian_v1_workload_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -543,6 +543,7 @@ func (m *WatchWorkloadsRequest) CloneVT() *WatchWorkloadsRequest {
 	r.LabelSelector = m.LabelSelector
 	r.SinceRevision = m.SinceRevision
 	r.SendInitial = m.SendInitial
+	r.View = m.View
 	if rhs := m.Phase; rhs != nil {
 		tmpContainer := make([]WorkloadPhase, len(rhs))
 		copy(tmpContainer, rhs)
@@ -1485,6 +1486,9 @@ func (this *WatchWorkloadsRequest) EqualVT(that *WatchWorkloadsRequest) bool {
 		if vx != vy {
 			return false
 		}
+	}
+	if this.View != that.View {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -3153,6 +3157,11 @@ func (m *WatchWorkloadsRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error)
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.View != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.View))
+		i--
+		dAtA[i] = 0x30
+	}
 	if len(m.Phase) > 0 {
 		var pksize2 int
 		for _, num := range m.Phase {
@@ -4109,6 +4118,9 @@ func (m *WatchWorkloadsRequest) SizeVT() (n int) {
 			l += protohelpers.SizeOfVarint(uint64(e))
 		}
 		n += 1 + protohelpers.SizeOfVarint(uint64(l)) + l
+	}
+	if m.View != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.View))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -8415,6 +8427,25 @@ func (m *WatchWorkloadsRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			} else {
 				return fmt.Errorf("proto: wrong wireType = %d for field Phase", wireType)
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field View", wireType)
+			}
+			m.View = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.View |= WorkloadView(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
 			}
 		default:
 			iNdEx = preIndex
