@@ -88,12 +88,14 @@ type recentWrites struct {
 	hits atomic.Int64
 }
 
-// put records that key holds w as of rev; a finished workload is
-// forgotten instead, as no event rewrites it.
+// put records that key holds w as of rev. Only a workload that holds a
+// dispatch is kept, as only its agent's events rewrite it: a queued one
+// (the cycle rewrites a waiting workload's reason, and a backlog is kept
+// compact in the mirror) or a finished one is forgotten instead.
 func (r *recentWrites) put(key string, rev int64, w *meridianv1.Workload) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if w == nil || finished(w.GetStatus().GetPhase()) {
+	if w == nil || !active(w.GetStatus().GetPhase()) {
 		delete(r.m, key)
 		return
 	}

@@ -82,11 +82,17 @@ func TestOwnWritesStayBounded(t *testing.T) {
 
 // recentWrites hands out a copy of a workload only at the revision it was
 // written at; the copy is the caller's to change, a stale entry goes at
-// its lookup, a finished workload is not kept, and the entries stay
+// its lookup, a queued or finished workload is not kept, and the entries stay
 // bounded.
 func TestRecentWritesCopyAtTheirRevision(t *testing.T) {
 	var r recentWrites
 	w := queuedWorkload(1, time.Unix(1_700_000_000, 0))
+	r.put("q", 5, w)
+	if r.copyAt("q", 5) != nil {
+		t.Fatal("a queued workload was kept: no agent event rewrites it")
+	}
+	w = proto.Clone(w).(*meridianv1.Workload)
+	w.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED
 	r.put("k", 7, w)
 	c := r.copyAt("k", 7)
 	if c == nil || c == w || !proto.Equal(c, w) {
@@ -94,7 +100,7 @@ func TestRecentWritesCopyAtTheirRevision(t *testing.T) {
 	}
 	c.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
 	c.Priority = 42
-	if w.GetStatus().GetPhase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING || w.Priority == 42 {
+	if w.GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED || w.Priority == 42 {
 		t.Fatal("changing the copy changed the workload kept")
 	}
 	if r.copyAt("k", 8) != nil {
