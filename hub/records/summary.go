@@ -2,7 +2,6 @@ package records
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -134,39 +133,25 @@ func (s *stamp) merge(b []byte) error {
 
 // scanFields calls fn for every field of one message's encoding, with
 // the field's bytes (length-delimited fields) or value (varints and
-// fixed-width fields), and fails on malformed input.
+// fixed-width fields), and fails on malformed input. It reads each field
+// as eachField (view.go) cuts it.
 func scanFields(b []byte, fn func(protowire.Number, protowire.Type, []byte, uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %v", errSummary, protowire.ParseError(n))
-		}
-		b = b[n:]
+	return eachField(b, func(num protowire.Number, typ protowire.Type, _, body []byte) error {
 		var (
 			v []byte
 			x uint64
 		)
 		switch typ {
 		case protowire.VarintType:
-			x, n = protowire.ConsumeVarint(b)
+			x, _ = protowire.ConsumeVarint(body)
 		case protowire.Fixed32Type:
-			var f uint32
-			f, n = protowire.ConsumeFixed32(b)
+			f, _ := protowire.ConsumeFixed32(body)
 			x = uint64(f)
 		case protowire.Fixed64Type:
-			x, n = protowire.ConsumeFixed64(b)
+			x, _ = protowire.ConsumeFixed64(body)
 		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
+			v, _ = protowire.ConsumeBytes(body)
 		}
-		if n < 0 {
-			return fmt.Errorf("%w: field %d: %v", errSummary, num, protowire.ParseError(n))
-		}
-		b = b[n:]
-		if err := fn(num, typ, v, x); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(num, typ, v, x)
+	})
 }

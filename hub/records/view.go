@@ -101,11 +101,12 @@ func BasicOf(w *meridianv1.Workload) *meridianv1.Workload {
 // workload (FuzzBasicWorkload). It fails on malformed input.
 func BasicWorkload(b []byte) ([]byte, error) {
 	out := make([]byte, 0, len(b)/2)
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, field, body []byte) error {
 		switch {
 		case keeps(basicWorkloadFields, num, typ):
 			out = append(out, field...)
 		case num == workloadStatusField && typ == protowire.BytesType:
+			value, _ := protowire.ConsumeBytes(body)
 			st := make([]byte, 0, len(value))
 			if err := eachField(value, func(num protowire.Number, typ protowire.Type, field, _ []byte) error {
 				if keeps(basicStatusFields, num, typ) {
@@ -127,9 +128,9 @@ func BasicWorkload(b []byte) ([]byte, error) {
 }
 
 // eachField calls fn for every field of one message's encoding with the
-// whole field (tag and value) and, for a length-delimited one, its
-// contents; it fails on malformed input.
-func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, field, value []byte) error) error {
+// whole field (tag and value) and its value as encoded after the tag; it
+// fails on malformed input.
+func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, field, body []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -139,11 +140,7 @@ func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, field
 		if m < 0 {
 			return fmt.Errorf("%w: field %d: %v", errSummary, num, protowire.ParseError(m))
 		}
-		var value []byte
-		if typ == protowire.BytesType {
-			value, _ = protowire.ConsumeBytes(b[n:])
-		}
-		if err := fn(num, typ, b[:n+m], value); err != nil {
+		if err := fn(num, typ, b[:n+m], b[n:n+m]); err != nil {
 			return err
 		}
 		b = b[n+m:]
