@@ -76,6 +76,12 @@ func TestOneLedgerAcrossSlurmAndKubernetes(t *testing.T) {
 			f.Submit(t, f.workload(t, fmt.Sprintf("b-%03d", i), teamB, 4*time.Second, nil))
 		}
 	}
+	// The queues' counts come from an accounting view the hub reuses for a
+	// moment, so wait until it shows both teams' new work before asking
+	// whether any team ran out of it.
+	f.waitUsage(t, "the queues count the submitted work", 30*time.Second, func(x, y usage) bool {
+		return x.pending+x.running > 0 && y.pending+y.running > 0
+	})
 	// Measure while both teams still wait for room (contended), once the
 	// teams together accrued about 25 s of the whole federation.
 	const enough = 1200.0
