@@ -55,6 +55,8 @@ type env struct {
 	// dispatches in one message, as real agents do (on by default;
 	// off plays an older agent).
 	batching bool
+	// finished, when set, is the hubs' Deps.Finished.
+	finished FinishedSink
 }
 
 func newEnv(t testing.TB, cfg Config) *env {
@@ -123,7 +125,7 @@ func (e *env) startHub(id string) *hub {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	loop, err := New(Deps{Store: st, Cache: cache, Bus: bus, Elector: el, Config: e.cfg})
+	loop, err := New(Deps{Store: st, Cache: cache, Bus: bus, Elector: el, Config: e.cfg, Finished: e.finished})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-gpu/meridian/hub/fleet"
 	"github.com/meridian-gpu/meridian/hub/leader"
 	"github.com/meridian-gpu/meridian/hub/quota"
+	"github.com/meridian-gpu/meridian/hub/records"
 	"github.com/meridian-gpu/meridian/hub/scheduler"
 	"github.com/meridian-gpu/meridian/hub/store"
 	"github.com/meridian-gpu/meridian/internal/ctxtime"
@@ -138,6 +139,24 @@ type Deps struct {
 	// TracerProvider traces the cycles that dispatch traced workloads and
 	// the processing of their events (tracing.go); nil leaves tracing off.
 	TracerProvider trace.TracerProvider
+	// Finished, when set, hears which stored workloads are finished as
+	// the loop's mirror reads every change (it reads each workload's
+	// summary anyway): pass the retention runner's *retention.Index, so
+	// that retention need not list the store to find them. Nil: nobody.
+	Finished FinishedSink
+}
+
+// FinishedSink hears, from the loop's mirror, which stored workloads are
+// finished. Its calls come from the goroutine that advances the mirror,
+// in this order: Reset when the mirror reads everything again (and on its
+// first read); then, per change, Finished for a workload in a terminal
+// phase and Forget for one that was deleted or may have left one; then
+// Reflects with the revision every change up to which was told.
+type FinishedSink interface {
+	Reset()
+	Finished(key string, modRev int64, s records.WorkloadSummary)
+	Forget(key string)
+	Reflects(rev int64)
 }
 
 // Loop is the scheduling loop. Build it with New and drive it with Run.
@@ -158,6 +177,7 @@ type Loop struct {
 	ownReg  *prometheus.Registry // the private registry when Deps.Registerer is nil
 
 	mirror mirror        // decoded cache, updated by deltas
+	fin    FinishedSink  // nil: nobody hears of finished workloads
 	own    ownWrites     // workloads the loop wrote, handed to the mirror decoded
 	recent recentWrites  // the same, kept for the events that rewrite them
 	kick   chan struct{} // a send asks for the next cycle early
@@ -194,7 +214,7 @@ func New(d Deps) (*Loop, error) {
 		return nil, errors.New("dispatch: Deps.Elector is required")
 	}
 	d.Config.defaults()
-	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config, tp: d.TracerProvider}
+	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config, tp: d.TracerProvider, fin: d.Finished}
 	l.mirror.shapeHalfLife = l.cfg.ShapeHalfLife
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)

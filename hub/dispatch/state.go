@@ -414,6 +414,9 @@ func (l *Loop) dropKey(k string) {
 	l.own.take(k, 0)
 	l.recent.drop(k)
 	l.mirror.remove(k)
+	if l.fin != nil && strings.HasPrefix(k, prefWorkloads) {
+		l.fin.Forget(k)
+	}
 }
 
 // remove forgets key, whatever it held.
@@ -455,9 +458,20 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 		// workloads are finished: keeping them decoded was most of the
 		// hub's heap, which every collection walks, and the summary
 		// tells a finished one without decoding it.
-		if s, sErr := records.SummarizeWorkload(it.Value); sErr == nil && s.ID != "" && finished(s.Phase) {
+		s, sErr := records.SummarizeWorkload(it.Value)
+		if sErr == nil && s.ID != "" && finished(s.Phase) {
 			m.workloadChanged(s.ID)
+			if l.fin != nil {
+				l.fin.Finished(k, it.ModRev, s)
+			}
 			break
+		}
+		if !had && l.fin != nil {
+			// Not in the mirror, so maybe finished before (a workload
+			// can be requeued): no longer. (A record the summary cannot
+			// read is not finished for the sink either; the summary
+			// reads what a decode does, FuzzSummarizeWorkload.)
+			l.fin.Forget(k)
 		}
 		if w == nil {
 			w, err = decodeWorkload(it.Value)
@@ -546,12 +560,18 @@ func (l *Loop) advance() *state {
 		m.reset()
 		l.own.forget()
 		l.recent.forget()
+		if l.fin != nil {
+			l.fin.Reset()
+		}
 	}
 	for k, it := range d.Items {
 		m.put(l, k, it)
 	}
 	for _, k := range d.Deleted {
 		l.dropKey(k)
+	}
+	if l.fin != nil {
+		l.fin.Reflects(d.Rev)
 	}
 	m.settle(l.clock())
 	// The cycle appends the stopped work to the running list it hands the

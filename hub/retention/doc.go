@@ -11,6 +11,12 @@
 //   - Runner, the I/O: on the leader only, every Interval it lists the
 //     workloads, calls Select, and deletes the chosen ones in bounded
 //     batches.
+//   - Index, the finished workloads per queue ordered by end time, fed by
+//     the dispatch loop's mirror (which reads every changed workload's
+//     summary anyway). Once it was fed a full read, a pass chooses from it
+//     what Select would choose, without listing: a pass then costs what
+//     it deletes, not what is stored. The index is a hint; the deletes'
+//     revision guards stay the authority.
 //
 // The Runner's contract:
 //

@@ -137,6 +137,11 @@ type Deps struct {
 	// from etcd each pass. A stale entry costs nothing but a skipped
 	// delete, since every delete is guarded by the listed mod revision.
 	Cache Lister
+	// Index, when set and fed (Index.Synced), is where a pass finds the
+	// finished workloads, ordered by end time, instead of listing every
+	// stored one: pass the one the dispatch loop's mirror feeds. Until
+	// it is synced, passes list.
+	Index *Index
 }
 
 // Lister reads stored records from memory; *store.Cache implements it.
@@ -151,6 +156,7 @@ type Lister interface {
 type Runner struct {
 	st     *store.Store
 	cache  Lister
+	index  *Index
 	leader FenceSource
 	log    *slog.Logger
 	clock  func() time.Time
@@ -217,7 +223,7 @@ func New(d Deps) (*Runner, error) {
 	if c.Duty == 0 {
 		c.Duty = DefaultDuty
 	}
-	r := &Runner{st: d.Store, cache: d.Cache, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c, sleep: ctxtime.Sleep}
+	r := &Runner{st: d.Store, cache: d.Cache, index: d.Index, leader: d.Leader, log: d.Logger, clock: d.Clock, cfg: c, sleep: ctxtime.Sleep}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -297,6 +303,9 @@ type Result struct {
 	// and left (MaxPerPass): such a pass lists nothing, and Scanned,
 	// Finished, ExpiredTTL and OverCap stay 0.
 	Carried int
+	// Indexed is true when the pass chose from the Index: it listed
+	// nothing (Scanned is 0) and Finished is the index's size.
+	Indexed bool
 }
 
 // entry is one finished workload as listed.
@@ -325,7 +334,7 @@ func (r *Runner) Pass(ctx context.Context, fence leader.Fence) (Result, error) {
 	r.m.passes.WithLabelValues(outcome).Inc()
 	attrs := []any{"scanned", res.Scanned, "finished", res.Finished, "expired_ttl", res.ExpiredTTL, "over_cap", res.OverCap,
 		"deleted", res.Deleted, "idempotency_keys", res.IdempotencyKeys, "changed", res.Changed, "deferred", res.Deferred,
-		"carried", res.Carried, "took", time.Since(start).Round(time.Millisecond).String()}
+		"carried", res.Carried, "indexed", res.Indexed, "took", time.Since(start).Round(time.Millisecond).String()}
 	if res.Undecodable > 0 {
 		attrs = append(attrs, "undecodable", res.Undecodable)
 	}
@@ -353,6 +362,15 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 			return res, err
 		}
 	}
+	switch {
+	case res.Carried > 0:
+		r.m.sources.WithLabelValues(sourceCarry).Inc()
+	case res.Indexed:
+		r.m.sources.WithLabelValues(sourceIndex).Inc()
+	default:
+		r.m.sources.WithLabelValues(sourceList).Inc()
+		r.m.listed.Add(float64(res.Scanned))
+	}
 	if len(chosen) > r.cfg.MaxPerPass {
 		res.Deferred += len(chosen) - r.cfg.MaxPerPass
 		r.keepCarry(chosen[r.cfg.MaxPerPass:])
@@ -375,8 +393,12 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 	return res, nil
 }
 
-// choose lists the finished workloads and selects what the policy deletes.
+// choose selects what the policy deletes, from the index when it is
+// synced, else from a list of every stored workload.
 func (r *Runner) choose(ctx context.Context, res *Result) ([]*entry, error) {
+	if r.index != nil && r.index.Synced() {
+		return r.chooseIndexed(res), nil
+	}
 	entries, err := r.listFinished(ctx, res)
 	if err != nil {
 		return nil, err
@@ -409,6 +431,27 @@ func (r *Runner) choose(ctx context.Context, res *Result) ([]*entry, error) {
 		r.afterSelect()
 	}
 	return chosen, nil
+}
+
+// chooseIndexed is choose from the index: no list, and no summary read.
+func (r *Runner) chooseIndexed(res *Result) []*entry {
+	entries, n := r.index.choose(r.cfg.Policy, r.clock())
+	res.Indexed, res.Finished = true, n
+	r.m.finished.Set(float64(n))
+	chosen := make([]*entry, len(entries))
+	for i := range entries {
+		switch entries[i].reason {
+		case ReasonTTL:
+			res.ExpiredTTL++
+		case ReasonQueueCap:
+			res.OverCap++
+		}
+		chosen[i] = &entries[i]
+	}
+	if r.afterSelect != nil {
+		r.afterSelect()
+	}
+	return chosen
 }
 
 // takeCarry is what the last pass left for this one (and forgets it); nil
@@ -617,6 +660,7 @@ func (r *Runner) deleteBatch(ctx context.Context, fence leader.Fence, batch []*e
 			res.Deleted += len(pending)
 			res.IdempotencyKeys += idemDeletes
 			for _, e := range pending {
+				r.forget(e)
 				r.m.deleted.WithLabelValues(string(e.reason)).Inc()
 				r.log.Debug("deleted finished workload", "workload", e.ID, "queue", e.Queue, "reason", string(e.reason))
 			}
@@ -639,6 +683,9 @@ func (r *Runner) deleteBatch(ctx context.Context, fence leader.Fence, batch []*e
 			if changed[e.key] {
 				res.Changed++
 				r.m.changed.Inc()
+				// Not as chosen any more: the index hears of its new
+				// state from its feeder, if it is finished.
+				r.forget(e)
 				continue
 			}
 			next = append(next, e)
@@ -647,4 +694,13 @@ func (r *Runner) deleteBatch(ctx context.Context, fence leader.Fence, batch []*e
 	}
 	res.Deferred += len(pending)
 	return nil
+}
+
+// forget drops a deleted or changed workload from the index (if it still
+// holds it as chosen), so the next pass does not choose it again before
+// the index's feeder reads the change.
+func (r *Runner) forget(e *entry) {
+	if r.index != nil {
+		r.index.drop(e.key, e.modRev)
+	}
 }

@@ -47,14 +47,15 @@ func (c *Config) validateRetention() error {
 
 // newRetention builds the retention runner, or returns nil when the policy
 // deletes nothing. It runs in every scheduling replica but deletes only
-// while that replica leads, fenced by the same election as the loop.
-func (s *Server) newRetention() (*retention.Runner, error) {
+// while that replica leads, fenced by the same election as the loop. It
+// chooses from index, which the loop feeds, once that is synced.
+func (s *Server) newRetention(index *retention.Index) (*retention.Runner, error) {
 	rc := s.cfg.retentionConfig()
 	if !rc.Policy.Enabled() {
 		return nil, nil
 	}
 	r, err := retention.New(retention.Deps{
-		Store: s.st, Cache: s.cache, Leader: s.elector, Logger: s.log, Clock: s.cfg.Clock, Registerer: s.reg, Config: rc,
+		Store: s.st, Cache: s.cache, Index: index, Leader: s.elector, Logger: s.log, Clock: s.cfg.Clock, Registerer: s.reg, Config: rc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,6 +106,11 @@ func testRetentionOverTheCap(t *testing.T, window, after time.Duration) {
 	code, metrics := get(t, base+"/metrics")
 	if code != 200 || !strings.Contains(metrics, `meridian_retention_deleted_workloads_total{reason="queue_cap"} 1`) {
 		t.Fatalf("metrics %d lack the retention counter:\n%.3000s", code, metrics)
+	}
+	// Once the loop had read the store, passes chose from its index of
+	// finished workloads instead of listing the store.
+	if m := regexp.MustCompile(`meridian_retention_choices_total\{source="index"\} (\d+)`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+		t.Fatalf("no retention pass chose from the loop's index:\n%.3000s", metrics)
 	}
 	// The three submits went through group commit, which reports its
 	// transactions.

@@ -331,16 +331,25 @@ func New(cfg Config) (s *Server, err error) {
 		if cfg.ClusterTimeout > 0 {
 			dc.ClusterTimeout = cfg.ClusterTimeout
 		}
-		s.loop, err = dispatch.New(dispatch.Deps{
+		// The loop's mirror tells retention which workloads finished, so
+		// that a retention pass does not list the store.
+		var finished *retention.Index
+		if s.cfg.retentionConfig().Policy.Enabled() {
+			finished = retention.NewIndex()
+		}
+		deps := dispatch.Deps{
 			Store: s.st, Cache: s.cache, Bus: s.bus, Elector: s.elector,
 			// The loop names its hub itself (it runs without a server in tests).
 			Logger: cfg.Logger, Clock: cfg.Clock, Registerer: s.reg, Config: dc,
 			TracerProvider: cfg.TracerProvider,
-		})
-		if err != nil {
+		}
+		if finished != nil {
+			deps.Finished = finished
+		}
+		if s.loop, err = dispatch.New(deps); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
-		if s.retain, err = s.newRetention(); err != nil {
+		if s.retain, err = s.newRetention(finished); err != nil {
 			return nil, err
 		}
 	}
