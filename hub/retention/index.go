@@ -165,8 +165,12 @@ func (x *Index) removeLocked(e *indexed) {
 // many finished workloads the index holds: what Select returns for the
 // same workloads (TestIndexChoosesWhatSelectChooses), found by walking
 // each queue from its oldest end and stopping at the first workload that
-// stays, so it costs what is deleted. The entries are copies.
-func (x *Index) choose(p Policy, now time.Time) ([]entry, int) {
+// stays, so it costs what is deleted. It takes at most limit+1 of each
+// queue (limit > 0; 0: all), so its first limit entries are Select's and
+// it returns more than limit exactly when Select does; the rest waits for
+// the next pass, and the index's feeder waits no longer than that for
+// the lock. The entries are copies.
+func (x *Index) choose(p Policy, now time.Time, limit int) ([]entry, int) {
 	if !p.Enabled() {
 		return nil, x.Len()
 	}
@@ -174,8 +178,11 @@ func (x *Index) choose(p Policy, now time.Time) ([]entry, int) {
 	defer x.mu.Unlock()
 	var out []entry
 	for _, q := range x.queues {
-		n, i := q.Len(), 0
+		n, i, taken := q.Len(), 0, 0
 		q.Ascend(func(e *indexed) bool {
+			if limit > 0 && taken > limit {
+				return false
+			}
 			newer := n - 1 - i // finished workloads of the queue newer than e
 			i++
 			if p.MinAge > 0 && !e.End.IsZero() && now.Before(e.End.Add(p.MinAge)) {
@@ -201,6 +208,7 @@ func (x *Index) choose(p Policy, now time.Time) ([]entry, int) {
 				c.idemKey = api.IdempotencyKey(e.Queue, e.idem)
 			}
 			out = append(out, c)
+			taken++
 			return true
 		})
 	}

@@ -112,9 +112,17 @@ func TestIndexChoosesWhatSelectChooses(t *testing.T) {
 			}
 		}
 		want := choices(Select(ws, p, t0))
-		got, held := x.choose(p, t0)
+		got, held := x.choose(p, t0, 0)
 		if !slices.Equal(indexChoices(got), want) {
 			t.Fatalf("seed %d, policy %+v, %d workloads: index chose\n%v\nSelect chose\n%v", seed, p, len(ws), indexChoices(got), want)
+		}
+		// With a limit, its first limit entries are Select's, and it
+		// returns more exactly when Select does.
+		limit := 1 + rng.IntN(8)
+		some, _ := x.choose(p, t0, limit)
+		k := min(limit, len(want))
+		if len(some) < k || !slices.Equal(indexChoices(some[:k]), want[:k]) || (len(some) > limit) != (len(want) > limit) {
+			t.Fatalf("seed %d, policy %+v, limit %d: index chose\n%v\nSelect chose\n%v", seed, p, limit, indexChoices(some), want)
 		}
 		if held != len(model) || x.Len() != len(model) {
 			t.Fatalf("seed %d: index holds %d (%d), want %d", seed, held, x.Len(), len(model))
@@ -265,6 +273,29 @@ func TestIndexedWorkloadChangedSinceIsKept(t *testing.T) {
 	// The feeder tells w2's new state: the next pass deletes it.
 	x.Finished(keyOf("w2"), rev, summary(fin("w2", "a", failed, 30*day)))
 	if res, err = r.Pass(testCtx(t), e.fence); err != nil || res.Deleted != 1 || len(e.workloadIDs(t)) != 0 {
+		t.Fatalf("second pass %+v, %v, left %v", res, err, e.workloadIDs(t))
+	}
+}
+
+// A pass from the index that reaches MaxPerPass leaves the rest in the
+// index, not in a carry: the next pass reads the index again.
+func TestIndexedPassLeavesTheRestInTheIndex(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"w1", "w2", "w3", "w4", "w5"} {
+		e.put(t, wl{id: id, queue: "a", phase: succeeded, end: t0.Add(-30 * day)})
+	}
+	x := NewIndex()
+	feed(t, e, x)
+	r, err := New(Deps{Store: e.st, Leader: e.el, Index: x, Clock: func() time.Time { return t0 }, Registerer: e.reg,
+		Config: Config{Policy: Policy{TTL: day}, BatchSize: 2, MaxPerPass: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Pass(testCtx(t), e.fence)
+	if err != nil || res.Deleted != 3 || res.Deferred < 1 || !res.Indexed || len(e.workloadIDs(t)) != 2 || x.Len() != 2 {
+		t.Fatalf("first pass %+v, %v, left %v, index %d", res, err, e.workloadIDs(t), x.Len())
+	}
+	if res, err = r.Pass(testCtx(t), e.fence); err != nil || res.Deleted != 2 || res.Carried != 0 || !res.Indexed || res.Deferred != 0 || len(e.workloadIDs(t)) != 0 {
 		t.Fatalf("second pass %+v, %v, left %v", res, err, e.workloadIDs(t))
 	}
 }

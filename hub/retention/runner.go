@@ -298,6 +298,9 @@ type Result struct {
 	Changed int
 	// Deferred is how many chosen workloads were left for the next pass
 	// (MaxPerPass, repeated conflicts, or a pass cut short by an error).
+	// A pass that chose from the Index counts at most MaxPerPass+1 of
+	// each queue's, so its Deferred may undercount; it is above 0 exactly
+	// when work was left.
 	Deferred int
 	// Carried is how many of this pass's workloads an earlier pass chose
 	// and left (MaxPerPass): such a pass lists nothing, and Scanned,
@@ -373,7 +376,11 @@ func (r *Runner) pass(ctx context.Context, fence leader.Fence) (Result, error) {
 	}
 	if len(chosen) > r.cfg.MaxPerPass {
 		res.Deferred += len(chosen) - r.cfg.MaxPerPass
-		r.keepCarry(chosen[r.cfg.MaxPerPass:])
+		if !res.Indexed {
+			// The next pass reads an index again at no cost, but a
+			// list again at the cost of every stored workload.
+			r.keepCarry(chosen[r.cfg.MaxPerPass:])
+		}
 		chosen = chosen[:r.cfg.MaxPerPass]
 	}
 	var pause time.Duration // before the next batch (Config.Duty)
@@ -435,7 +442,7 @@ func (r *Runner) choose(ctx context.Context, res *Result) ([]*entry, error) {
 
 // chooseIndexed is choose from the index: no list, and no summary read.
 func (r *Runner) chooseIndexed(res *Result) []*entry {
-	entries, n := r.index.choose(r.cfg.Policy, r.clock())
+	entries, n := r.index.choose(r.cfg.Policy, r.clock(), r.cfg.MaxPerPass)
 	res.Indexed, res.Finished = true, n
 	r.m.finished.Set(float64(n))
 	chosen := make([]*entry, len(entries))
