@@ -240,6 +240,15 @@ const (
 	snapshotCatchUp = 100
 )
 
+// compactionBatchLimit is how many revisions one step of a compaction
+// deletes from the backend before it commits (etcd's default is 1,000).
+// Each step is a backend commit with its own fsync: at 2,000 workloads/s
+// the hub makes some 15,000 revisions a second, so etcd's default added
+// 15 commits a second to the backend's own 10. A step of 10,000 holds the
+// backend's lock a few milliseconds longer and makes a tenth of the
+// commits.
+const compactionBatchLimit = 10_000
+
 func (s *Server) start(ctx context.Context) error {
 	t0 := time.Now()
 	ec := embed.NewConfig()
@@ -263,6 +272,7 @@ func (s *Server) start(ctx context.Context) error {
 	// History is compacted by runCompactor (compactor.go), not by etcd's
 	// periodic compactor, which keeps up to twice CompactEvery.
 	ec.AutoCompactionMode, ec.AutoCompactionRetention = embed.CompactorModePeriodic, "0"
+	ec.CompactionBatchLimit = compactionBatchLimit
 	ec.EnableGRPCGateway = false
 	ec.Metrics = "basic"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newZapLogger(s.cfg.Logger, zapcore.ErrorLevel))
