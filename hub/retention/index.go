@@ -34,11 +34,27 @@ import (
 // goroutine, passes read from theirs.
 type Index struct {
 	mu     sync.Mutex
-	byKey  map[string]*indexed
-	queues map[string]*btree.BTreeG[*indexed] // oldest end first
-	fed    bool                               // Reset was called
-	synced bool                               // and Reflects since
+	byKey  map[string]place
+	queues map[string]*queueIndex
+	fed    bool // Reset was called
+	synced bool // and Reflects since
 	rev    int64
+}
+
+// queueIndex is one queue's finished workloads, oldest end first. Entries
+// are held by value, in the B-tree's nodes: the index adds no heap object
+// per workload for the collector to mark (a pointer per entry was 140,000
+// more objects at 2,000 workloads/s and a one-minute TTL).
+type queueIndex struct {
+	name string // shared by the queue's entries
+	tree *btree.BTreeG[indexed]
+}
+
+// place is where a key's entry sits: what finds it in its queue's tree.
+type place struct {
+	queue  *queueIndex
+	end    time.Time
+	modRev int64
 }
 
 // indexed is one finished workload in the index.
@@ -51,7 +67,7 @@ type indexed struct {
 
 // oldestFirst orders a queue's finished workloads by end time, then id:
 // Select's order reversed (an unknown end is the zero time, the oldest).
-func oldestFirst(a, b *indexed) bool {
+func oldestFirst(a, b indexed) bool {
 	if c := a.End.Compare(b.End); c != 0 {
 		return c < 0
 	}
@@ -61,7 +77,7 @@ func oldestFirst(a, b *indexed) bool {
 // NewIndex returns an empty index that passes do not use until it is fed
 // a full read (Reset, then the finished workloads, then Reflects).
 func NewIndex() *Index {
-	return &Index{byKey: map[string]*indexed{}, queues: map[string]*btree.BTreeG[*indexed]{}}
+	return &Index{byKey: map[string]place{}, queues: map[string]*queueIndex{}}
 }
 
 // Reset forgets every entry: the feeder reads everything again and tells
@@ -82,8 +98,8 @@ func (x *Index) Finished(key string, modRev int64, s records.WorkloadSummary) {
 		x.Forget(key)
 		return
 	}
-	e := &indexed{
-		Finished: Finished{ID: strings.TrimPrefix(key, store.Prefix(store.KindWorkloads)), Queue: s.Queue, Phase: s.Phase, End: s.End},
+	e := indexed{
+		Finished: Finished{ID: idOf(key), Queue: s.Queue, Phase: s.Phase, End: s.End},
 		key:      key, modRev: modRev, idem: s.IdempotencyKey,
 	}
 	x.mu.Lock()
@@ -92,29 +108,27 @@ func (x *Index) Finished(key string, modRev int64, s records.WorkloadSummary) {
 		if old.modRev > modRev {
 			return
 		}
-		x.removeLocked(old)
+		x.removeLocked(key, old)
 	}
-	if q, ok := x.queues[e.Queue]; ok {
-		// Share the queue's name with the entries before it.
-		if m, ok := q.Min(); ok {
-			e.Queue = m.Queue
-		}
-	}
-	x.byKey[key] = e
 	q := x.queues[e.Queue]
 	if q == nil {
-		q = btree.NewG(32, oldestFirst)
+		q = &queueIndex{name: e.Queue, tree: btree.NewG(32, oldestFirst)}
 		x.queues[e.Queue] = q
 	}
-	q.ReplaceOrInsert(e)
+	e.Queue = q.name
+	q.tree.ReplaceOrInsert(e)
+	x.byKey[key] = place{queue: q, end: e.End, modRev: modRev}
 }
+
+// idOf is the workload id a key names.
+func idOf(key string) string { return strings.TrimPrefix(key, store.Prefix(store.KindWorkloads)) }
 
 // Forget drops key: it was deleted, or it is not finished any more.
 func (x *Index) Forget(key string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if e, ok := x.byKey[key]; ok {
-		x.removeLocked(e)
+	if p, ok := x.byKey[key]; ok {
+		x.removeLocked(key, p)
 	}
 }
 
@@ -146,18 +160,17 @@ func (x *Index) Len() int {
 func (x *Index) drop(key string, modRev int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if e, ok := x.byKey[key]; ok && e.modRev == modRev {
-		x.removeLocked(e)
+	if p, ok := x.byKey[key]; ok && p.modRev == modRev {
+		x.removeLocked(key, p)
 	}
 }
 
-func (x *Index) removeLocked(e *indexed) {
-	delete(x.byKey, e.key)
-	if q := x.queues[e.Queue]; q != nil {
-		q.Delete(e)
-		if q.Len() == 0 {
-			delete(x.queues, e.Queue)
-		}
+func (x *Index) removeLocked(key string, p place) {
+	delete(x.byKey, key)
+	q := p.queue
+	q.tree.Delete(indexed{Finished: Finished{ID: idOf(key), End: p.end}})
+	if q.tree.Len() == 0 {
+		delete(x.queues, q.name)
 	}
 }
 
@@ -178,8 +191,8 @@ func (x *Index) choose(p Policy, now time.Time, limit int) ([]entry, int) {
 	defer x.mu.Unlock()
 	var out []entry
 	for _, q := range x.queues {
-		n, i, taken := q.Len(), 0, 0
-		q.Ascend(func(e *indexed) bool {
+		n, i, taken := q.tree.Len(), 0, 0
+		q.tree.Ascend(func(e indexed) bool {
 			if limit > 0 && taken > limit {
 				return false
 			}
