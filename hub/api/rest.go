@@ -138,8 +138,8 @@ func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient,
 		return
 	}
 	req := &meridianv1.SubmitWorkloadRequest{Workload: wl}
-	// The one non-body field; the gateway's checks already refused a value
-	// that is not a boolean.
+	// The non-body fields, as the gateway reads them: snake_case or
+	// camelCase names, an enum by name or number.
 	q := r.URL.Query()
 	for _, name := range []string{"reject_if_never_fits", "rejectIfNeverFits"} {
 		if v := q.Get(name); v != "" {
@@ -150,6 +150,14 @@ func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient,
 			}
 			req.RejectIfNeverFits = b
 		}
+	}
+	if v := q.Get("view"); v != "" {
+		view, err := parseView(v)
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outbound, w, r, err)
+			return
+		}
+		req.View = view
 	}
 	resp, err := client.SubmitWorkload(ctx, req)
 	if err != nil {

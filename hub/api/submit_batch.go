@@ -35,6 +35,9 @@ func (s *Service) SubmitWorkloads(ctx context.Context, req *meridianv1.SubmitWor
 	case len(ws) > MaxBatchSubmit:
 		return nil, invalid("workloads", "has %d workloads; at most %d per call", len(ws), MaxBatchSubmit)
 	}
+	if err := checkView(req.GetView()); err != nil {
+		return nil, err
+	}
 	if idempotencyFromMetadata(ctx) != "" {
 		return nil, invalid(IdempotencyHeader, "a batch takes one idempotency key per workload, in workloads[i].idempotency_key; the header cannot say which workload it is for")
 	}
@@ -87,7 +90,7 @@ func (s *Service) SubmitWorkloads(ctx context.Context, req *meridianv1.SubmitWor
 				if err != nil {
 					return nil, prefixStatus(err, fmt.Sprintf("workloads[%d]", i))
 				}
-				results[i] = r
+				results[i] = submitAnswer(r, req.GetView())
 				continue
 			}
 			id, err := s.ids.next(now)
@@ -99,7 +102,7 @@ func (s *Service) SubmitWorkloads(ctx context.Context, req *meridianv1.SubmitWor
 				return nil, err
 			}
 			ops = append(ops, wops...)
-			results[i] = &meridianv1.SubmitWorkloadResponse{Workload: stored}
+			results[i] = submitAnswer(&meridianv1.SubmitWorkloadResponse{Workload: stored}, req.GetView())
 		}
 		if len(ops) == 0 {
 			return &meridianv1.SubmitWorkloadsResponse{Results: results}, nil // every one a replay

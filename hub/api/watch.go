@@ -49,8 +49,8 @@ func (s *Service) WatchWorkloads(req *meridianv1.WatchWorkloadsRequest, stream m
 			return invalid(fmt.Sprintf("phase[%d]", i), "unknown phase %d", p)
 		}
 	}
-	if _, ok := meridianv1.WorkloadView_name[int32(req.GetView())]; !ok {
-		return invalid("view", "unknown view %d; use WORKLOAD_VIEW_BASIC or WORKLOAD_VIEW_FULL", req.GetView())
+	if err := checkView(req.GetView()); err != nil {
+		return err
 	}
 	if req.GetSinceRevision() > 0 && req.GetSendInitial() {
 		return invalid("send_initial", "cannot be combined with since_revision; resume or start fresh")

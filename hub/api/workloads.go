@@ -61,6 +61,9 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 	if w == nil {
 		return nil, invalid("workload", "is required")
 	}
+	if err := checkView(req.GetView()); err != nil {
+		return nil, err
+	}
 	if hk := idempotencyFromMetadata(ctx); hk != "" {
 		switch bk := w.GetIdempotencyKey(); {
 		case bk == "":
@@ -91,7 +94,8 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		}
 		// A replay needs no queue: it returns what was stored.
 		if pf.idemID != "" {
-			return s.replay(ctx, w, pf.idemID)
+			r, err := s.replay(ctx, w, pf.idemID)
+			return submitAnswer(r, req.GetView()), err
 		}
 		if pf.queueRev == 0 {
 			return nil, invalid("queue", "queue %q does not exist; create it first (meridianctl queue apply -f FILE, or POST /v1/queues)", w.GetQueue())
@@ -116,7 +120,7 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 				span.SetAttributes(attribute.String("meridian.workload.id", id), attribute.String("meridian.queue", stored.GetQueue()))
 			}
 			s.log.Debug("workload submitted", "workload", id, "queue", stored.GetQueue())
-			return &meridianv1.SubmitWorkloadResponse{Workload: stored}, nil
+			return submitAnswer(&meridianv1.SubmitWorkloadResponse{Workload: stored}, req.GetView()), nil
 		}
 		if !store.IsConflict(err) || attempt >= maxSubmitRetries {
 			return nil, storeErr("submit workload", err)

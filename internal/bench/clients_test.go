@@ -68,7 +68,8 @@ type loadSpec struct {
 	Batch      int      `json:"batch"`
 	Clients    int      `json:"clients"`
 	Phases     []int32  `json:"phases,omitempty"`
-	View       int32    `json:"view,omitempty"` // the watch's WorkloadView
+	View       int32    `json:"view,omitempty"`       // the watch's WorkloadView
+	SubmitView int32    `json:"submitView,omitempty"` // the submits' WorkloadView
 	RunFor     string   `json:"runFor"`
 	// Accept: wait until every submitted workload is seen accepted (or
 	// acceptWait passed) before reporting.
@@ -239,9 +240,9 @@ func (l *load) run(ctx context.Context, start time.Time) loadResult {
 				t0 := time.Now()
 				var err error
 				if s.Batch == 1 {
-					_, err = wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: ws[0]})
+					_, err = wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: ws[0], View: meridianv1.WorkloadView(s.SubmitView)})
 				} else {
-					_, err = wl.SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: ws})
+					_, err = wl.SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: ws, View: meridianv1.WorkloadView(s.SubmitView)})
 				}
 				if err != nil {
 					failed.Add(int64(len(ws)))

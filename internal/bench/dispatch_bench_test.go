@@ -104,13 +104,26 @@ func watchPhases(b *testing.B) []meridianv1.WorkloadPhase {
 // the benchmark reads (the phase and the status's times), as a client that
 // follows progress would ask.
 func watchView(b *testing.B) meridianv1.WorkloadView {
-	switch v := os.Getenv("MERIDIAN_BENCH_WATCH_VIEW"); v {
+	return viewKnob(b, "MERIDIAN_BENCH_WATCH_VIEW")
+}
+
+// submitView is the view the load generator's submits ask for
+// (MERIDIAN_BENCH_SUBMIT_VIEW): "full" (the default) or "basic", as a
+// client that keeps only the ids of what it submits would ask. The
+// generator reads nothing of the answer.
+func submitView(b *testing.B) meridianv1.WorkloadView {
+	return viewKnob(b, "MERIDIAN_BENCH_SUBMIT_VIEW")
+}
+
+// viewKnob reads a view from env: "full" (the default) or "basic".
+func viewKnob(b *testing.B, env string) meridianv1.WorkloadView {
+	switch v := os.Getenv(env); v {
 	case "", "full":
 		return meridianv1.WorkloadView_WORKLOAD_VIEW_FULL
 	case "basic":
 		return meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC
 	default:
-		b.Fatalf("MERIDIAN_BENCH_WATCH_VIEW: %q is not full or basic", v)
+		b.Fatalf("%s: %q is not full or basic", env, v)
 		return 0
 	}
 }
@@ -210,6 +223,9 @@ func BenchmarkSubmitToAccepted(b *testing.B) {
 		}
 		if watchView(b) == meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC {
 			name += "/view=basic"
+		}
+		if submitView(b) == meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC {
+			name += "/submit-view=basic"
 		}
 		b.Run(name, func(b *testing.B) {
 			for _, mode := range modes {
@@ -331,6 +347,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 			spec.Phases = append(spec.Phases, int32(p))
 		}
 		spec.View = int32(watchView(b))
+		spec.SubmitView = int32(submitView(b))
 	}
 	load := startLoad(b, ctx, spec)
 	use0 := selfUsage().plus(agents.usage()).plus(load.usage())

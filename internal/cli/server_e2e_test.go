@@ -178,6 +178,12 @@ func TestEndToEndWithHub(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "0 workloads submitted") || !strings.Contains(r.stdout, "5 already submitted") {
 		t.Errorf("repeated array submit printed %q", r.stdout)
 	}
+	// The table needs only ids (the hub answers in the basic view); -o
+	// json prints the whole stored workloads.
+	r = mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml", "--count", "2", "--idempotency-key", "cli-array-json", "-o", "json")
+	if !strings.Contains(r.stdout, `"pod_sets"`) || !strings.Contains(r.stdout, `"id"`) {
+		t.Errorf("array submit -o json printed no whole workloads:\n%s", r.stdout)
+	}
 	r = runCLI(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml", "--count", "0")
 	if r.code != ExitUsage || !strings.Contains(r.stderr, "--count") {
 		t.Errorf("--count 0: exit %d, %q", r.code, r.stderr)

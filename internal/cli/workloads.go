@@ -181,12 +181,18 @@ func arrayOf(w *meridianv1.Workload, n int) ([]*meridianv1.Workload, error) {
 func (a *app) submitArray(cmd *cobra.Command, ws []*meridianv1.Workload, rejectNeverFits bool) error {
 	all := &meridianv1.SubmitWorkloadsResponse{}
 	replayed := 0
+	// The table says only ids and the queue: the hub answers with each
+	// workload's basic view, a fraction of the bytes for a large array.
+	view := meridianv1.WorkloadView_WORKLOAD_VIEW_FULL
+	if a.output == "table" {
+		view = meridianv1.WorkloadView_WORKLOAD_VIEW_BASIC
+	}
 	for start := 0; start < len(ws); start += arrayChunk {
 		chunk := ws[start:min(start+arrayChunk, len(ws))]
 		var resp *meridianv1.SubmitWorkloadsResponse
 		err := a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
 			var err error
-			resp, err = a.workloads(conn).SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: chunk, RejectIfNeverFits: rejectNeverFits})
+			resp, err = a.workloads(conn).SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: chunk, RejectIfNeverFits: rejectNeverFits, View: view})
 			return err
 		})
 		if err != nil {

@@ -1115,8 +1115,13 @@ type SubmitWorkloadRequest struct {
 	// no cluster has) or it exceeds every quota above its queue. Without it
 	// such a workload is stored and waits with reason code `NeverFits`.
 	RejectIfNeverFits bool `protobuf:"varint,2,opt,name=reject_if_never_fits,json=rejectIfNeverFits,proto3" json:"reject_if_never_fits,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// How much of the stored workload the answer carries:
+	// `WORKLOAD_VIEW_BASIC` for a client that needs only its id and where
+	// it stands, the whole workload otherwise. The workload is stored
+	// whole either way.
+	View          WorkloadView `protobuf:"varint,3,opt,name=view,proto3,enum=meridian.v1.WorkloadView" json:"view,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitWorkloadRequest) Reset() {
@@ -1161,6 +1166,13 @@ func (x *SubmitWorkloadRequest) GetRejectIfNeverFits() bool {
 		return x.RejectIfNeverFits
 	}
 	return false
+}
+
+func (x *SubmitWorkloadRequest) GetView() WorkloadView {
+	if x != nil {
+		return x.View
+	}
+	return WorkloadView_WORKLOAD_VIEW_UNSPECIFIED
 }
 
 // SubmitWorkloadResponse returns the stored workload.
@@ -1231,8 +1243,13 @@ type SubmitWorkloadsRequest struct {
 	// As in SubmitWorkloadRequest, for every workload: if one can never
 	// run, nothing is stored.
 	RejectIfNeverFits bool `protobuf:"varint,2,opt,name=reject_if_never_fits,json=rejectIfNeverFits,proto3" json:"reject_if_never_fits,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// As in SubmitWorkloadRequest, for every result. A client that submits
+	// arrays and keeps only the ids asks for `WORKLOAD_VIEW_BASIC`: the
+	// answer is then a fraction of the bytes, for the hub to encode and
+	// the client to decode.
+	View          WorkloadView `protobuf:"varint,3,opt,name=view,proto3,enum=meridian.v1.WorkloadView" json:"view,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitWorkloadsRequest) Reset() {
@@ -1277,6 +1294,13 @@ func (x *SubmitWorkloadsRequest) GetRejectIfNeverFits() bool {
 		return x.RejectIfNeverFits
 	}
 	return false
+}
+
+func (x *SubmitWorkloadsRequest) GetView() WorkloadView {
+	if x != nil {
+		return x.View
+	}
+	return WorkloadView_WORKLOAD_VIEW_UNSPECIFIED
 }
 
 // SubmitWorkloadsResponse has one result per workload, in request order.
@@ -2423,16 +2447,18 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x16\n" +
-	"\x06chosen\x18\x04 \x01(\bR\x06chosen\"{\n" +
+	"\x06chosen\x18\x04 \x01(\bR\x06chosen\"\xaa\x01\n" +
 	"\x15SubmitWorkloadRequest\x121\n" +
 	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12/\n" +
-	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\"g\n" +
+	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\x12-\n" +
+	"\x04view\x18\x03 \x01(\x0e2\x19.meridian.v1.WorkloadViewR\x04view\"g\n" +
 	"\x16SubmitWorkloadResponse\x121\n" +
 	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"~\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xad\x01\n" +
 	"\x16SubmitWorkloadsRequest\x123\n" +
 	"\tworkloads\x18\x01 \x03(\v2\x15.meridian.v1.WorkloadR\tworkloads\x12/\n" +
-	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\"X\n" +
+	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\x12-\n" +
+	"\x04view\x18\x03 \x01(\x0e2\x19.meridian.v1.WorkloadViewR\x04view\"X\n" +
 	"\x17SubmitWorkloadsResponse\x12=\n" +
 	"\aresults\x18\x01 \x03(\v2#.meridian.v1.SubmitWorkloadResponseR\aresults\"$\n" +
 	"\x12GetWorkloadRequest\x12\x0e\n" +
@@ -2630,46 +2656,48 @@ var file_meridian_v1_workload_proto_depIdxs = []int32{
 	8,  // 19: meridian.v1.PodSetAssignment.replicas:type_name -> meridian.v1.ReplicaAssignment
 	11, // 20: meridian.v1.PlacementDecision.clusters:type_name -> meridian.v1.ClusterScore
 	4,  // 21: meridian.v1.SubmitWorkloadRequest.workload:type_name -> meridian.v1.Workload
-	4,  // 22: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
-	4,  // 23: meridian.v1.SubmitWorkloadsRequest.workloads:type_name -> meridian.v1.Workload
-	13, // 24: meridian.v1.SubmitWorkloadsResponse.results:type_name -> meridian.v1.SubmitWorkloadResponse
-	0,  // 25: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	4,  // 26: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	0,  // 27: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
-	21, // 28: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
-	22, // 29: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
-	33, // 30: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
-	11, // 31: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
-	0,  // 32: meridian.v1.WatchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	2,  // 33: meridian.v1.WatchWorkloadsRequest.view:type_name -> meridian.v1.WorkloadView
-	3,  // 34: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
-	4,  // 35: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
-	33, // 36: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 37: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
-	4,  // 38: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
-	27, // 39: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
-	27, // 40: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
-	12, // 41: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
-	14, // 42: meridian.v1.WorkloadService.SubmitWorkloads:input_type -> meridian.v1.SubmitWorkloadsRequest
-	16, // 43: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
-	17, // 44: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
-	19, // 45: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
-	20, // 46: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
-	26, // 47: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
-	24, // 48: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
-	13, // 49: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
-	15, // 50: meridian.v1.WorkloadService.SubmitWorkloads:output_type -> meridian.v1.SubmitWorkloadsResponse
-	4,  // 51: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
-	18, // 52: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
-	4,  // 53: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
-	23, // 54: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
-	28, // 55: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
-	25, // 56: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
-	49, // [49:57] is the sub-list for method output_type
-	41, // [41:49] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	2,  // 22: meridian.v1.SubmitWorkloadRequest.view:type_name -> meridian.v1.WorkloadView
+	4,  // 23: meridian.v1.SubmitWorkloadResponse.workload:type_name -> meridian.v1.Workload
+	4,  // 24: meridian.v1.SubmitWorkloadsRequest.workloads:type_name -> meridian.v1.Workload
+	2,  // 25: meridian.v1.SubmitWorkloadsRequest.view:type_name -> meridian.v1.WorkloadView
+	13, // 26: meridian.v1.SubmitWorkloadsResponse.results:type_name -> meridian.v1.SubmitWorkloadResponse
+	0,  // 27: meridian.v1.ListWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	4,  // 28: meridian.v1.ListWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	0,  // 29: meridian.v1.ExplainWorkloadResponse.phase:type_name -> meridian.v1.WorkloadPhase
+	21, // 30: meridian.v1.ExplainWorkloadResponse.quota:type_name -> meridian.v1.QuotaCheck
+	22, // 31: meridian.v1.ExplainWorkloadResponse.clusters:type_name -> meridian.v1.ClusterFit
+	33, // 32: meridian.v1.ExplainWorkloadResponse.evaluate_time:type_name -> google.protobuf.Timestamp
+	11, // 33: meridian.v1.ExplainWorkloadResponse.placement:type_name -> meridian.v1.ClusterScore
+	0,  // 34: meridian.v1.WatchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	2,  // 35: meridian.v1.WatchWorkloadsRequest.view:type_name -> meridian.v1.WorkloadView
+	3,  // 36: meridian.v1.WorkloadEvent.type:type_name -> meridian.v1.WorkloadEventType
+	4,  // 37: meridian.v1.WorkloadEvent.workload:type_name -> meridian.v1.Workload
+	33, // 38: meridian.v1.WorkloadEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 39: meridian.v1.SearchWorkloadsRequest.phase:type_name -> meridian.v1.WorkloadPhase
+	4,  // 40: meridian.v1.SearchWorkloadsResponse.workloads:type_name -> meridian.v1.Workload
+	27, // 41: meridian.v1.SearchWorkloadsResponse.phase_counts:type_name -> meridian.v1.WorkloadCount
+	27, // 42: meridian.v1.SearchWorkloadsResponse.queue_counts:type_name -> meridian.v1.WorkloadCount
+	12, // 43: meridian.v1.WorkloadService.SubmitWorkload:input_type -> meridian.v1.SubmitWorkloadRequest
+	14, // 44: meridian.v1.WorkloadService.SubmitWorkloads:input_type -> meridian.v1.SubmitWorkloadsRequest
+	16, // 45: meridian.v1.WorkloadService.GetWorkload:input_type -> meridian.v1.GetWorkloadRequest
+	17, // 46: meridian.v1.WorkloadService.ListWorkloads:input_type -> meridian.v1.ListWorkloadsRequest
+	19, // 47: meridian.v1.WorkloadService.CancelWorkload:input_type -> meridian.v1.CancelWorkloadRequest
+	20, // 48: meridian.v1.WorkloadService.ExplainWorkload:input_type -> meridian.v1.ExplainWorkloadRequest
+	26, // 49: meridian.v1.WorkloadService.SearchWorkloads:input_type -> meridian.v1.SearchWorkloadsRequest
+	24, // 50: meridian.v1.WorkloadService.WatchWorkloads:input_type -> meridian.v1.WatchWorkloadsRequest
+	13, // 51: meridian.v1.WorkloadService.SubmitWorkload:output_type -> meridian.v1.SubmitWorkloadResponse
+	15, // 52: meridian.v1.WorkloadService.SubmitWorkloads:output_type -> meridian.v1.SubmitWorkloadsResponse
+	4,  // 53: meridian.v1.WorkloadService.GetWorkload:output_type -> meridian.v1.Workload
+	18, // 54: meridian.v1.WorkloadService.ListWorkloads:output_type -> meridian.v1.ListWorkloadsResponse
+	4,  // 55: meridian.v1.WorkloadService.CancelWorkload:output_type -> meridian.v1.Workload
+	23, // 56: meridian.v1.WorkloadService.ExplainWorkload:output_type -> meridian.v1.ExplainWorkloadResponse
+	28, // 57: meridian.v1.WorkloadService.SearchWorkloads:output_type -> meridian.v1.SearchWorkloadsResponse
+	25, // 58: meridian.v1.WorkloadService.WatchWorkloads:output_type -> meridian.v1.WorkloadEvent
+	51, // [51:59] is the sub-list for method output_type
+	43, // [43:51] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_meridian_v1_workload_proto_init() }

@@ -268,6 +268,7 @@ func (m *SubmitWorkloadRequest) CloneVT() *SubmitWorkloadRequest {
 	r := new(SubmitWorkloadRequest)
 	r.Workload = m.Workload.CloneVT()
 	r.RejectIfNeverFits = m.RejectIfNeverFits
+	r.View = m.View
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -303,6 +304,7 @@ func (m *SubmitWorkloadsRequest) CloneVT() *SubmitWorkloadsRequest {
 	}
 	r := new(SubmitWorkloadsRequest)
 	r.RejectIfNeverFits = m.RejectIfNeverFits
+	r.View = m.View
 	if rhs := m.Workloads; rhs != nil {
 		tmpContainer := make([]*Workload, len(rhs))
 		for k, v := range rhs {
@@ -1073,6 +1075,9 @@ func (this *SubmitWorkloadRequest) EqualVT(that *SubmitWorkloadRequest) bool {
 	if this.RejectIfNeverFits != that.RejectIfNeverFits {
 		return false
 	}
+	if this.View != that.View {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -1129,6 +1134,9 @@ func (this *SubmitWorkloadsRequest) EqualVT(that *SubmitWorkloadsRequest) bool {
 		}
 	}
 	if this.RejectIfNeverFits != that.RejectIfNeverFits {
+		return false
+	}
+	if this.View != that.View {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -2442,6 +2450,11 @@ func (m *SubmitWorkloadRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error)
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.View != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.View))
+		i--
+		dAtA[i] = 0x18
+	}
 	if m.RejectIfNeverFits {
 		i--
 		if m.RejectIfNeverFits {
@@ -2547,6 +2560,11 @@ func (m *SubmitWorkloadsRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.View != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.View))
+		i--
+		dAtA[i] = 0x18
 	}
 	if m.RejectIfNeverFits {
 		i--
@@ -3830,6 +3848,9 @@ func (m *SubmitWorkloadRequest) SizeVT() (n int) {
 	if m.RejectIfNeverFits {
 		n += 2
 	}
+	if m.View != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.View))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -3865,6 +3886,9 @@ func (m *SubmitWorkloadsRequest) SizeVT() (n int) {
 	}
 	if m.RejectIfNeverFits {
 		n += 2
+	}
+	if m.View != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.View))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -6580,6 +6604,25 @@ func (m *SubmitWorkloadRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.RejectIfNeverFits = bool(v != 0)
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field View", wireType)
+			}
+			m.View = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.View |= WorkloadView(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -6792,6 +6835,25 @@ func (m *SubmitWorkloadsRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.RejectIfNeverFits = bool(v != 0)
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field View", wireType)
+			}
+			m.View = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.View |= WorkloadView(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
