@@ -141,24 +141,24 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 	if err := c.WaitForRevision(ctx, head.Header.Revision); err != nil {
 		return status.Errorf(codes.Unavailable, "watch: the hub's workload cache lags etcd: %v", err)
 	}
-	// Subscribe first, then snapshot: every change after the snapshot's
-	// revision arrives on the channel.
+	// Subscribe first, then read the revision: every change after it
+	// arrives on the channel. Only a watch that sends the initial
+	// workloads copies the cache.
 	events, cancel := c.Subscribe()
 	defer cancel()
-	snap, rev := c.Snapshot()
 	prefix := store.Prefix(store.KindWorkloads)
-	known := make(map[string]bool, len(snap))
-	keys := make([]string, 0, len(snap))
-	for k := range snap {
-		// The cache may mirror more than workloads (the hub shares one
-		// cache of the whole root).
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		known[k] = true
-		keys = append(keys, k)
-	}
+	var rev int64
 	if req.GetSendInitial() {
+		var snap map[string]store.Item
+		snap, rev = c.Snapshot()
+		keys := make([]string, 0, len(snap))
+		for k := range snap {
+			// The cache may mirror more than workloads (the hub shares one
+			// cache of the whole root).
+			if strings.HasPrefix(k, prefix) {
+				keys = append(keys, k)
+			}
+		}
 		sort.Strings(keys)
 		for _, k := range keys {
 			w, err := DecodeWorkloadRecord(snap[k].Value)
@@ -169,6 +169,8 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 				return err
 			}
 		}
+	} else {
+		rev = c.Rev()
 	}
 	if err := out.Send(&meridianv1.WorkloadEvent{Type: meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK, Revision: rev, Time: timestamppb.New(s.now())}); err != nil {
 		return err
@@ -198,7 +200,7 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 				continue
 			}
 			seen = max(seen, ev.ModRev)
-			we, ok := s.cacheEvent(ev, known, f)
+			we, ok := s.cacheEvent(ev, rev, f)
 			if !ok {
 				continue
 			}
@@ -210,16 +212,17 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 }
 
 // cacheEvent turns a cache event into an API event, or false when it is
-// filtered out.
-func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilter) (*meridianv1.WorkloadEvent, bool) {
+// not for this watcher. start is the revision the watch started from: the
+// watcher knew the key before ev when its incarnation existed then or an
+// earlier event of it arrived (knewBefore), whether or not that event
+// matched the filter: a workload that moves into a watched phase is
+// MODIFIED, as in a watch from etcd.
+func (s *Service) cacheEvent(ev store.Event, start int64, f watchFilter) (*meridianv1.WorkloadEvent, bool) {
 	prefix := store.Prefix(store.KindWorkloads)
 	we := &meridianv1.WorkloadEvent{Revision: ev.ModRev, Time: timestamppb.New(s.now())}
+	known := knewBefore(ev, start)
 	if ev.Type == store.EventDelete {
-		if !known[ev.Key] {
-			return nil, false
-		}
-		delete(known, ev.Key)
-		if !f.deletions() {
+		if !known || !f.deletions() {
 			return nil, false
 		}
 		we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_DELETED
@@ -227,7 +230,7 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 		return we, true
 	}
 	we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED
-	if !known[ev.Key] {
+	if !known {
 		we.Type = meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED
 	}
 	// Every watcher sees every workload's changes: one that watches a
@@ -235,11 +238,9 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 	// record's summary without decoding it.
 	if sm, err := records.SummarizeWorkload(ev.Value); err == nil {
 		if !f.matchQueue(sm.Queue) || !f.matchPhase(sm.Phase) {
-			known[ev.Key] = true
 			return nil, false
 		}
 		if len(f.sel) == 0 && f.stored(we, ev.Value) {
-			known[ev.Key] = true
 			return we, true
 		}
 	}
@@ -248,12 +249,21 @@ func (s *Service) cacheEvent(ev store.Event, known map[string]bool, f watchFilte
 		s.log.Error("watch: skipping undecodable workload record", "key", ev.Key, "err", err)
 		return nil, false
 	}
-	known[ev.Key] = true
 	if !f.match(w) {
 		return nil, false
 	}
 	we.Workload = f.view(w)
 	return we, true
+}
+
+// knewBefore says whether a watcher that started at revision start had
+// the key of ev before ev: its incarnation existed at start (it was in the
+// watcher's snapshot), or was created later by a change an earlier event
+// carried (the event is not Fresh). A key created and deleted between two
+// events the watcher received is one it never had: its delete is not
+// sent. An unknown create revision (0) counts as known.
+func knewBefore(ev store.Event, start int64) bool {
+	return ev.CreateRev <= start || !ev.Fresh
 }
 
 // withStoredWorkload makes b, a workload as stored, the event's workload

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-gpu/meridian/hub/records"
+	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -389,5 +390,113 @@ func TestWatchBasicView(t *testing.T) {
 	}
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "view") {
 		t.Fatalf("unknown view: %v; want InvalidArgument naming view", err)
+	}
+}
+
+// A watch from the cache without the initial list still tells a workload
+// it has not seen (ADDED) from one it has: those stored before it started
+// come as MODIFIED and DELETED, a new one as ADDED first; a workload
+// created and deleted while the watcher lagged may be skipped whole, but a
+// DELETED never comes for a workload the watcher was not told of.
+func TestWatchWithoutInitialListTellsAddedFromModified(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	tn := tenant(t)
+	leaf := tn + "/fresh"
+	e.mkQueues(t, tn, leaf)
+	submit := func() string {
+		t.Helper()
+		r, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(leaf)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetWorkload().GetId()
+	}
+	remove := func(id string) {
+		t.Helper()
+		k, err := WorkloadKey(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.Commit(ctx, nil, store.DeleteAny(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pre := submit()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := e.wl.WatchWorkloads(wctx, &meridianv1.WatchWorkloadsRequest{Queue: tn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bm := next(t, s); bm.GetType() != meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+		t.Fatalf("want the starting bookmark, got %v", bm)
+	}
+	expect := func(typ meridianv1.WorkloadEventType, id string) {
+		t.Helper()
+		for {
+			ev := next(t, s)
+			if ev.GetType() == meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK {
+				continue
+			}
+			if ev.GetType() != typ || ev.GetWorkload().GetId() != id {
+				t.Fatalf("got %v %s, want %v %s", ev.GetType(), ev.GetWorkload().GetId(), typ, id)
+			}
+			return
+		}
+	}
+	if _, err := e.wl.CancelWorkload(ctx, &meridianv1.CancelWorkloadRequest{Id: pre}); err != nil {
+		t.Fatal(err)
+	}
+	expect(meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED, pre)
+	fresh := submit()
+	expect(meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED, fresh)
+	if _, err := e.wl.CancelWorkload(ctx, &meridianv1.CancelWorkloadRequest{Id: fresh}); err != nil {
+		t.Fatal(err)
+	}
+	expect(meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_MODIFIED, fresh)
+	remove(pre)
+	expect(meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_DELETED, pre)
+
+	// Created and deleted back to back, then a marker: whatever arrives
+	// for the first, its DELETED only after its ADDED.
+	brief := submit()
+	remove(brief)
+	marker := submit()
+	told := false
+	for {
+		ev := next(t, s)
+		id := ev.GetWorkload().GetId()
+		switch {
+		case ev.GetType() == meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_BOOKMARK:
+		case id == marker:
+			return
+		case id != brief:
+			t.Fatalf("unexpected %v %s", ev.GetType(), id)
+		case ev.GetType() == meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_ADDED:
+			told = true
+		case ev.GetType() == meridianv1.WorkloadEventType_WORKLOAD_EVENT_TYPE_DELETED && !told:
+			t.Fatalf("DELETED %s, which the watcher was never told of", brief)
+		}
+	}
+}
+
+// knewBefore, case by case: a watcher that started at revision 100.
+func TestKnewBefore(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		createRev int64
+		fresh     bool
+		want      bool
+	}{
+		{"in the snapshot, changed", 40, false, true},
+		{"in the snapshot, its creation folded into a later change", 40, true, true},
+		{"created after the start, told before", 140, false, true},
+		{"created after the start, not told", 140, true, false},
+		{"create revision unknown", 0, true, true},
+	} {
+		if got := knewBefore(store.Event{CreateRev: c.createRev, Fresh: c.fresh}, 100); got != c.want {
+			t.Errorf("%s: knewBefore = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

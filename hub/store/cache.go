@@ -44,6 +44,15 @@ type Event struct {
 	Key    string
 	Value  []byte
 	ModRev int64
+	// CreateRev is the create revision of the key's incarnation the
+	// event is about: for a delete, the deleted one's (0 when unknown).
+	CreateRev int64
+	// Fresh says the incarnation's creation is among the changes the
+	// event stands for: it is the creation, or a subscriber folded the
+	// creation into it. So a subscriber that started at a revision below
+	// CreateRev saw the key before this event exactly when Fresh is
+	// false, and needs no set of the keys it has seen.
+	Fresh bool
 }
 
 // Cache mirrors every key under one prefix in memory. Build it with NewCache
@@ -222,14 +231,17 @@ func (c *Cache) relist(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.items {
+	for k, old := range c.items {
 		if _, ok := fresh[k]; !ok {
-			c.publishLocked(Event{Type: EventDelete, Key: k, ModRev: rev})
+			c.publishLocked(Event{Type: EventDelete, Key: k, ModRev: rev, CreateRev: old.CreateRev})
 		}
 	}
 	for _, it := range items {
 		if old, ok := c.items[it.Key]; !ok || old.ModRev != it.ModRev {
-			c.publishLocked(Event{Type: EventPut, Key: it.Key, Value: it.Value, ModRev: it.ModRev})
+			// A relist sees only the result: the key is new to the cache,
+			// or another incarnation than the one it held.
+			created := !ok || old.CreateRev != it.CreateRev
+			c.publishLocked(Event{Type: EventPut, Key: it.Key, Value: it.Value, ModRev: it.ModRev, CreateRev: it.CreateRev, Fresh: created})
 		}
 	}
 	c.items = fresh
@@ -350,13 +362,15 @@ func (c *Cache) apply(wr clientv3.WatchResponse) {
 				c.keys.ReplaceOrInsert(k)
 			}
 			c.items[k] = Item{Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision, CreateRev: ev.Kv.CreateRevision}
-			c.publishLocked(Event{Type: EventPut, Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision})
+			c.publishLocked(Event{Type: EventPut, Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision,
+				CreateRev: ev.Kv.CreateRevision, Fresh: ev.IsCreate()})
 		case mvccpb.DELETE:
-			if _, ok := c.items[k]; ok {
+			old, ok := c.items[k]
+			if ok {
 				c.keys.Delete(k)
 			}
 			delete(c.items, k)
-			c.publishLocked(Event{Type: EventDelete, Key: k, ModRev: ev.Kv.ModRevision})
+			c.publishLocked(Event{Type: EventDelete, Key: k, ModRev: ev.Kv.ModRevision, CreateRev: old.CreateRev})
 		}
 		last = max(last, ev.Kv.ModRevision)
 	}
@@ -591,6 +605,11 @@ func newSubscriber() *subscriber {
 func (s *subscriber) push(ev Event) {
 	s.mu.Lock()
 	s.seq++
+	if p, ok := s.latest[ev.Key]; ok {
+		// The undelivered event is folded into this one, and with it the
+		// creation it may stand for.
+		ev.Fresh = ev.Fresh || p.ev.Fresh
+	}
 	s.latest[ev.Key] = pendingEv{ev: ev, seq: s.seq}
 	s.queue = append(s.queue, queuedKey{key: ev.Key, seq: s.seq})
 	if len(s.queue) > 2*len(s.latest)+16 {

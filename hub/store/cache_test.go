@@ -395,3 +395,50 @@ func TestWatchEnd(t *testing.T) {
 		})
 	}
 }
+
+// The cache's events say which incarnation of a key they are about and
+// whether they are its creation: a put of a new key is Fresh with its own
+// revision as create revision, later puts are not, and a delete carries
+// the create revision of what it deleted.
+func TestCacheEventsCarryTheCreation(t *testing.T) {
+	ctx := testCtx(t, 15*time.Second)
+	s := newStore(t)
+	p := testPrefix(t)
+	c, _, _ := startCache(t, s, p)
+	ch, cancelSub := c.Subscribe()
+	defer cancelSub()
+	recv := func() Event {
+		t.Helper()
+		select {
+		case ev := <-ch:
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event after 5s")
+			return Event{}
+		}
+	}
+	commit := func(op Op) int64 {
+		t.Helper()
+		rev, err := s.Commit(ctx, nil, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	created := commit(Put(p+"k", []byte("1")))
+	if ev := recv(); !ev.Fresh || ev.CreateRev != created || ev.ModRev != created {
+		t.Fatalf("create: %+v, want Fresh with create revision %d", ev, created)
+	}
+	changed := commit(Put(p+"k", []byte("2")))
+	if ev := recv(); ev.Fresh || ev.CreateRev != created || ev.ModRev != changed {
+		t.Fatalf("change: %+v, want not Fresh, create revision %d", ev, created)
+	}
+	deleted := commit(DeleteAny(p + "k"))
+	if ev := recv(); ev.Type != EventDelete || ev.Fresh || ev.CreateRev != created || ev.ModRev != deleted {
+		t.Fatalf("delete: %+v, want the deleted incarnation's create revision %d", ev, created)
+	}
+	again := commit(Put(p+"k", []byte("3")))
+	if ev := recv(); !ev.Fresh || ev.CreateRev != again {
+		t.Fatalf("created again: %+v, want Fresh with create revision %d", ev, again)
+	}
+}
