@@ -9,26 +9,39 @@ import (
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
-// fillEveryField sets each field of m to something other than its default:
-// a field added to the message later is filled too, so a hand-written copy
-// that forgets it fails the comparison.
-func fillEveryField(m protoreflect.Message) {
+// fillEveryField sets each field of m to something other than its default,
+// and those of the messages under it down to depth levels: a field added
+// to the message later is filled too, so a hand-written copy that forgets
+// it fails the comparison.
+func fillEveryField(m protoreflect.Message, depth int) {
+	fill := func(v protoreflect.Value) protoreflect.Value {
+		if depth > 0 {
+			fillEveryField(v.Message(), depth-1)
+		}
+		return v
+	}
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
 		switch {
 		case fd.IsMap():
 			mp := m.Mutable(fd).Map()
-			mp.Set(scalarOf(fd.MapKey()).MapKey(), scalarOf(fd.MapValue()))
+			var v protoreflect.Value
+			if fd.MapValue().Kind() == protoreflect.MessageKind {
+				v = fill(mp.NewValue())
+			} else {
+				v = scalarOf(fd.MapValue())
+			}
+			mp.Set(scalarOf(fd.MapKey()).MapKey(), v)
 		case fd.IsList():
 			l := m.Mutable(fd).List()
 			if fd.Kind() == protoreflect.MessageKind {
-				l.Append(protoreflect.ValueOfMessage(l.NewElement().Message()))
+				l.Append(fill(l.NewElement()))
 			} else {
 				l.Append(scalarOf(fd))
 			}
 		case fd.Kind() == protoreflect.MessageKind:
-			m.Mutable(fd)
+			m.Set(fd, fill(m.NewField(fd)))
 		default:
 			m.Set(fd, scalarOf(fd))
 		}
@@ -65,7 +78,7 @@ func scalarOf(fd protoreflect.FieldDescriptor) protoreflect.Value {
 // but its status and trace parent, and leaves the stored workload as it was.
 func TestDispatchSpecCarriesEveryField(t *testing.T) {
 	w := &meridianv1.Workload{}
-	fillEveryField(w.ProtoReflect())
+	fillEveryField(w.ProtoReflect(), 0)
 	before := proto.Clone(w)
 
 	got := dispatchSpec(w)

@@ -33,8 +33,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "start embedded etcd:", err)
 		os.Exit(1)
 	}
+	// Every loop's recentWrites is guarded: a kept workload changed after
+	// it was put (through a copy that shares its fields) fails the run.
+	testWriteGuard = newWriteGuard()
 	code := m.Run()
 	stop()
+	if f := testWriteGuard.Failures(); len(f) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d kept workloads changed after they were put; the first: %s\n", len(f), f[0])
+		code = 1
+	}
 	os.Exit(code)
 }
 

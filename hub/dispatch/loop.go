@@ -215,6 +215,7 @@ func New(d Deps) (*Loop, error) {
 	}
 	d.Config.defaults()
 	l := &Loop{st: d.Store, cache: d.Cache, bus: d.Bus, el: d.Elector, fleet: d.Fleet, log: d.Logger, clock: d.Clock, cfg: d.Config, tp: d.TracerProvider, fin: d.Finished}
+	l.recent.guard = testWriteGuard
 	l.mirror.shapeHalfLife = l.cfg.ShapeHalfLife
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)

@@ -86,6 +86,12 @@ type recentWrites struct {
 	m  map[string]ownWrite
 	// hits counts the copies handed out (tests: that events use them).
 	hits atomic.Int64
+	// guard, in tests only, holds a deep copy of every entry put and
+	// checks, each time an entry is handed out, replaced or dropped, that
+	// the entry still equals it: the copies share all but the status with
+	// their entry, so an event path that changed anything else would
+	// change the entry too (guard.go).
+	guard *writeGuard
 }
 
 // put records that key holds w as of rev. Only a workload that holds a
@@ -95,43 +101,77 @@ type recentWrites struct {
 func (r *recentWrites) put(key string, rev int64, w *meridianv1.Workload) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.leaveLocked(key)
 	if w == nil || !active(w.GetStatus().GetPhase()) {
-		delete(r.m, key)
 		return
 	}
 	if r.m == nil || len(r.m) >= maxOwnWrites {
+		r.forgetLocked()
 		r.m = make(map[string]ownWrite)
 	}
 	r.m[key] = ownWrite{rev: rev, w: w}
+	if r.guard != nil {
+		r.guard.keep(key, rev, w)
+	}
 }
 
 // copyAt returns a copy of the workload the loop wrote at key as of rev,
 // for the caller to change, or nil when the loop wrote none there at that
-// revision (the entry, stale, is then dropped).
+// revision (the entry, stale, is then dropped). The copy shares every
+// field but the status with the entry (shareButStatus): the caller may
+// change the status and nothing else.
 func (r *recentWrites) copyAt(key string, rev int64) *meridianv1.Workload {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	e, ok := r.m[key]
-	if ok && e.rev != rev {
-		delete(r.m, key)
+	if !ok {
+		return nil
 	}
-	r.mu.Unlock()
-	if !ok || e.rev != rev {
+	if e.rev != rev {
+		r.leaveLocked(key)
 		return nil
 	}
 	r.hits.Add(1)
-	return cloneWorkload(e.w)
+	if r.guard != nil {
+		r.guard.check(key, e)
+	}
+	return shareButStatus(e.w)
 }
 
 // drop forgets key (deleted).
 func (r *recentWrites) drop(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.m, key)
+	r.leaveLocked(key)
 }
 
 // forget drops every entry (a new term, or a full reload of the mirror).
 func (r *recentWrites) forget() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.forgetLocked()
+}
+
+// leaveLocked drops key's entry, if any.
+func (r *recentWrites) leaveLocked(key string) {
+	e, ok := r.m[key]
+	if !ok {
+		return
+	}
+	if r.guard != nil {
+		r.guard.check(key, e)
+		r.guard.release(key, e.rev)
+	}
+	delete(r.m, key)
+}
+
+// forgetLocked drops every entry.
+func (r *recentWrites) forgetLocked() {
+	if r.guard != nil {
+		for k, e := range r.m {
+			r.guard.check(k, e)
+			r.guard.release(k, e.rev)
+		}
+	}
 	r.m = nil
 }

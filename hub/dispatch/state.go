@@ -173,6 +173,12 @@ type mirror struct {
 	queues     map[string]*meridianv1.Queue
 	drain      map[string]clusterSettings // by cluster id
 
+	// While put replaces a key, the dispatches to file again wait here,
+	// so that each is filed once, from the key's new value, rather than
+	// once as the old value goes and once as the new one comes.
+	putting bool
+	toFile  []string
+
 	// Derived sets (see state), and the index that keeps them right: a
 	// record's standing depends only on the workload it names.
 	current   map[string]curRef
@@ -278,6 +284,12 @@ func (m *mirror) reset() {
 // classify files dispatch d as current or orphan, or forgets it when it
 // has no record.
 func (m *mirror) classify(d string) {
+	if m.putting {
+		if !slices.Contains(m.toFile, d) {
+			m.toFile = append(m.toFile, d)
+		}
+		return
+	}
 	if c, ok := m.current[d]; ok && acked(c.r.r, c.w.doc()) {
 		if _, seen := m.leaving[d]; !seen {
 			m.leaving[d] = c
@@ -441,9 +453,23 @@ func (m *mirror) remove(k string) {
 	}
 }
 
+// fileAfterPut files the dispatches put touched. Filing depends only on
+// the mirror's state and, for a dispatch that leaves the current set, on
+// the entry it had before (which nothing but filing changes), so filing
+// once at the end comes to what filing at each step did.
+func (m *mirror) fileAfterPut() {
+	m.putting = false
+	for _, d := range m.toFile {
+		m.classify(d)
+	}
+	m.toFile = m.toFile[:0]
+}
+
 // put decodes one changed item. An undecodable value is logged and left
 // out, as if the key were absent.
 func (m *mirror) put(l *Loop, k string, it store.Item) {
+	m.putting = true
+	defer m.fileAfterPut()
 	prev, had := m.workloads[k]
 	m.remove(k)
 	var err error
