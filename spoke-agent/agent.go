@@ -170,6 +170,10 @@ type Agent struct {
 	// a cancel never overtakes the launch it cancels.
 	perID keyedMutex
 	slots chan struct{} // LaunchParallelism connector calls at once
+	// launchq feeds the launch workers the dispatches of batches
+	// (batch.go); stopped closes when Run stops them.
+	launchq chan *launchJob
+	stopped chan struct{}
 
 	advMu     sync.Mutex
 	lastNodes map[string]*agentv1.Node // the last nodes sent, for deltas
@@ -257,7 +261,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, conn: cfg.Connector, bus: cfg.Bus, session: hex.EncodeToString(sid[:]), m: m,
 		held: map[string]*entry{}, done: fifomap.New(MaxRemembered),
 		outWake: make(chan struct{}, 1), changed: make(chan struct{}, 1), askedFull: make(chan struct{}, 1), rejoin: make(chan struct{}, 1),
-		slots: make(chan struct{}, cfg.LaunchParallelism),
+		slots:   make(chan struct{}, cfg.LaunchParallelism),
+		launchq: make(chan *launchJob), stopped: make(chan struct{}),
 	}
 	a.log = log.With("cluster", cfg.ClusterID, "session", a.session)
 	a.hbInterval.Store(int64(cfg.HeartbeatInterval))
@@ -337,6 +342,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	start(a.publishLoop)
 	start(a.eventLoop)
+	for range a.cfg.LaunchParallelism {
+		start(a.launchWorker)
+	}
 	a.register(ctx)
 	sub, err := a.bus.ConsumeDispatches(ctx, a.cfg.ClusterID, a.handleDelivery, natsbus.WithHandlers(messageHandlers(a.cfg.LaunchParallelism)))
 	if err != nil {
@@ -358,6 +366,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	start(a.reconnectLoop)
 	a.log.Info("agent running", "connector", a.conn.Kind(), "heartbeat", a.cfg.HeartbeatInterval, "advertise", a.cfg.AdvertiseInterval, "launch_parallelism", a.cfg.LaunchParallelism)
 	<-ctx.Done()
+	close(a.stopped)
 	sub.Stop()
 	wg.Wait()
 	a.log.Info("agent stopped; local work keeps running")
@@ -395,56 +404,25 @@ func (a *Agent) handleDelivery(ctx context.Context, d natsbus.Delivery) error {
 	}
 }
 
-// handleBatch handles the dispatches of a batch side by side, as single
-// dispatches delivered together would be (the launch slots bound how many
-// reach the backend at once), and returns once each has its answer
-// stored. A dispatch that fails for now fails the batch, which is then
-// delivered again: those already answered are answered the same way
-// again, never launched twice. One that can never be handled is dropped
-// alone.
-func (a *Agent) handleBatch(ctx context.Context, subject string, b *agentv1.DispatchBatch) error {
-	ds := b.GetDispatches()
-	errs := make([]error, len(ds))
-	var wg sync.WaitGroup
-	for i, d := range ds {
-		a.m.received.WithLabelValues("dispatch").Inc()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A single dispatch's trace comes in the message headers; a
-			// batched one's in its workload.
-			sc, _ := telemetry.ParseTraceParent(d.GetWorkload().GetTraceParent())
-			if d.GetWorkload() != nil {
-				d.Workload.TraceParent = ""
-			}
-			dctx, span := a.bus.StartItemProcess(ctx, sc, subject, d.GetDispatchId())
-			defer span.End()
-			defer a.perID.lock(d.GetDispatchId())()
-			errs[i] = a.handleDispatch(dctx, d)
-			telemetry.Fail(span, errs[i])
-		}()
+func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
+	item, err := a.startDispatch(ctx, d)
+	if err != nil || item == nil {
+		return err
 	}
-	wg.Wait()
-	var retry error
-	for i, err := range errs {
-		switch {
-		case err == nil:
-		case errors.Is(err, natsbus.ErrPermanent):
-			a.log.Error("dropping one dispatch of a batch", "dispatch_id", ds[i].GetDispatchId(), "err", err)
-		case retry == nil:
-			retry = err
-		}
-	}
-	return retry
+	return a.waitStored(ctx, item)
 }
 
-func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
+// startDispatch launches d unless it was launched or answered before, and
+// returns the answer to wait for before the message is acknowledged: nil
+// with a nil error when there is none (a dispatch for another cluster).
+// The caller holds d's per-id lock.
+func (a *Agent) startDispatch(ctx context.Context, d *agentv1.Dispatch) (*outItem, error) {
 	if d.GetDispatchId() == "" {
-		return natsbus.Permanent(errors.New("dispatch: dispatch_id is empty"))
+		return nil, natsbus.Permanent(errors.New("dispatch: dispatch_id is empty"))
 	}
 	if c := d.GetClusterId(); c != "" && c != a.cfg.ClusterID {
 		a.log.Warn("dropping a dispatch for another cluster", "dispatch_id", d.DispatchId, "target", c)
-		return nil
+		return nil, nil
 	}
 	id := d.DispatchId
 	log := a.log.With("dispatch_id", id, "workload_id", d.GetWorkloadId())
@@ -455,7 +433,7 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 		a.mu.Unlock()
 		a.m.launches.WithLabelValues("duplicate").Inc()
 		log.Debug("redelivered dispatch already finished; answering again", "event", ev.GetType())
-		return a.waitStored(ctx, item)
+		return item, nil
 	}
 	if e, ok := a.held[id]; ok && !e.launching {
 		// Answer with what was stored: RUNNING may have been sent in
@@ -468,7 +446,7 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 		a.mu.Unlock()
 		a.m.launches.WithLabelValues("duplicate").Inc()
 		log.Debug("redelivered dispatch already launched; not launching again")
-		return a.waitStored(ctx, item)
+		return item, nil
 	}
 	e := &entry{id: id, workloadID: d.GetWorkloadId(), launching: true, trace: trace.SpanContextFromContext(ctx)}
 	a.held[id] = e
@@ -505,11 +483,11 @@ func (a *Agent) handleDispatch(ctx context.Context, d *agentv1.Dispatch) error {
 		a.mu.Unlock()
 		a.m.launches.WithLabelValues("error").Inc()
 		log.Warn("launch failed; the dispatch will be redelivered", "err", err)
-		return fmt.Errorf("launch %s: %w", id, err)
+		return nil, fmt.Errorf("launch %s: %w", id, err)
 	}
 	a.mu.Unlock()
 	a.notifyChange()
-	return a.waitStored(ctx, item)
+	return item, nil
 }
 
 // messageHandlers is how many dispatch messages are handled at once for

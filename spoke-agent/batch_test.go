@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
@@ -124,5 +125,53 @@ func TestNoEventBatchesWithoutTheCapability(t *testing.T) {
 	defer e.mu.Unlock()
 	if e.batches != 0 {
 		t.Fatalf("%d EventBatch messages sent to a hub that does not read them", e.batches)
+	}
+}
+
+// gateOne holds the launch of one dispatch id until its gate opens.
+type gateOne struct {
+	agent.Connector
+	id      string
+	gate    chan struct{}
+	arrived chan struct{}
+}
+
+func (g *gateOne) Launch(ctx context.Context, d *agentv1.Dispatch) error {
+	if d.GetDispatchId() == g.id {
+		g.arrived <- struct{}{}
+		<-g.gate
+	}
+	return g.Connector.Launch(ctx, d)
+}
+
+// TestBusyDispatchHoldsNoLaunchWorker: batches that name a dispatch whose
+// launch another message is still making do not tie up the agent's launch
+// workers waiting for it: the batches' other dispatches launch meanwhile,
+// and the busy one is launched once and answered in every message.
+func TestBusyDispatchHoldsNoLaunchWorker(t *testing.T) {
+	g := &gateOne{id: "busy", gate: make(chan struct{}), arrived: make(chan struct{}, 1)}
+	e := newEnv(t, func(e *env) {
+		e.launchParallelism = 2 // two launch workers, both needed below
+		e.wrap = func(c agent.Connector) agent.Connector { g.Connector = c; return g }
+	})
+	e.publish("busy", dispatchMsg("busy", 0, nil))
+	select {
+	case <-g.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the busy launch never started")
+	}
+	e.publish("b1", batchOf(dispatchMsg("busy", 0, nil), dispatchMsg("b1-a", 0, nil)))
+	e.publish("b2", batchOf(dispatchMsg("busy", 0, nil), dispatchMsg("b2-a", 0, nil)))
+	for _, id := range []string{"b1-a", "b2-a"} {
+		e.waitFor(id+" running while busy still launches", e.hasEvent(id, running))
+	}
+	close(g.gate)
+	e.waitFor("busy running", e.hasEvent("busy", running))
+	e.waitFor("backlog drained", func() bool {
+		n, err := e.hub.DispatchBacklog(context.Background(), clusterID)
+		return err == nil && n == 0
+	})
+	if got := e.sim.Launches(); got != 3 {
+		t.Fatalf("launches = %d, want 3 (busy, b1-a, b2-a, each once)", got)
 	}
 }

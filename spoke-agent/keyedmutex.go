@@ -29,14 +29,37 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 	l.users++
 	k.mu.Unlock()
 	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
+	return func() { k.release(key, l) }
+}
+
+// release unlocks l, key's mutex, and forgets it when nobody else holds
+// or waits for it.
+func (k *keyedMutex) release(key string, l *keyLock) {
+	l.Unlock()
+	k.mu.Lock()
+	if l.users--; l.users == 0 {
+		delete(k.locks, key)
 	}
+	k.mu.Unlock()
+}
+
+// tryLock takes key's mutex if nobody holds or waits for it, and returns
+// the function that releases it; ok is false, and nothing is taken, when
+// somebody does.
+func (k *keyedMutex) tryLock(key string) (unlock func(), ok bool) {
+	k.mu.Lock()
+	if k.locks[key] != nil {
+		k.mu.Unlock()
+		return nil, false
+	}
+	if k.locks == nil {
+		k.locks = map[string]*keyLock{}
+	}
+	l := &keyLock{users: 1}
+	k.locks[key] = l
+	l.Lock()
+	k.mu.Unlock()
+	return func() { k.release(key, l) }, true
 }
 
 // size is the number of keys held or waited for.

@@ -52,3 +52,37 @@ func TestKeyedMutexSerializesOneKey(t *testing.T) {
 	<-done
 	unlockA()
 }
+
+// tryLock takes a free key and refuses one held or waited for, taking
+// nothing then; the table is empty once every holder is done.
+func TestKeyedMutexTryLock(t *testing.T) {
+	var k keyedMutex
+	unlock, ok := k.tryLock("a")
+	if !ok {
+		t.Fatal("tryLock refused a free key")
+	}
+	if _, ok := k.tryLock("a"); ok {
+		t.Fatal("tryLock took a held key")
+	}
+	other, ok := k.tryLock("b")
+	if !ok {
+		t.Fatal("tryLock refused another free key")
+	}
+	other()
+	got := make(chan func())
+	go func() { got <- k.lock("a") }() // waits for the holder
+	unlock()
+	waiter := <-got
+	if _, ok := k.tryLock("a"); ok {
+		t.Fatal("tryLock took a key another goroutine holds")
+	}
+	waiter()
+	if n := k.size(); n != 0 {
+		t.Fatalf("%d keys left in the table", n)
+	}
+	if again, ok := k.tryLock("a"); !ok {
+		t.Fatal("tryLock refused a key every holder released")
+	} else {
+		again()
+	}
+}

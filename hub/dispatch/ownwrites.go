@@ -71,13 +71,15 @@ func (o *ownWrites) forget() {
 // agent's event rewrites the workload the loop dispatched (ACCEPTED and
 // RUNNING) and then the one it wrote for that event (SUCCEEDED): both are
 // writes of the loop's own, so the event transaction can start from a copy
-// of what it encoded instead of decoding the stored bytes again. A copy
-// shares the strings and costs a fraction of a decode; decoding each
-// workload an event names was the largest part of applying events.
+// of what it encoded instead of decoding the stored bytes again. The copy
+// shares every field but the status with the entry (shareButStatus) and
+// costs a fraction of a decode; decoding each workload an event names was
+// the largest part of applying events.
 //
 // As with ownWrites, an entry holds the workload exactly as encoded at its
 // revision and is used only for that revision; nobody changes it once put
-// (the event transaction changes its own copy). Entries of workloads that
+// (the event transaction changes its own copy's status, and nothing else:
+// the rest is shared; the package's tests check it with a writeGuard). Entries of workloads that
 // the loop will not write again (finished, deleted, or written since by
 // someone else) go when they are looked up or when the key is deleted,
 // and all of them when the bound is reached.
