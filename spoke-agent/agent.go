@@ -624,14 +624,28 @@ func (a *Agent) launchFresh(ctx context.Context, d *agentv1.Dispatch, log *slog.
 // waitStored waits until item's event is stored, so that a dispatch is
 // acknowledged only after its answer is safe.
 func (a *Agent) waitStored(ctx context.Context, item *outItem) error {
-	t := time.NewTimer(a.cfg.AnswerTimeout)
-	defer t.Stop()
+	expired, stop := a.answerDeadline()
+	defer stop()
+	return a.waitStoredBy(ctx, item, expired)
+}
+
+// answerDeadline returns a channel that closes AnswerTimeout from now,
+// and the function that stops it.
+func (a *Agent) answerDeadline() (expired <-chan struct{}, stop func() bool) {
+	c := make(chan struct{})
+	t := time.AfterFunc(a.cfg.AnswerTimeout, func() { close(c) })
+	return c, t.Stop
+}
+
+// waitStoredBy waits until item's event is stored, ctx ends or expired
+// closes.
+func (a *Agent) waitStoredBy(ctx context.Context, item *outItem, expired <-chan struct{}) error {
 	select {
 	case <-item.stored:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-expired:
 		return fmt.Errorf("event %s not stored within %s; leaving the dispatch for redelivery", item.ev.GetEventId(), a.cfg.AnswerTimeout)
 	}
 }

@@ -3,9 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -104,20 +102,13 @@ func (a *Agent) handleBatch(ctx context.Context, subject string, b *agentv1.Disp
 	}
 	wg.Wait()
 	// One deadline for the batch's answers, counted from the last launch.
-	expired := make(chan struct{})
-	t := time.AfterFunc(a.cfg.AnswerTimeout, func() { close(expired) })
-	defer t.Stop()
+	expired, stop := a.answerDeadline()
+	defer stop()
 	var retry error
 	for i := range jobs {
 		j := &jobs[i]
 		if j.err == nil && j.item != nil {
-			select {
-			case <-j.item.stored:
-			case <-ctx.Done():
-				j.err = ctx.Err()
-			case <-expired:
-				j.err = fmt.Errorf("event %s not stored within %s; leaving the dispatch for redelivery", j.item.ev.GetEventId(), a.cfg.AnswerTimeout)
-			}
+			j.err = a.waitStoredBy(ctx, j.item, expired)
 		}
 		telemetry.Fail(j.span, j.err)
 		j.span.End()

@@ -35,10 +35,11 @@ func TestMain(m *testing.M) {
 	}
 	// Every loop's recentWrites is guarded: a kept workload changed after
 	// it was put (through a copy that shares its fields) fails the run.
-	testWriteGuard = newWriteGuard()
+	guard := newWriteGuard()
+	testWriteGuard = guard
 	code := m.Run()
 	stop()
-	if f := testWriteGuard.Failures(); len(f) > 0 {
+	if f := guard.Failures(); len(f) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: %d kept workloads changed after they were put; the first: %s\n", len(f), f[0])
 		code = 1
 	}

@@ -79,10 +79,10 @@ func (o *ownWrites) forget() {
 // As with ownWrites, an entry holds the workload exactly as encoded at its
 // revision and is used only for that revision; nobody changes it once put
 // (the event transaction changes its own copy's status, and nothing else:
-// the rest is shared; the package's tests check it with a writeGuard). Entries of workloads that
-// the loop will not write again (finished, deleted, or written since by
-// someone else) go when they are looked up or when the key is deleted,
-// and all of them when the bound is reached.
+// the rest is shared; the package's tests check it with a writeGuard).
+// Entries of workloads that the loop will not write again (finished,
+// deleted, or written since by someone else) go when they are looked up
+// or when the key is deleted, and all of them when the bound is reached.
 type recentWrites struct {
 	mu sync.Mutex
 	m  map[string]ownWrite
@@ -92,8 +92,8 @@ type recentWrites struct {
 	// checks, each time an entry is handed out, replaced or dropped, that
 	// the entry still equals it: the copies share all but the status with
 	// their entry, so an event path that changed anything else would
-	// change the entry too (guard.go).
-	guard *writeGuard
+	// change the entry too (share_test.go).
+	guard writeGuard
 }
 
 // put records that key holds w as of rev. Only a workload that holds a

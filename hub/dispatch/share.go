@@ -1,11 +1,6 @@
 package dispatch
 
 import (
-	"fmt"
-	"sync"
-
-	"google.golang.org/protobuf/proto"
-
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
 
@@ -49,54 +44,13 @@ func shareButStatus(w *meridianv1.Workload) *meridianv1.Workload {
 }
 
 // testWriteGuard, set by the package's tests, guards every loop's
-// recentWrites.
-var testWriteGuard *writeGuard
+// recentWrites: it is told of each entry put, handed out and dropped, and
+// checks that nobody changed an entry after it was put, the rule that
+// copies sharing its fields rely on (share_test.go). Nil in production.
+var testWriteGuard writeGuard
 
-// writeGuard keeps a deep copy of each workload recentWrites holds and
-// records every entry found changed since it was put: the rule that
-// nobody changes a kept workload, which copies that share its fields rely
-// on, made checkable. Tests only; it costs a deep copy and a comparison per
-// entry.
-type writeGuard struct {
-	mu       sync.Mutex
-	kept     map[guardKey]*meridianv1.Workload
-	failures []string
-}
-
-type guardKey struct {
-	key string
-	rev int64
-}
-
-func newWriteGuard() *writeGuard {
-	return &writeGuard{kept: map[guardKey]*meridianv1.Workload{}}
-}
-
-func (g *writeGuard) keep(key string, rev int64, w *meridianv1.Workload) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.kept[guardKey{key, rev}] = cloneWorkload(w)
-}
-
-// check records a failure when e no longer equals what was put.
-func (g *writeGuard) check(key string, e ownWrite) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	want, ok := g.kept[guardKey{key, e.rev}]
-	if ok && !proto.Equal(want, e.w) {
-		g.failures = append(g.failures, fmt.Sprintf("the workload kept for %s at revision %d changed after it was put (was %v, now %v)", key, e.rev, want, e.w))
-	}
-}
-
-func (g *writeGuard) release(key string, rev int64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.kept, guardKey{key, rev})
-}
-
-// Failures returns what check found.
-func (g *writeGuard) Failures() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]string(nil), g.failures...)
+type writeGuard interface {
+	keep(key string, rev int64, w *meridianv1.Workload)
+	check(key string, e ownWrite)
+	release(key string, rev int64)
 }

@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -58,7 +60,8 @@ func TestShareButStatusCopiesEveryField(t *testing.T) {
 // The guard finds a kept workload changed through a copy's shared fields,
 // and nothing when only the copy's status changed.
 func TestWriteGuardFindsSharedFieldsChanged(t *testing.T) {
-	r := recentWrites{guard: newWriteGuard()}
+	guard := newWriteGuard()
+	r := recentWrites{guard: guard}
 	put := func(key string, rev int64) {
 		r.put(key, rev, &meridianv1.Workload{Id: key, Labels: map[string]string{"a": "1"},
 			Status: &meridianv1.WorkloadStatus{Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED}})
@@ -67,7 +70,7 @@ func TestWriteGuardFindsSharedFieldsChanged(t *testing.T) {
 	c := r.copyAt("ok", 5)
 	c.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_RUNNING
 	r.put("ok", 6, c)
-	if f := r.guard.Failures(); len(f) != 0 {
+	if f := guard.Failures(); len(f) != 0 {
 		t.Fatalf("a status change was taken for a shared one: %v", f)
 	}
 
@@ -75,7 +78,7 @@ func TestWriteGuardFindsSharedFieldsChanged(t *testing.T) {
 	c = r.copyAt("bad", 5)
 	c.Labels["a"] = "2" // shared with the entry
 	r.drop("bad")
-	f := r.guard.Failures()
+	f := guard.Failures()
 	if len(f) != 1 || !strings.Contains(f[0], "bad at revision 5") {
 		t.Fatalf("a change to a shared field went unseen: %v", f)
 	}
@@ -113,4 +116,53 @@ func BenchmarkEventCopy(b *testing.B) {
 			}
 		})
 	}
+}
+
+// deepGuard keeps a deep copy of each workload recentWrites holds and
+// records every entry found changed since it was put: the rule that
+// nobody changes a kept workload, which copies that share its fields rely
+// on, made checkable. Tests only; it costs a deep copy and a comparison per
+// entry.
+type deepGuard struct {
+	mu       sync.Mutex
+	kept     map[guardKey]*meridianv1.Workload
+	failures []string
+}
+
+type guardKey struct {
+	key string
+	rev int64
+}
+
+func newWriteGuard() *deepGuard {
+	return &deepGuard{kept: map[guardKey]*meridianv1.Workload{}}
+}
+
+func (g *deepGuard) keep(key string, rev int64, w *meridianv1.Workload) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.kept[guardKey{key, rev}] = cloneWorkload(w)
+}
+
+// check records a failure when e no longer equals what was put.
+func (g *deepGuard) check(key string, e ownWrite) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	want, ok := g.kept[guardKey{key, e.rev}]
+	if ok && !proto.Equal(want, e.w) {
+		g.failures = append(g.failures, fmt.Sprintf("the workload kept for %s at revision %d changed after it was put (was %v, now %v)", key, e.rev, want, e.w))
+	}
+}
+
+func (g *deepGuard) release(key string, rev int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.kept, guardKey{key, rev})
+}
+
+// Failures returns what check found.
+func (g *deepGuard) Failures() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.failures...)
 }
