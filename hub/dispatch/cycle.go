@@ -730,12 +730,9 @@ func dispatchMsg(w *meridianv1.Workload, r *Record) *agentv1.Dispatch {
 // TestDispatchSpecCarriesEveryField fails when a new Workload field is
 // missing here.
 func dispatchSpec(w *meridianv1.Workload) *meridianv1.Workload {
-	return &meridianv1.Workload{
-		Id: w.GetId(), Name: w.GetName(), Queue: w.GetQueue(), Priority: w.GetPriority(), Preemptible: w.GetPreemptible(),
-		ClusterSelector: w.GetClusterSelector(), PodSets: w.GetPodSets(), Runtime: w.GetRuntime(),
-		RequeueOnClusterLoss: w.GetRequeueOnClusterLoss(), Labels: w.GetLabels(), IdempotencyKey: w.GetIdempotencyKey(),
-		CreateTime: w.GetCreateTime(), SubmittedBy: w.GetSubmittedBy(), MaxRuntime: w.GetMaxRuntime(),
-	}
+	spec := specOf(w)
+	spec.TraceParent = ""
+	return spec
 }
 
 // publishAll publishes dispatches in batches of async publishes, one

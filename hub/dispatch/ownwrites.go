@@ -124,13 +124,12 @@ func (r *recentWrites) put(key string, rev int64, w *meridianv1.Workload) {
 // change the status and nothing else.
 func (r *recentWrites) copyAt(key string, rev int64) *meridianv1.Workload {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	e, ok := r.m[key]
-	if !ok {
-		return nil
-	}
-	if e.rev != rev {
+	if ok && e.rev != rev {
 		r.leaveLocked(key)
+	}
+	r.mu.Unlock()
+	if !ok || e.rev != rev {
 		return nil
 	}
 	r.hits.Add(1)
