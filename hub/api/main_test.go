@@ -121,6 +121,20 @@ func (e *env) keyCount(t testing.TB) int64 {
 	return resp.Count
 }
 
+// etcdRev is etcd's current revision. A watch that resumes "from now" takes
+// it rather than the cache's revision, which may not yet include a write the
+// test has just made: the watch would then replay that write.
+func (e *env) etcdRev(t testing.TB) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, store.Root+"/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)

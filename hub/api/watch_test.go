@@ -67,7 +67,7 @@ func TestWatchDeliversCreatesAndUpdatesInOrder(t *testing.T) {
 				s, err = e.wl.WatchWorkloads(wctx, &meridianv1.WatchWorkloadsRequest{Queue: tn, SendInitial: true})
 			} else {
 				// Resume from the current revision: replays from etcd.
-				since = e.cache.Rev()
+				since = e.etcdRev(t)
 				s, err = e.wl.WatchWorkloads(wctx, &meridianv1.WatchWorkloadsRequest{Queue: tn, SinceRevision: since})
 			}
 			if err != nil {
@@ -278,7 +278,7 @@ func TestWatchPhaseFilter(t *testing.T) {
 			defer cancel()
 			req := &meridianv1.WatchWorkloadsRequest{Queue: tn, Phase: cancelled}
 			if mode == "etcd" {
-				req.SinceRevision = e.cache.Rev()
+				req.SinceRevision = e.etcdRev(t)
 			} else {
 				// A watch from "now" starts when the hub subscribes,
 				// which a submit right after the call may beat: the
@@ -338,7 +338,7 @@ func TestWatchBasicView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	since := e.cache.Rev()
+	since := e.etcdRev(t)
 	streams := map[string]meridianv1.WorkloadService_WatchWorkloadsClient{}
 	for name, req := range map[string]*meridianv1.WatchWorkloadsRequest{
 		"cache":          {Queue: tn, View: basic, SendInitial: true},
