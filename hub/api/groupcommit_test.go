@@ -253,3 +253,130 @@ func TestGroupCommitLingersOnlyUnderLoad(t *testing.T) {
 		t.Fatalf("five callers took %s: the commit waited the whole linger though all were queued", d)
 	}
 }
+
+// The gap between callers is an average that follows a stream and
+// forgets an idle spell quickly: a pause counts as at most a second.
+func TestGroupCommitGapFollowsTheStream(t *testing.T) {
+	g := &groupCommitter{}
+	t0 := time.Unix(1000, 0)
+	g.noteArrivalLocked(t0)
+	if g.gap != 0 {
+		t.Fatalf("gap %s after one caller, want 0 (unknown)", g.gap)
+	}
+	now := t0
+	for range 40 {
+		now = now.Add(5 * time.Millisecond)
+		g.noteArrivalLocked(now)
+	}
+	if g.gap != 5*time.Millisecond {
+		t.Fatalf("gap %s after a stream every 5ms, want 5ms", g.gap)
+	}
+	g.noteArrivalLocked(now.Add(time.Hour))
+	if want := 5*time.Millisecond + (time.Second-5*time.Millisecond)/8; g.gap != want {
+		t.Fatalf("gap %s after an hour's pause, want %s (the pause counted as a second)", g.gap, want)
+	}
+}
+
+// lingerFor: no wait when idle; as many callers as last time under load;
+// a second caller, for twice the gap at most streamLinger, in a stream.
+func TestGroupCommitLingerForStreams(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		last       int64
+		gap        time.Duration
+		stream     time.Duration
+		want       int64
+		wantWait   time.Duration
+		mustNotNap bool
+	}{
+		{name: "idle", last: 1, gap: 0, stream: 10 * time.Millisecond, mustNotNap: true},
+		{name: "callers farther apart than streamLinger", last: 1, gap: 20 * time.Millisecond, stream: 10 * time.Millisecond, mustNotNap: true},
+		{name: "stream off", last: 1, gap: 5 * time.Millisecond, stream: 0, mustNotNap: true},
+		{name: "a stream every 4ms", last: 1, gap: 4 * time.Millisecond, stream: 10 * time.Millisecond, want: 2, wantWait: 8 * time.Millisecond},
+		{name: "a stream every 8ms: capped", last: 1, gap: 8 * time.Millisecond, stream: 10 * time.Millisecond, want: 2, wantWait: 10 * time.Millisecond},
+		{name: "under load, no stream", last: 5, gap: 0, stream: 10 * time.Millisecond, want: 5, wantWait: time.Millisecond},
+		{name: "under load in a dense stream: the old rule", last: 5, gap: 100 * time.Microsecond, stream: 10 * time.Millisecond, want: 5, wantWait: time.Millisecond},
+		{name: "pairs in a stream every 4ms: the stream's wait", last: 2, gap: 4 * time.Millisecond, stream: 10 * time.Millisecond, want: 2, wantWait: 8 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := &groupCommitter{linger: time.Millisecond, streamLinger: c.stream, gap: c.gap}
+			g.lastBatch.Store(c.last)
+			want, wait, _ := g.lingerFor()
+			if c.mustNotNap {
+				if want > 1 {
+					t.Fatalf("lingerFor = %d callers within %s, want no wait", want, wait)
+				}
+				return
+			}
+			if want != c.want || wait != c.wantWait {
+				t.Fatalf("lingerFor = %d callers within %s, want %d within %s", want, wait, c.want, c.wantWait)
+			}
+		})
+	}
+}
+
+// In a stream of lone callers, two that come within the wait share a
+// transaction; with the stream wait off, each goes alone.
+func TestGroupCommitStreamSharesTransactions(t *testing.T) {
+	for _, stream := range []time.Duration{0, 2 * time.Second} {
+		f := newFake()
+		close(f.hold)
+		g := &groupCommitter{commit: f.commit, maxOps: 128, linger: time.Millisecond, streamLinger: stream}
+		g.lastBatch.Store(1)
+		g.gap = time.Second // as if callers had come a second apart
+		first := make(chan error, 1)
+		go func() { first <- g.Commit(context.Background(), submitOps(1, 7)) }()
+		time.Sleep(200 * time.Millisecond) // the first is lingering, if it does
+		if err := g.Commit(context.Background(), submitOps(2, 7)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		n := len(f.txns)
+		f.mu.Unlock()
+		if stream > 0 && n != 1 {
+			t.Fatalf("stream wait %s: %d transactions, want the two callers in one", stream, n)
+		}
+		if stream == 0 && n != 2 {
+			t.Fatalf("stream wait off: %d transactions, want one per caller", n)
+		}
+	}
+}
+
+// A client that submits one call at a time comes at short gaps, but
+// nobody else can come while its commit waits: after waits that found
+// nobody, the stream wait is skipped for longer and longer, so such a
+// client waits in few of its commits. A stream that is found again is
+// waited for at once.
+func TestGroupCommitStreamWaitBacksOffForALoneClient(t *testing.T) {
+	g := &groupCommitter{linger: time.Millisecond, streamLinger: 20 * time.Millisecond, gap: 2 * time.Millisecond}
+	const commits = 200
+	waited := 0
+	for range commits {
+		if _, _, stream := g.lingerFor(); stream {
+			waited++
+			g.streamWaited(false) // nobody came
+		}
+	}
+	// Waits at commits 1, 2, 4, 7, 12, 21, 38, 71, 136 (skipping 0, 1,
+	// 2, 4, ... 64 after each miss).
+	if waited != 9 {
+		t.Fatalf("a lone client waited in %d of %d commits, want 9", waited, commits)
+	}
+	// Others come: the skips left run out, the next wait finds them, and
+	// from then on every commit waits again.
+	for {
+		if _, _, stream := g.lingerFor(); stream {
+			break
+		}
+	}
+	g.streamWaited(true)
+	for range 3 {
+		if want, _, s := g.lingerFor(); !s || want != 2 {
+			t.Fatalf("after a hit lingerFor = %d (stream %v), want a wait for a second caller", want, s)
+		}
+		g.streamWaited(true)
+	}
+}
