@@ -273,8 +273,7 @@ func queuePolicy(q *meridianv1.Queue) (authz.QueuePolicy, bool) {
 // credentials collects what the request proves about its caller.
 func (g *Guard) credentials(ctx context.Context) (auth.Credentials, string, error) {
 	var cr auth.Credentials
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get("authorization"); len(v) == 1 {
+	if v := mdGet(ctx, "authorization"); len(v) == 1 {
 		cr.Authorization = v[0]
 	} else if len(v) > 1 {
 		cr.MultipleAuthorization = true
@@ -291,16 +290,16 @@ func (g *Guard) credentials(ctx context.Context) (auth.Credentials, string, erro
 	}
 	if addr != nil && g.cfg.Trusted != nil && g.cfg.Trusted(addr) {
 		// A REST request: the gateway verified the caller's certificate.
-		if v := md.Get(mdRemoteAddr); len(v) == 1 {
+		if v := mdGet(ctx, mdRemoteAddr); len(v) == 1 {
 			remote = v[0]
 			if ta, err := net.ResolveTCPAddr("tcp", v[0]); err == nil {
 				cr.RemoteAddr = ta
 			}
 		}
-		if v := md.Get(mdClientCertError); len(v) == 1 && cr.Authorization == "" {
+		if v := mdGet(ctx, mdClientCertError); len(v) == 1 && cr.Authorization == "" {
 			return cr, remote, errors.New(v[0])
 		}
-		if v := md.Get(mdClientCert); len(v) == 1 {
+		if v := mdGet(ctx, mdClientCert); len(v) == 1 {
 			der, err := base64.StdEncoding.DecodeString(v[0])
 			if err == nil {
 				if c, err := x509.ParseCertificate(der); err == nil {
@@ -474,11 +473,17 @@ func auditDetail(err error) string {
 }
 
 func requestID(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get("x-request-id"); len(v) > 0 {
+	if v := mdGet(ctx, "x-request-id"); len(v) > 0 {
 		return v[0]
 	}
 	return ""
+}
+
+// mdGet returns the values of one key of the call's metadata. Unlike
+// metadata.FromIncomingContext it does not copy every key and value, which
+// every call's guard did several times over (a fifth of its time).
+func mdGet(ctx context.Context, key string) []string {
+	return metadata.ValueFromIncomingContext(ctx, key)
 }
 
 // isReservedMetadata reports whether a metadata key is one only the

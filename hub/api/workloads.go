@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -257,12 +256,8 @@ func specOf(w *meridianv1.Workload) *meridianv1.Workload {
 }
 
 func idempotencyFromMetadata(ctx context.Context) string {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return ""
-	}
 	for _, k := range []string{"idempotency-key", "grpcgateway-idempotency-key"} {
-		if v := md.Get(k); len(v) > 0 && v[0] != "" {
+		if v := mdGet(ctx, k); len(v) > 0 && v[0] != "" {
 			return v[0]
 		}
 	}
