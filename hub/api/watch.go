@@ -216,7 +216,9 @@ func (s *Service) watchCache(ctx context.Context, req *meridianv1.WatchWorkloads
 // watcher knew the key before ev when its incarnation existed then or an
 // earlier event of it arrived (knewBefore), whether or not that event
 // matched the filter: a workload that moves into a watched phase is
-// MODIFIED, as in a watch from etcd.
+// MODIFIED, as in a watch from etcd, unless the subscriber folded its
+// creation into this event (the watch had not taken it yet), which makes
+// it ADDED (docs/api.md, "Events are level-based").
 func (s *Service) cacheEvent(ev store.Event, start int64, f watchFilter) (*meridianv1.WorkloadEvent, bool) {
 	prefix := store.Prefix(store.KindWorkloads)
 	we := &meridianv1.WorkloadEvent{Revision: ev.ModRev, Time: timestamppb.New(s.now())}
