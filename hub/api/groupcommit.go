@@ -69,28 +69,7 @@ type groupCommitter struct {
 	// all queued at once, so they do not wait either.
 	linger    time.Duration
 	lastBatch atomic.Int64
-	// streamLinger bounds a second kind of wait, for a steady stream of
-	// callers that each come alone: arrays of workloads at 2,000
-	// workloads/s are 200 calls a second, one every 5 ms, while a commit
-	// takes 1 to 3 ms, so nearly every call was a transaction (and an
-	// fsync) of its own. When callers have been coming less than
-	// streamLinger apart (gap, an average of the last few), a commit waits
-	// up to twice that gap, at most streamLinger, for a second caller:
-	// half the transactions, for a few ms on each submit. Zero turns it
-	// off. A client that submits one call at a time also comes at short
-	// gaps, but no second caller can come while it waits for its own: a
-	// wait that found nobody makes the next ones skip this rule, twice as
-	// many after each miss (up to maxStreamSkip), so such a client loses
-	// one wait in maxStreamSkip commits.
-	streamLinger time.Duration
-	// Under mu: the moving average of the time between callers, when the
-	// last came, how many stream waits to skip, and how many to skip after
-	// the next miss.
-	gap            time.Duration
-	lastArrival    time.Time
-	streamSkip     int
-	streamSkipNext int
-	arrived        chan struct{} // a caller queued; made on first use, under mu
+	arrived   chan struct{} // a caller queued; made on first use, under mu
 	// observe, when set, gets the number of callers of each transaction.
 	observe func(float64)
 	// slowAfter and maxInFlight let queued callers pass a slow
@@ -132,21 +111,15 @@ func newGroupCommitter(st *store.Store) *groupCommitter {
 			_, err := st.Commit(ctx, nil, ops...)
 			return err
 		},
-		maxOps:       st.MaxTxnOps(),
-		linger:       groupCommitLinger,
-		streamLinger: groupCommitStreamLinger,
-		slowAfter:    groupCommitSlowAfter,
-		maxInFlight:  groupCommitMaxInFlight,
+		maxOps:      st.MaxTxnOps(),
+		linger:      groupCommitLinger,
+		slowAfter:   groupCommitSlowAfter,
+		maxInFlight: groupCommitMaxInFlight,
 	}
 }
 
 // groupCommitLinger is groupCommitter.linger for the API.
 const groupCommitLinger = time.Millisecond
-
-// groupCommitStreamLinger is groupCommitter.streamLinger for the API: the
-// most a submit waits for another to share its transaction, and only
-// while submits come at least a hundred a second.
-const groupCommitStreamLinger = 10 * time.Millisecond
 
 // Commit stores ops atomically, possibly in one transaction with other
 // callers' ops, and returns this caller's own outcome. A traced caller gets
@@ -160,7 +133,6 @@ func (g *groupCommitter) Commit(ctx context.Context, ops []store.Op) (err error)
 	}
 	p := &pendingCommit{ctx: ctx, ops: ops, done: make(chan error, 1), span: span}
 	g.mu.Lock()
-	g.noteArrivalLocked(time.Now())
 	g.queue = append(g.queue, p)
 	if g.arrived == nil {
 		g.arrived = make(chan struct{}, 1)
@@ -310,91 +282,25 @@ func touchesHeld(held map[string]bool, p *pendingCommit) bool {
 	return false
 }
 
-// noteArrivalLocked folds the time since the last caller into gap, an
-// average over about the last eight callers. A pause of a second or more
-// counts as a second: one idle spell must not hide a stream for long.
-// g.mu is held.
-func (g *groupCommitter) noteArrivalLocked(now time.Time) {
-	if !g.lastArrival.IsZero() {
-		d := min(now.Sub(g.lastArrival), time.Second)
-		if g.gap == 0 {
-			g.gap = d
-		} else {
-			g.gap += (d - g.gap) / 8
-		}
-	}
-	g.lastArrival = now
-}
-
-// maxStreamSkip bounds how many commits skip the stream wait after waits
-// that found nobody (see streamLinger).
-const maxStreamSkip = 64
-
-// lingerFor says how many queued callers a commit waits for, and for how
-// long at most: as many as the last transaction had, for linger, when it
-// was shared (under load); and at least two, for twice the gap between
-// callers but at most streamLinger, while callers come in a steady stream
-// (see streamLinger; stream says this rule set the wait). want <= 1
-// means no wait.
-func (g *groupCommitter) lingerFor() (want int64, wait time.Duration, stream bool) {
-	want, wait = g.lastBatch.Load(), g.linger
-	if want <= 1 || wait <= 0 {
-		want, wait = 0, 0
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.streamLinger <= 0 || g.gap <= 0 || g.gap >= g.streamLinger {
-		return want, wait, false
-	}
-	if g.streamSkip > 0 {
-		g.streamSkip--
-		return want, wait, false
-	}
-	return max(want, 2), max(wait, min(2*g.gap, g.streamLinger)), true
-}
-
-// streamWaited notes whether a stream wait found a second caller: a miss
-// skips the next waits, twice as many as after the last miss (at most
-// maxStreamSkip); a hit ends the skipping.
-func (g *groupCommitter) streamWaited(found bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if found {
-		g.streamSkipNext = 0
-		return
-	}
-	g.streamSkip = g.streamSkipNext
-	g.streamSkipNext = min(max(1, 2*g.streamSkipNext), maxStreamSkip)
-}
-
-// lingerForMore waits, under load, until the callers lingerFor asks for
-// are queued, or its wait passes.
+// lingerForMore waits, under load, until as many callers are queued as
+// the last transaction had, or linger passes.
 func (g *groupCommitter) lingerForMore() {
-	want, wait, stream := g.lingerFor()
-	if want <= 1 {
+	want := g.lastBatch.Load()
+	if g.linger <= 0 || want <= 1 {
 		return
 	}
-	deadline := time.NewTimer(wait)
+	deadline := time.NewTimer(g.linger)
 	defer deadline.Stop()
 	for {
 		g.mu.Lock()
 		n, arrived := int64(len(g.queue)), g.arrived
 		g.mu.Unlock()
 		if n >= want {
-			if stream {
-				g.streamWaited(true)
-			}
 			return
 		}
 		select {
 		case <-arrived:
 		case <-deadline.C:
-			if stream {
-				g.mu.Lock()
-				n = int64(len(g.queue))
-				g.mu.Unlock()
-				g.streamWaited(n > 1)
-			}
 			return
 		}
 	}
