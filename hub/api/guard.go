@@ -270,10 +270,13 @@ func queuePolicy(q *meridianv1.Queue) (authz.QueuePolicy, bool) {
 	return p, len(p.Access) > 0 || p.MaxPriority != nil || p.AllowNonPreemptible != nil
 }
 
-// credentials collects what the request proves about its caller.
+// credentials collects what the request proves about its caller. It
+// reads each metadata key with metadata.ValueFromIncomingContext, as every
+// per-call lookup here does: FromIncomingContext copies every key and
+// value of the call (a fifth of the guard's time at 2,000 submits/s).
 func (g *Guard) credentials(ctx context.Context) (auth.Credentials, string, error) {
 	var cr auth.Credentials
-	if v := mdGet(ctx, "authorization"); len(v) == 1 {
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) == 1 {
 		cr.Authorization = v[0]
 	} else if len(v) > 1 {
 		cr.MultipleAuthorization = true
@@ -290,16 +293,16 @@ func (g *Guard) credentials(ctx context.Context) (auth.Credentials, string, erro
 	}
 	if addr != nil && g.cfg.Trusted != nil && g.cfg.Trusted(addr) {
 		// A REST request: the gateway verified the caller's certificate.
-		if v := mdGet(ctx, mdRemoteAddr); len(v) == 1 {
+		if v := metadata.ValueFromIncomingContext(ctx, mdRemoteAddr); len(v) == 1 {
 			remote = v[0]
 			if ta, err := net.ResolveTCPAddr("tcp", v[0]); err == nil {
 				cr.RemoteAddr = ta
 			}
 		}
-		if v := mdGet(ctx, mdClientCertError); len(v) == 1 && cr.Authorization == "" {
+		if v := metadata.ValueFromIncomingContext(ctx, mdClientCertError); len(v) == 1 && cr.Authorization == "" {
 			return cr, remote, errors.New(v[0])
 		}
-		if v := mdGet(ctx, mdClientCert); len(v) == 1 {
+		if v := metadata.ValueFromIncomingContext(ctx, mdClientCert); len(v) == 1 {
 			der, err := base64.StdEncoding.DecodeString(v[0])
 			if err == nil {
 				if c, err := x509.ParseCertificate(der); err == nil {
@@ -473,17 +476,10 @@ func auditDetail(err error) string {
 }
 
 func requestID(ctx context.Context) string {
-	if v := mdGet(ctx, "x-request-id"); len(v) > 0 {
+	if v := metadata.ValueFromIncomingContext(ctx, "x-request-id"); len(v) > 0 {
 		return v[0]
 	}
 	return ""
-}
-
-// mdGet returns the values of one key of the call's metadata. Unlike
-// metadata.FromIncomingContext it does not copy every key and value, which
-// every call's guard did several times over (a fifth of its time).
-func mdGet(ctx context.Context, key string) []string {
-	return metadata.ValueFromIncomingContext(ctx, key)
 }
 
 // isReservedMetadata reports whether a metadata key is one only the

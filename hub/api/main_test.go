@@ -112,13 +112,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 // keyCount counts every key under /meridian/.
 func (e *env) keyCount(t testing.TB) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := e.cli.Get(ctx, store.Root+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Count
+	return e.countRoot(t, clientv3.WithPrefix()).Count
 }
 
 // etcdRev is etcd's current revision. A watch that resumes "from now" takes
@@ -126,13 +120,20 @@ func (e *env) keyCount(t testing.TB) int64 {
 // test has just made: the watch would then replay that write.
 func (e *env) etcdRev(t testing.TB) int64 {
 	t.Helper()
+	return e.countRoot(t).Header.Revision
+}
+
+// countRoot asks etcd for a count under /meridian/ (with opts), answered
+// from its index without reading a value.
+func (e *env) countRoot(t testing.TB, opts ...clientv3.OpOption) *clientv3.GetResponse {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := e.cli.Get(ctx, store.Root+"/", clientv3.WithCountOnly())
+	resp, err := e.cli.Get(ctx, store.Root+"/", append(opts, clientv3.WithCountOnly())...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Header.Revision
+	return resp
 }
 
 func testCtx(t testing.TB) context.Context {

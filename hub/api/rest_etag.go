@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -39,7 +40,7 @@ func setETag(_ context.Context, w http.ResponseWriter, m proto.Message) error {
 // ifMatch returns the If-Match values the caller sent, nil when none.
 func ifMatch(ctx context.Context) []string {
 	var out []string
-	for _, v := range mdGet(ctx, "if-match") {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "if-match") {
 		for _, part := range strings.Split(v, ",") {
 			if p := strings.TrimSpace(part); p != "" {
 				out = append(out, p)

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -257,7 +258,7 @@ func specOf(w *meridianv1.Workload) *meridianv1.Workload {
 
 func idempotencyFromMetadata(ctx context.Context) string {
 	for _, k := range []string{"idempotency-key", "grpcgateway-idempotency-key"} {
-		if v := mdGet(ctx, k); len(v) > 0 && v[0] != "" {
+		if v := metadata.ValueFromIncomingContext(ctx, k); len(v) > 0 && v[0] != "" {
 			return v[0]
 		}
 	}

@@ -730,7 +730,7 @@ func dispatchMsg(w *meridianv1.Workload, r *Record) *agentv1.Dispatch {
 // TestDispatchSpecCarriesEveryField fails when a new Workload field is
 // missing here.
 func dispatchSpec(w *meridianv1.Workload) *meridianv1.Workload {
-	spec := specOf(w)
+	spec := withoutStatus(w)
 	spec.TraceParent = ""
 	return spec
 }

@@ -125,11 +125,12 @@ func (r *recentWrites) put(key string, rev int64, w *meridianv1.Workload) {
 func (r *recentWrites) copyAt(key string, rev int64) *meridianv1.Workload {
 	r.mu.Lock()
 	e, ok := r.m[key]
-	if ok && e.rev != rev {
+	hit := ok && e.rev == rev
+	if ok && !hit {
 		r.leaveLocked(key)
 	}
 	r.mu.Unlock()
-	if !ok || e.rev != rev {
+	if !hit {
 		return nil
 	}
 	r.hits.Add(1)

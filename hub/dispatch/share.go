@@ -23,17 +23,18 @@ func shareButStatus(w *meridianv1.Workload) *meridianv1.Workload {
 	if len(w.ProtoReflect().GetUnknown()) > 0 {
 		return cloneWorkload(w)
 	}
-	c := specOf(w)
+	c := withoutStatus(w)
 	c.Status = w.Status.CloneVT()
 	return c
 }
 
-// specOf returns a workload that shares every field of w but the status,
-// which it leaves out: the one list of Workload's fields that the copies
-// made by hand (shareButStatus, dispatchSpec) build on. A field added to
+// withoutStatus returns a workload that shares every field of w but the
+// status, which it leaves out: the one list of Workload's fields that the
+// copies made by hand (shareButStatus, dispatchSpec) build on. (hub/api's
+// specOf is another thing: a deep copy without what the hub sets.) A field added to
 // Workload and not listed here fails TestShareButStatusCopiesEveryField
 // and TestDispatchSpecCarriesEveryField.
-func specOf(w *meridianv1.Workload) *meridianv1.Workload {
+func withoutStatus(w *meridianv1.Workload) *meridianv1.Workload {
 	return &meridianv1.Workload{
 		Id: w.GetId(), Name: w.GetName(), Queue: w.GetQueue(), Priority: w.GetPriority(), Preemptible: w.GetPreemptible(),
 		ClusterSelector: w.GetClusterSelector(), PodSets: w.GetPodSets(), Runtime: w.GetRuntime(),
