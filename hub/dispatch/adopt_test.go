@@ -1,12 +1,17 @@
 package dispatch
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
+	"github.com/meridian-gpu/meridian/transport/natsbus"
 )
 
 // TestAdoptAfterRestore: etcd holds w1 as QUEUED (as a snapshot taken
@@ -140,5 +145,55 @@ func TestSettleRunsThatEndedAfterTheSnapshot(t *testing.T) {
 				t.Fatalf("w3's run was cancelled %d times", n)
 			}
 		})
+	}
+}
+
+// TestTermStartsOnceTheFleetIsRead: a hub campaigns only after it has read
+// the latest advertisement of every cluster the bus holds, so a term
+// never starts believing in fewer clusters than there are. After a
+// restore that belief decides what the first dispatch waits for: a
+// cluster not read yet sends no heartbeat the hub waits for, and work it
+// runs that etcd did not know would be dispatched a second time instead
+// of adopted (TestAdoptAfterRestore failed that way now and then).
+func TestTermStartsOnceTheFleetIsRead(t *testing.T) {
+	cfg := fastConfig()
+	cfg.AfterRestore = true
+	e := newEnv(t, cfg)
+	bus, err := natsbus.Connect(e.ctx, e.url, natsbus.WithName("adverts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	if err := bus.EnsureStreams(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	const clusters = 300
+	for c := range clusters {
+		id := fmt.Sprintf("c%03d", c)
+		ad := &agentv1.Advertisement{ClusterId: id, Seq: 1, SentAt: timestamppb.Now(), SessionId: "s-" + id}
+		for n := range 8 {
+			node := &agentv1.Node{Name: fmt.Sprintf("%s-n%d", id, n), AcceleratorClass: "h100", Schedulable: true}
+			for g := range 8 {
+				node.Gpus = append(node.Gpus, &agentv1.Gpu{Index: int32(g), FreeMilli: 1000, Healthy: true})
+			}
+			ad.Nodes = append(ad.Nodes, node)
+		}
+		b, err := proto.Marshal(ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bus.PublishAdvert(e.ctx, id, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := e.startHub("hub-a")
+	for !h.leading() {
+		if e.ctx.Err() != nil {
+			t.Fatal("no leadership")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := len(h.loop.fleet.IDs()); n != clusters {
+		t.Fatalf("the term began knowing %d of the %d clusters the bus held", n, clusters)
 	}
 }

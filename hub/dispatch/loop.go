@@ -273,6 +273,9 @@ func (l *Loop) Run(ctx context.Context) error {
 		return nil
 	case <-l.cache.Ready():
 	}
+	if !l.awaitFleet(ctx) {
+		return nil
+	}
 	for ctx.Err() == nil {
 		fence, err := l.el.Campaign(ctx)
 		if err != nil {
@@ -290,6 +293,25 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.log.Info("term ended", "fence", fence.String())
 	}
 	return nil
+}
+
+// awaitFleet waits until the fleet has read every cluster's latest
+// advertisement, so that a term never starts believing in fewer clusters
+// than there are: after a restore it would skip waiting for the missing
+// ones' heartbeats and dispatch again work they run (adopt.go). A bus
+// that cannot say within the cluster timeout does not hold leadership
+// back longer. It reports false when ctx ended first.
+func (l *Loop) awaitFleet(ctx context.Context) bool {
+	wait := time.NewTimer(l.fleet.Timeout())
+	defer wait.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-l.fleet.Replayed():
+	case <-wait.C:
+		l.log.Warn("fleet: the clusters' latest advertisements were not all read within the cluster timeout; campaigning anyway", "timeout", l.fleet.Timeout().String())
+	}
+	return true
 }
 
 // term is one leadership term's state. Only the term's goroutines use it.

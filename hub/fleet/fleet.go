@@ -52,6 +52,7 @@ type Registry struct {
 	clusters map[string]*entry
 	changed  chan struct{}
 	asked    map[string]time.Time // when each cluster was last asked for a full advertisement
+	replayed <-chan struct{}      // Start's advert watch has handed over every cluster's latest
 }
 
 type entry struct {
@@ -108,7 +109,7 @@ func (r *Registry) Start(ctx context.Context, bus *natsbus.Bus) error {
 	if bus == nil {
 		return errors.New("fleet: Start: bus is nil")
 	}
-	if _, err := bus.WatchAdverts(ctx, func(cluster string, payload []byte) {
+	adverts, err := bus.WatchAdverts(ctx, func(cluster string, payload []byte) {
 		err := r.HandleAdvertPayload(cluster, payload)
 		if errors.Is(err, ErrNoBase) && r.shouldAsk(cluster) {
 			// Ask for a full one rather than wait for the agent's
@@ -124,9 +125,13 @@ func (r *Registry) Start(ctx context.Context, bus *natsbus.Bus) error {
 		if err != nil {
 			r.log.Warn("fleet: dropped advertisement", "cluster", cluster, "err", err)
 		}
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
+	r.mu.Lock()
+	r.replayed = adverts.CaughtUp()
+	r.mu.Unlock()
 	if _, err := bus.SubscribeHeartbeats(ctx, func(cluster string, payload []byte) {
 		if err := r.HandleHeartbeatPayload(cluster, payload); err != nil {
 			r.log.Warn("fleet: dropped heartbeat", "cluster", cluster, "err", err)
@@ -135,6 +140,21 @@ func (r *Registry) Start(ctx context.Context, bus *natsbus.Bus) error {
 		return fmt.Errorf("fleet: %w", err)
 	}
 	return nil
+}
+
+// Replayed is closed once Start's feed has applied the latest
+// advertisement the bus held for every cluster: before that, a cluster
+// the registry does not list may merely not have been read yet. Without
+// Start there is nothing to replay, and it is closed from the start.
+func (r *Registry) Replayed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.replayed == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return r.replayed
 }
 
 // HandleAdvertPayload decodes one message of the advert subject: a full
@@ -259,7 +279,15 @@ func (r *Registry) ApplyDelta(subjectCluster string, d *agentv1.AdvertisementDel
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.clusters[id]
-	if e == nil || e.ad == nil || e.session != d.GetSessionId() || e.seq != d.GetBaseSeq() {
+	if e == nil {
+		// The cluster exists, though without capacity until its next full
+		// advertisement (as after a heartbeat that comes first): a hub
+		// that starts where a cluster's latest message is a delta still
+		// knows to wait for it after a restore (hub/dispatch, adopt.go).
+		e = r.entryLocked(id)
+		r.seenLocked(e, r.seenAt(now, d.GetSentAt()))
+	}
+	if e.ad == nil || e.session != d.GetSessionId() || e.seq != d.GetBaseSeq() {
 		return fmt.Errorf("fleet: delta %d of %s builds on %d, which is not the last applied advertisement: %w", d.GetSeq(), id, d.GetBaseSeq(), ErrNoBase)
 	}
 	next := shallowWithoutNodes(e.ad)

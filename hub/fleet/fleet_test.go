@@ -229,6 +229,14 @@ func TestStartOverNATS(t *testing.T) {
 	must(t, bus.PublishAdvert(ctx, "east", b))
 	r := New(Options{Timeout: 10 * time.Second})
 	must(t, r.Start(ctx, bus))
+	select {
+	case <-r.Replayed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replay of the stream's advertisements did not end")
+	}
+	if ids := r.IDs(); strings.Join(ids, ",") != "east" {
+		t.Fatalf("clusters once the replay ended: %v, want east", ids)
+	}
 	hb, _ := proto.Marshal(&agentv1.Heartbeat{ClusterId: "east", SentAt: timestamppb.Now(), Dispatches: []*agentv1.RunningDispatch{{DispatchId: "d9"}}})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -274,6 +282,16 @@ func TestStartOnADeltaAsksForAFullAdvert(t *testing.T) {
 	must(t, bus.PublishAdvert(ctx, "east", delta(7)))
 	r := New(Options{Timeout: 10 * time.Second})
 	must(t, r.Start(ctx, bus))
+	select {
+	case <-r.Replayed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replay of the stream's advertisements did not end")
+	}
+	// Known from the delta alone (so that a hub after a restore waits for
+	// it), though without capacity until the full advertisement.
+	if ids, views := r.IDs(), r.Views(); strings.Join(ids, ",") != "east" || len(views) != 0 {
+		t.Fatalf("after a baseless delta: ids %v, %d views; want east known, no capacity", ids, len(views))
+	}
 	select {
 	case <-asked:
 	case <-time.After(5 * time.Second):

@@ -57,7 +57,30 @@ type Subscription struct {
 	once   sync.Once
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// caughtUp is closed once a replaying watch has handed over what its
+	// stream held when it began (WatchAdverts); nil for the others.
+	caughtUp     chan struct{}
+	caughtUpOnce sync.Once
 }
+
+// CaughtUp is closed once the subscription has handed its callback every
+// message its stream held when it began (for WatchAdverts: the latest
+// advertisement of every cluster), so that a reader can tell "no cluster
+// yet" from "not read yet". For subscriptions that replay nothing it is
+// closed from the start.
+func (s *Subscription) CaughtUp() <-chan struct{} {
+	if s.caughtUp == nil {
+		return closedChan
+	}
+	return s.caughtUp
+}
+
+func (s *Subscription) markCaughtUp() {
+	s.caughtUpOnce.Do(func() { close(s.caughtUp) })
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Stop ends the subscription and waits until its handler is no longer
 // being called. It is idempotent.
@@ -423,7 +446,8 @@ func safeCall(ctx context.Context, h Handler, d Delivery) (err error) {
 
 // WatchAdverts calls fn with each cluster's latest advert, then with every
 // new one. It keeps no state on the server (an ordered, ephemeral consumer)
-// and resumes by itself after reconnects. fn is called one at a time.
+// and resumes by itself after reconnects. fn is called one at a time. The
+// subscription's CaughtUp is closed once fn has had every cluster's latest.
 func (b *Bus) WatchAdverts(ctx context.Context, fn func(cluster string, payload []byte)) (*Subscription, error) {
 	if fn == nil {
 		return nil, errors.New("natsbus: advert callback is nil")
@@ -439,6 +463,7 @@ func (b *Bus) WatchAdverts(ctx context.Context, fn func(cluster string, payload 
 	if err != nil {
 		return nil, err
 	}
+	sub.caughtUp = make(chan struct{})
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		if sctx.Err() != nil {
 			return
@@ -451,10 +476,19 @@ func (b *Bus) WatchAdverts(ctx context.Context, fn func(cluster string, payload 
 			}()
 			fn(clusterOf(msg.Subject()), msg.Data())
 		}()
+		// The server counts, with each message, the ones still to come
+		// (for this policy: the other subjects' latest): none left means
+		// the replay is over.
+		if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+			sub.markCaughtUp()
+		}
 	})
 	if err != nil {
 		b.abort(sub)
 		return nil, fmt.Errorf("natsbus: watch adverts: %w", err)
+	}
+	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
+		sub.markCaughtUp() // the stream held no advertisement
 	}
 	b.run(sub, sctx, stopConsume(cc))
 	return sub, nil
