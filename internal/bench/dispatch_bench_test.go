@@ -262,6 +262,9 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	defer cancel()
 	// The collector target meridian-hub runs with (GOGC, when set, wins).
 	server.TuneGC(server.DefaultGCPercent, nil)
+	// Before anything of the run starts, and again once all of it has
+	// stopped (deferred first, so it runs last).
+	defer calibrate(b)()
 	authn, sec := newBenchAuth(b, mode)
 	var (
 		traceTo   string // the span sink's endpoint when tracing (MERIDIAN_BENCH_TRACE)
@@ -350,10 +353,11 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		spec.SubmitView = int32(submitView(b))
 	}
 	load := startLoad(b, ctx, spec)
-	use0 := selfUsage().plus(agents.usage()).plus(load.usage())
+	usedNow := func() procUsage { return selfUsage().plus(agents.usage()).plus(load.usage()) }
+	use0 := usedNow()
 	alloc0 := heapAllocs()
 	start := time.Now()
-	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate))
+	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate), usedNow)
 	host := watchHost()
 	b.StartTimer()
 	load.begin(start)
@@ -382,7 +386,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	led, watchLag := out.Ledger, out.WatchLag
 	b.ReportMetric(float64(behind), "not-accepted")
 	elapsed := time.Since(start)
-	used := selfUsage().plus(agents.usage()).plus(load.usage()).minus(use0)
+	used := usedNow().minus(use0)
 	allocated := heapAllocs().minus(alloc0)
 	res.finish(b, n)
 	host.finish(b)

@@ -42,12 +42,14 @@ type resourceSample struct {
 	heapInUseMiB      float64       // heap spans in use: live plus garbage not yet collected
 	dbMiB, dbInUseMiB float64
 	stored            int64
+	used              procUsage // CPU every process of the run has used so far
 }
 
 // resourceWatcher samples the hub's resources every period while a run
 // lasts, so a reader sees whether they plateau or grow with the work done.
 type resourceWatcher struct {
 	cli     *clientv3.Client
+	usage   func() procUsage // of every process of the run (hub, agents, load)
 	start   time.Time
 	first   resourceSample // before the load
 	mu      sync.Mutex
@@ -115,13 +117,13 @@ func (r *resourceWatcher) countWrites() {
 	}
 }
 
-func watchResources(b *testing.B, endpoints []string, start time.Time, period time.Duration) *resourceWatcher {
+func watchResources(b *testing.B, endpoints []string, start time.Time, period time.Duration, usage func() procUsage) *resourceWatcher {
 	b.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
 		b.Fatalf("resource watcher: etcd client: %v", err)
 	}
-	r := &resourceWatcher{cli: cli, start: start, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &resourceWatcher{cli: cli, usage: usage, start: start, stop: make(chan struct{}), done: make(chan struct{})}
 	if r.first, err = r.sample(); err != nil {
 		b.Fatalf("resource watcher: first sample: %v", err)
 	}
@@ -169,7 +171,7 @@ func (r *resourceWatcher) sample() (resourceSample, error) {
 	runtime.ReadMemStats(&ms)
 	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(live)
-	s := resourceSample{at: time.Since(r.start), heapInUseMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB()}
+	s := resourceSample{at: time.Since(r.start), heapInUseMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB(), used: r.usage()}
 	if live[0].Value.Kind() == metrics.KindUint64 {
 		s.heapMiB = float64(live[0].Value.Uint64()) / (1 << 20)
 	}
@@ -239,12 +241,24 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 		b.ReportMetric(growth(mid.dbInUseMiB, last.dbInUseMiB), "etcd-in-use-growth-2nd-half-%")
 		b.ReportMetric(growth(float64(mid.stored), float64(last.stored)), "stored-growth-2nd-half-%")
 	}
+	// The cores busy since the sample before, and the etcd transactions
+	// a second: at a steady offered rate, a cost that grows with the work
+	// done shows as a column that climbs.
 	var lines strings.Builder
+	prev := r.first
 	for _, s := range samples {
-		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d",
-			s.at.Seconds(), s.heapMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored)
+		cores, txns := 0.0, 0.0
+		if dt := (s.at - prev.at).Seconds(); dt > 0 {
+			cores = s.used.minus(prev.used).cpu().Seconds() / dt
+			txns = float64(s.rev-prev.rev) / dt
+		}
+		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d; since the last: %.2f cores, %4.0f txns/s",
+			s.at.Seconds(), s.heapMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored, cores, txns)
+		prev = s
 	}
-	b.Logf("resources over the run:%s", lines.String())
+	// To stderr beside the timeline: a benchmark's log keeps only its
+	// first lines, and a long run has dozens of samples.
+	fmt.Fprintf(os.Stderr, "resources over the run:%s\n", lines.String())
 }
 
 func growth(from, to float64) float64 {
