@@ -483,14 +483,17 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 		// records are orphans, which its absence says too. Most stored
 		// workloads are finished: keeping them decoded was most of the
 		// hub's heap, which every collection walks, and the summary
-		// tells a finished one without decoding it.
-		s, sErr := records.SummarizeWorkload(it.Value)
-		if sErr == nil && s.ID != "" && finished(s.Phase) {
-			m.workloadChanged(s.ID)
-			if l.fin != nil {
-				l.fin.Finished(k, it.ModRev, s)
+		// tells a finished one without decoding it. The loop's own
+		// write of a running one says so itself: no summary needed.
+		if w == nil || finished(w.GetStatus().GetPhase()) {
+			s, sErr := records.SummarizeWorkload(it.Value)
+			if sErr == nil && s.ID != "" && finished(s.Phase) {
+				m.workloadChanged(s.ID)
+				if l.fin != nil {
+					l.fin.Finished(k, it.ModRev, s)
+				}
+				break
 			}
-			break
 		}
 		if !had && l.fin != nil {
 			// Not in the mirror, so maybe finished before (a workload
