@@ -353,11 +353,14 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		spec.SubmitView = int32(submitView(b))
 	}
 	load := startLoad(b, ctx, spec)
-	usedNow := func() procUsage { return selfUsage().plus(agents.usage()).plus(load.usage()) }
+	byProcess := func() runUsage { return runUsage{bench: selfUsage(), agents: agents.usage(), load: load.usage()} }
+	usedNow := func() procUsage { return byProcess().total() }
 	use0 := usedNow()
 	alloc0 := heapAllocs()
 	start := time.Now()
-	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate), usedNow)
+	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate), byProcess)
+	stopProfiles := profileWindows(b, start)
+	defer stopProfiles()
 	host := watchHost()
 	b.StartTimer()
 	load.begin(start)

@@ -42,14 +42,21 @@ type resourceSample struct {
 	heapInUseMiB      float64       // heap spans in use: live plus garbage not yet collected
 	dbMiB, dbInUseMiB float64
 	stored            int64
-	used              procUsage // CPU every process of the run has used so far
+	used              runUsage // CPU every process of the run has used so far
 }
+
+// runUsage is what each process of a run has used: the benchmark's own
+// (hub, etcd, NATS; the load generator too when it runs in process), the
+// agents' and the load generator's.
+type runUsage struct{ bench, agents, load procUsage }
+
+func (u runUsage) total() procUsage { return u.bench.plus(u.agents).plus(u.load) }
 
 // resourceWatcher samples the hub's resources every period while a run
 // lasts, so a reader sees whether they plateau or grow with the work done.
 type resourceWatcher struct {
 	cli     *clientv3.Client
-	usage   func() procUsage // of every process of the run (hub, agents, load)
+	usage   func() runUsage // of every process of the run
 	start   time.Time
 	first   resourceSample // before the load
 	mu      sync.Mutex
@@ -117,7 +124,7 @@ func (r *resourceWatcher) countWrites() {
 	}
 }
 
-func watchResources(b *testing.B, endpoints []string, start time.Time, period time.Duration, usage func() procUsage) *resourceWatcher {
+func watchResources(b *testing.B, endpoints []string, start time.Time, period time.Duration, usage func() runUsage) *resourceWatcher {
 	b.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
@@ -247,13 +254,14 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 	var lines strings.Builder
 	prev := r.first
 	for _, s := range samples {
-		cores, txns := 0.0, 0.0
+		var bench, agents, load, txns float64
 		if dt := (s.at - prev.at).Seconds(); dt > 0 {
-			cores = s.used.minus(prev.used).cpu().Seconds() / dt
+			cores := func(now, before procUsage) float64 { return now.minus(before).cpu().Seconds() / dt }
+			bench, agents, load = cores(s.used.bench, prev.used.bench), cores(s.used.agents, prev.used.agents), cores(s.used.load, prev.used.load)
 			txns = float64(s.rev-prev.rev) / dt
 		}
-		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d; since the last: %.2f cores, %4.0f txns/s",
-			s.at.Seconds(), s.heapMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored, cores, txns)
+		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d; since the last: %.2f cores (hub %.2f, agents %.2f, load %.2f), %4.0f txns/s",
+			s.at.Seconds(), s.heapMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored, bench+agents+load, bench, agents, load, txns)
 		prev = s
 	}
 	// To stderr beside the timeline: a benchmark's log keeps only its
