@@ -170,14 +170,7 @@ func TestTermStartsOnceTheFleetIsRead(t *testing.T) {
 	const clusters = 300
 	for c := range clusters {
 		id := fmt.Sprintf("c%03d", c)
-		ad := &agentv1.Advertisement{ClusterId: id, Seq: 1, SentAt: timestamppb.Now(), SessionId: "s-" + id}
-		for n := range 8 {
-			node := &agentv1.Node{Name: fmt.Sprintf("%s-n%d", id, n), AcceleratorClass: "h100", Schedulable: true}
-			for g := range 8 {
-				node.Gpus = append(node.Gpus, &agentv1.Gpu{Index: int32(g), FreeMilli: 1000, Healthy: true})
-			}
-			ad.Nodes = append(ad.Nodes, node)
-		}
+		ad := &agentv1.Advertisement{ClusterId: id, Seq: 1, SentAt: timestamppb.Now(), SessionId: "s-" + id, Nodes: clusterNodes(id, 8, 8)}
 		b, err := proto.Marshal(ad)
 		if err != nil {
 			t.Fatal(err)

@@ -348,16 +348,24 @@ func (e *env) startAgent(id string, nodes, gpusPerNode int, runFor time.Duration
 	a := &agent{e: e, id: id, bus: bus, runFor: runFor, session: "s-" + id, seen: map[string]bool{}, run: map[string]*running{},
 		launches: map[string]int{}, byWorkload: map[string]map[string]bool{}, seqs: map[string]map[uint64]bool{}, cancels: map[string]int{},
 		ended: map[string]agentv1.DispatchEventType{}}
+	a.nodes = clusterNodes(id, nodes, gpusPerNode)
+	a.connect()
+	return a
+}
+
+// clusterNodes is a cluster's inventory as its agent advertises it: nodes
+// of gpusPerNode free, healthy H100s each.
+func clusterNodes(id string, nodes, gpusPerNode int) []*agentv1.Node {
+	out := make([]*agentv1.Node, 0, nodes)
 	for n := 0; n < nodes; n++ {
 		node := &agentv1.Node{Name: fmt.Sprintf("%s-n%d", id, n), AcceleratorClass: "h100", Schedulable: true,
 			CpuMilliFree: 256000, CpuMilliTotal: 256000, MemoryMibFree: 1 << 20, MemoryMibTotal: 1 << 20}
 		for g := 0; g < gpusPerNode; g++ {
 			node.Gpus = append(node.Gpus, &agentv1.Gpu{Index: int32(g), FreeMilli: 1000, FreeMemoryMib: 81920, TotalMemoryMib: 81920, Healthy: true})
 		}
-		a.nodes = append(a.nodes, node)
+		out = append(out, node)
 	}
-	a.connect()
-	return a
+	return out
 }
 
 // connect (re)starts consuming dispatches, advertising and heartbeating.

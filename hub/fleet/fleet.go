@@ -75,7 +75,10 @@ type entry struct {
 
 // New returns an empty registry.
 func New(opts Options) *Registry {
-	r := &Registry{clock: opts.Clock, timeout: opts.Timeout, log: opts.Logger, clusters: map[string]*entry{}, changed: make(chan struct{}, 1)}
+	// Nothing to replay until Start says otherwise.
+	replayed := make(chan struct{})
+	close(replayed)
+	r := &Registry{clock: opts.Clock, timeout: opts.Timeout, log: opts.Logger, clusters: map[string]*entry{}, changed: make(chan struct{}, 1), replayed: replayed}
 	if r.clock == nil {
 		r.clock = time.Now
 	}
@@ -149,11 +152,6 @@ func (r *Registry) Start(ctx context.Context, bus *natsbus.Bus) error {
 func (r *Registry) Replayed() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.replayed == nil {
-		c := make(chan struct{})
-		close(c)
-		return c
-	}
 	return r.replayed
 }
 

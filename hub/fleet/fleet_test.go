@@ -219,6 +219,16 @@ func startBus(t *testing.T, ctx context.Context) *natsbus.Bus {
 	return bus
 }
 
+// waitReplayed fails the test unless r's replay of the stream ends soon.
+func waitReplayed(t *testing.T, r *Registry) {
+	t.Helper()
+	select {
+	case <-r.Replayed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replay of the stream's advertisements did not end")
+	}
+}
+
 func TestStartOverNATS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -229,11 +239,7 @@ func TestStartOverNATS(t *testing.T) {
 	must(t, bus.PublishAdvert(ctx, "east", b))
 	r := New(Options{Timeout: 10 * time.Second})
 	must(t, r.Start(ctx, bus))
-	select {
-	case <-r.Replayed():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the replay of the stream's advertisements did not end")
-	}
+	waitReplayed(t, r)
 	if ids := r.IDs(); strings.Join(ids, ",") != "east" {
 		t.Fatalf("clusters once the replay ended: %v, want east", ids)
 	}
@@ -282,11 +288,7 @@ func TestStartOnADeltaAsksForAFullAdvert(t *testing.T) {
 	must(t, bus.PublishAdvert(ctx, "east", delta(7)))
 	r := New(Options{Timeout: 10 * time.Second})
 	must(t, r.Start(ctx, bus))
-	select {
-	case <-r.Replayed():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the replay of the stream's advertisements did not end")
-	}
+	waitReplayed(t, r)
 	// Known from the delta alone (so that a hub after a restore waits for
 	// it), though without capacity until the full advertisement.
 	if ids, views := r.IDs(), r.Views(); strings.Join(ids, ",") != "east" || len(views) != 0 {

@@ -52,6 +52,10 @@ type runUsage struct{ bench, agents, load procUsage }
 
 func (u runUsage) total() procUsage { return u.bench.plus(u.agents).plus(u.load) }
 
+func (u runUsage) minus(v runUsage) runUsage {
+	return runUsage{u.bench.minus(v.bench), u.agents.minus(v.agents), u.load.minus(v.load)}
+}
+
 // resourceWatcher samples the hub's resources every period while a run
 // lasts, so a reader sees whether they plateau or grow with the work done.
 type resourceWatcher struct {
@@ -254,14 +258,17 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 	var lines strings.Builder
 	prev := r.first
 	for _, s := range samples {
-		var bench, agents, load, txns float64
-		if dt := (s.at - prev.at).Seconds(); dt > 0 {
-			cores := func(now, before procUsage) float64 { return now.minus(before).cpu().Seconds() / dt }
-			bench, agents, load = cores(s.used.bench, prev.used.bench), cores(s.used.agents, prev.used.agents), cores(s.used.load, prev.used.load)
-			txns = float64(s.rev-prev.rev) / dt
+		used, dt := s.used.minus(prev.used), (s.at - prev.at).Seconds()
+		perSecond := func(x float64) float64 {
+			if dt <= 0 {
+				return 0
+			}
+			return x / dt
 		}
+		cores := func(u procUsage) float64 { return perSecond(u.cpu().Seconds()) }
 		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d; since the last: %.2f cores (hub %.2f, agents %.2f, load %.2f), %4.0f txns/s",
-			s.at.Seconds(), s.heapMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored, bench+agents+load, bench, agents, load, txns)
+			s.at.Seconds(), s.heapMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored,
+			cores(used.total()), cores(used.bench), cores(used.agents), cores(used.load), perSecond(float64(s.rev-prev.rev)))
 		prev = s
 	}
 	// To stderr beside the timeline: a benchmark's log keeps only its

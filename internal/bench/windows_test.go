@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meridian-gpu/meridian/internal/ctxtime"
 )
 
 // CPU profiles of chosen stretches of a run (MERIDIAN_BENCH_CPUPROFILES):
@@ -64,17 +67,11 @@ func profileWindows(b *testing.B, start time.Time) (stop func()) {
 	if err != nil {
 		b.Fatalf("MERIDIAN_BENCH_CPUPROFILES: %v", err)
 	}
-	quit, done := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		wait := func(at time.Duration) bool {
-			select {
-			case <-quit:
-				return false
-			case <-time.After(time.Until(start.Add(at))):
-				return true
-			}
-		}
+		wait := func(at time.Duration) bool { return ctxtime.Sleep(ctx, time.Until(start.Add(at))) }
 		for _, w := range ws {
 			if !wait(w.from) {
 				return
@@ -97,7 +94,7 @@ func profileWindows(b *testing.B, start time.Time) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(quit); <-done }
+	return func() { cancel(); <-done }
 }
 
 func TestParseProfileWindows(t *testing.T) {

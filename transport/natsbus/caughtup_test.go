@@ -20,11 +20,7 @@ func TestWatchAdvertsCaughtUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-empty.CaughtUp():
-	case <-time.After(3 * time.Second):
-		t.Fatal("CaughtUp did not close on a stream without advertisements")
-	}
+	waitClosed(t, empty.CaughtUp(), 3*time.Second, "CaughtUp on a stream without advertisements")
 	empty.Stop()
 
 	const clusters = 40
@@ -48,11 +44,7 @@ func TestWatchAdvertsCaughtUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-sub.CaughtUp():
-	case <-time.After(10 * time.Second):
-		t.Fatal("CaughtUp did not close after the replay")
-	}
+	waitClosed(t, sub.CaughtUp(), 10*time.Second, "CaughtUp after the replay")
 	mu.Lock()
 	n, latest := len(seen), seen["c07"]
 	mu.Unlock()

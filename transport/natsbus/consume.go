@@ -80,6 +80,15 @@ func (s *Subscription) markCaughtUp() {
 	s.caughtUpOnce.Do(func() { close(s.caughtUp) })
 }
 
+func (s *Subscription) isCaughtUp() bool {
+	select {
+	case <-s.CaughtUp():
+		return true
+	default:
+		return false
+	}
+}
+
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Stop ends the subscription and waits until its handler is no longer
@@ -478,9 +487,11 @@ func (b *Bus) WatchAdverts(ctx context.Context, fn func(cluster string, payload 
 		}()
 		// The server counts, with each message, the ones still to come
 		// (for this policy: the other subjects' latest): none left means
-		// the replay is over.
-		if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
-			sub.markCaughtUp()
+		// the replay is over. Once it is, the count is not read again.
+		if !sub.isCaughtUp() {
+			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+				sub.markCaughtUp()
+			}
 		}
 	})
 	if err != nil {

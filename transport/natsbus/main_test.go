@@ -36,6 +36,16 @@ func newBus(t testing.TB, s *embednats.Server, opts ...Option) *Bus {
 	return b
 }
 
+// waitClosed fails the test unless ch is closed within d.
+func waitClosed(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("%s: not within %s", what, d)
+	}
+}
+
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
