@@ -84,7 +84,16 @@ type Cache struct {
 	clusterID   uint64
 	warm        WarmStats
 	resumeTried bool
-	warmSince   time.Time // when the resume began
+	warmSince   time.Time   // when the resume began
+	churnMark   journalMark // where the churn written into the next snapshot is measured from
+	churn       churn       // the last measurement
+}
+
+// journalMark is a journal position and the revision the cache had
+// reached there.
+type journalMark struct {
+	pos uint64
+	rev int64
 }
 
 // CacheOptions tune a Cache.
@@ -251,6 +260,8 @@ func (c *Cache) relist(ctx context.Context) error {
 	}
 	if c.listed {
 		c.relists++
+	} else {
+		c.churnMark = journalMark{pos: c.journal.end(), rev: rev}
 	}
 	c.listed = true
 	c.advanceLocked(rev)
@@ -358,7 +369,12 @@ func (c *Cache) apply(wr clientv3.WatchResponse) {
 		k := string(ev.Kv.Key)
 		switch ev.Type {
 		case mvccpb.PUT:
-			if _, ok := c.items[k]; !ok {
+			// A create is a new key (the btree replaces one it holds, so a
+			// create replayed over a snapshot's copy stays right): one map
+			// lookup fewer for every key's first write.
+			if ev.IsCreate() {
+				c.keys.ReplaceOrInsert(k)
+			} else if _, ok := c.items[k]; !ok {
 				c.keys.ReplaceOrInsert(k)
 			}
 			c.items[k] = Item{Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision, CreateRev: ev.Kv.CreateRevision}

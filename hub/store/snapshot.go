@@ -20,14 +20,22 @@ import (
 //
 // Layout, integers as Go's binary varints:
 //
-//	magic "meridian-cache-snapshot-v1\n"
+//	magic "meridian-cache-snapshot-v2\n"
 //	uvarint len, prefix | uvarint etcd cluster id | varint revision (the
-//	  items are the prefix exactly as of this revision)
+//	  items are the prefix exactly as of this revision) | uvarint entry
+//	  count | uvarint changes, uvarint revisions (the cache's recent
+//	  churn: that many changes under the prefix in that many etcd
+//	  revisions; 0, 0 when unknown)
 //	entries, in key order: uvarint len, key | varint mod rev |
 //	  varint create rev | uvarint len, value
 //	uvarint 0 (no key is empty) | uvarint entry count
 //	4 bytes: CRC-32C of everything before, little-endian
-const snapshotMagic = "meridian-cache-snapshot-v1\n"
+//
+// The header says enough for a restart to choose its way before it
+// decodes a single entry (warm.go): how many keys the file holds, and how
+// many changes the revisions since it probably brought. Version 1 files
+// (no count, no churn) are refused like any foreign file: one full list.
+const snapshotMagic = "meridian-cache-snapshot-v2\n"
 
 // maxSnapshotBytes bounds a snapshot file read at start (etcd's own
 // largest database is 8 GiB).
@@ -35,21 +43,45 @@ const maxSnapshotBytes = 8 << 30
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// snapshot is a decoded snapshot file.
-type snapshot struct {
+// snapshotHeader is what a snapshot file says before its entries.
+type snapshotHeader struct {
 	prefix    string
 	clusterID uint64
 	rev       int64
-	items     []Item // in key order
+	keys      uint64 // entries that follow
+	churn     churn  // the cache's recent changes per revision
+}
+
+// churn is a rate of changes per etcd revision, kept as the two counts it
+// was measured from; revs 0 means unknown.
+type churn struct{ changes, revs uint64 }
+
+// changesIn estimates the changes in revs revisions at this rate; ok is
+// false when the rate is unknown.
+func (c churn) changesIn(revs uint64) (n uint64, ok bool) {
+	if c.revs == 0 {
+		return 0, false
+	}
+	// In floating point: the product of two counts may not fit 64 bits.
+	return uint64(min(float64(revs)*float64(c.changes)/float64(c.revs), 1<<62)), true
+}
+
+// snapshot is a snapshot file: its header, and its entries, undecoded
+// in body until decodeItems.
+type snapshot struct {
+	snapshotHeader
+	items []Item // in key order
+	body  []byte // the entries and trailer, before decodeItems
 }
 
 // snapshotWriter encodes a snapshot onto w as its items come.
 type snapshotWriter struct {
-	bw  *bufio.Writer
-	crc hashWriter
-	out io.Writer
-	n   uint64
-	buf []byte
+	bw   *bufio.Writer
+	crc  hashWriter
+	out  io.Writer
+	want uint64 // entries the header promised
+	n    uint64
+	buf  []byte
 }
 
 type hashWriter struct{ sum uint32 }
@@ -59,14 +91,17 @@ func (h *hashWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func newSnapshotWriter(out io.Writer, prefix string, clusterID uint64, rev int64) *snapshotWriter {
-	s := &snapshotWriter{out: out}
+func newSnapshotWriter(out io.Writer, h snapshotHeader) *snapshotWriter {
+	s := &snapshotWriter{out: out, want: h.keys}
 	s.bw = bufio.NewWriterSize(io.MultiWriter(&s.crc, out), 1<<20)
 	b := []byte(snapshotMagic)
-	b = binary.AppendUvarint(b, uint64(len(prefix)))
-	b = append(b, prefix...)
-	b = binary.AppendUvarint(b, clusterID)
-	b = binary.AppendVarint(b, rev)
+	b = binary.AppendUvarint(b, uint64(len(h.prefix)))
+	b = append(b, h.prefix...)
+	b = binary.AppendUvarint(b, h.clusterID)
+	b = binary.AppendVarint(b, h.rev)
+	b = binary.AppendUvarint(b, h.keys)
+	b = binary.AppendUvarint(b, h.churn.changes)
+	b = binary.AppendUvarint(b, h.churn.revs)
 	_, _ = s.bw.Write(b) // a write error stays in bw and comes back from close
 	return s
 }
@@ -86,6 +121,9 @@ func (s *snapshotWriter) add(it Item) {
 
 // close writes the trailer and flushes; it returns the first write error.
 func (s *snapshotWriter) close() error {
+	if s.n != s.want {
+		return fmt.Errorf("wrote %d entries, the header says %d", s.n, s.want)
+	}
 	b := binary.AppendUvarint(s.buf[:0], 0)
 	b = binary.AppendUvarint(b, s.n)
 	_, _ = s.bw.Write(b)
@@ -96,18 +134,49 @@ func (s *snapshotWriter) close() error {
 	return err
 }
 
-// decodeSnapshot parses a snapshot file. Every error says what is wrong
-// and where; nothing in data is trusted before its checksum matches.
+// decodeSnapshot parses a snapshot file, header and entries. Every error
+// says what is wrong and where; nothing in data is trusted before its
+// checksum matches.
 func decodeSnapshot(data []byte) (*snapshot, error) {
+	s, err := decodeSnapshotHeader(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decodeItems(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// decodeSnapshotHeader checks the file's magic and checksum and parses
+// its header; the entries stay in s.body for decodeItems.
+func decodeSnapshotHeader(data []byte) (*snapshot, error) {
 	if len(data) < len(snapshotMagic)+4 || string(data[:len(snapshotMagic)]) != snapshotMagic {
-		return nil, errors.New("not a cache snapshot (bad magic)")
+		return nil, errors.New("not a cache snapshot of this version (bad magic)")
 	}
 	body, tail := data[:len(data)-4], data[len(data)-4:]
 	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(tail); got != want {
 		return nil, fmt.Errorf("checksum %08x, file says %08x: torn or changed", got, want)
 	}
 	r := snapReader{b: body[len(snapshotMagic):]}
-	s := &snapshot{prefix: string(r.bytes("prefix")), clusterID: r.uvarint("cluster id"), rev: r.varint("revision")}
+	s := &snapshot{snapshotHeader: snapshotHeader{prefix: string(r.bytes("prefix")), clusterID: r.uvarint("cluster id"), rev: r.varint("revision"),
+		keys: r.uvarint("entry count"), churn: churn{changes: r.uvarint("churn changes"), revs: r.uvarint("churn revisions")}}}
+	if r.err != nil {
+		return nil, fmt.Errorf("header: %w", r.err)
+	}
+	if s.prefix == "" {
+		return nil, errors.New("the prefix is empty")
+	}
+	s.body = r.b
+	return s, nil
+}
+
+// decodeItems parses the entries and the trailer.
+func (s *snapshot) decodeItems() error {
+	r := snapReader{b: s.body}
+	// Every entry takes at least five bytes: no count can make this
+	// allocate more than the file.
+	s.items = make([]Item, 0, min(s.keys, uint64(len(s.body)/5)))
 	for r.err == nil {
 		key := r.bytes("key")
 		if r.err != nil || len(key) == 0 {
@@ -122,24 +191,22 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 			break
 		}
 		if n := len(s.items); n > 0 && s.items[n-1].Key >= it.Key {
-			return nil, fmt.Errorf("entry %d: key %q not after %q", n, clipKey(it.Key), clipKey(s.items[n-1].Key))
+			return fmt.Errorf("entry %d: key %q not after %q", n, clipKey(it.Key), clipKey(s.items[n-1].Key))
 		}
 		if !strings.HasPrefix(it.Key, s.prefix) || it.ModRev <= 0 || it.CreateRev <= 0 || it.CreateRev > it.ModRev {
-			return nil, fmt.Errorf("entry %d: key %q with revisions %d/%d is not an item under %q", len(s.items), clipKey(it.Key), it.CreateRev, it.ModRev, s.prefix)
+			return fmt.Errorf("entry %d: key %q with revisions %d/%d is not an item under %q", len(s.items), clipKey(it.Key), it.CreateRev, it.ModRev, s.prefix)
 		}
 		s.items = append(s.items, it)
 	}
 	count := r.uvarint("entry count")
 	if r.err != nil {
-		return nil, fmt.Errorf("entry %d: %w", len(s.items), r.err)
+		return fmt.Errorf("entry %d: %w", len(s.items), r.err)
 	}
-	if count != uint64(len(s.items)) || len(r.b) != 0 {
-		return nil, fmt.Errorf("%d entries, trailer says %d (%d bytes left over)", len(s.items), count, len(r.b))
+	if count != uint64(len(s.items)) || count != s.keys || len(r.b) != 0 {
+		return fmt.Errorf("%d entries, trailer says %d and header %d (%d bytes left over)", len(s.items), count, s.keys, len(r.b))
 	}
-	if s.prefix == "" {
-		return nil, errors.New("the prefix is empty")
-	}
-	return s, nil
+	s.body = nil
+	return nil
 }
 
 // snapReader consumes varints and length-prefixed bytes; the first
@@ -193,7 +260,8 @@ func clipKey(k string) string {
 	return k
 }
 
-// readSnapshot reads and decodes the snapshot at path.
+// readSnapshot reads the snapshot at path and decodes its header; the
+// caller decodes the entries once it has chosen to use them.
 func readSnapshot(path string) (*snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -211,7 +279,7 @@ func readSnapshot(path string) (*snapshot, error) {
 	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, err
 	}
-	s, err := decodeSnapshot(data)
+	s, err := decodeSnapshotHeader(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

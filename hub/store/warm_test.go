@@ -90,6 +90,15 @@ func TestCacheWarmStart(t *testing.T) {
 	assertMatchesEtcd(t, ctx, s, b, p, rev)
 }
 
+// readWholeSnapshot reads the snapshot at path, header and entries.
+func readWholeSnapshot(path string) (*snapshot, error) {
+	s, err := readSnapshot(path)
+	if err == nil {
+		err = s.decodeItems()
+	}
+	return s, err
+}
+
 // changeSome rewrites k005, deletes k007, adds k050x and a run zz1..zz3.
 func changeSome(t *testing.T, ctx context.Context, s *Store, p string) int64 {
 	t.Helper()
@@ -130,6 +139,81 @@ func TestCacheWarmStartAfterCompaction(t *testing.T) {
 	assertMatchesEtcd(t, ctx, s, c, p, rev)
 }
 
+// TestCacheWarmStartWeighsTheReplay: a snapshot carries the churn its
+// cache measured (changes per etcd revision); a restart that would replay
+// more than a quarter of the keys' worth of changes by that rate checks
+// the keys against etcd instead, and one with fewer resumes.
+func TestCacheWarmStartWeighsTheReplay(t *testing.T) {
+	defer func(n int) { maxWarmReads = n }(maxWarmReads)
+	maxWarmReads = 8
+	ctx := testCtx(t, 60*time.Second)
+	s := newStore(t)
+	p := testPrefix(t)
+	file := filepath.Join(t.TempDir(), "cache.snapshot")
+	seedKeys(t, ctx, s, p, 200)
+	a, stop := runWarmCache(t, s, p, file)
+	// 20 transactions of 10 changes while the cache runs: 10 a revision.
+	var rev int64
+	for r := range 20 {
+		var ops []Op
+		for i := range 10 {
+			ops = append(ops, Put(fmt.Sprintf("%sk%03d", p, 100+i), []byte(fmt.Sprint("round ", r))))
+		}
+		var err error
+		if rev, err = s.Commit(ctx, nil, ops...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.WaitForRevision(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	snap, err := readSnapshot(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := snap.churn.changesIn(100); !ok || got != 1000 || snap.keys != 200 {
+		t.Fatalf("snapshot header %+v: want 200 keys and 10 changes a revision", snap.snapshotHeader)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(n int) int64 { // n revisions, each rewriting one of k000..k002
+		t.Helper()
+		var rev int64
+		for i := range n {
+			var err error
+			if rev, err = s.Commit(ctx, nil, Put(fmt.Sprintf("%sk%03d", p, i%3), []byte(fmt.Sprint("later ", i)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rev
+	}
+
+	// 2 revisions: about 20 changes by the file's churn, under 50.
+	rev = rewrite(2)
+	b, stopB := runWarmCache(t, s, p, file)
+	if st := b.Warm(); !st.Resumed || st.NoResume != "" || st.Replayed != 2 {
+		t.Fatalf("after 2 revisions: %+v, want a resume replaying 2 changes", st)
+	}
+	assertMatchesEtcd(t, ctx, s, b, p, rev)
+	stopB()
+
+	// 60 revisions since the first file: about 600 changes by its churn,
+	// far more than a quarter of 200 keys, though only 3 keys changed.
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rev = rewrite(60)
+	c, _ := runWarmCache(t, s, p, file)
+	st := c.Warm()
+	if !st.Warm || st.Resumed || !strings.Contains(st.NoResume, "more than a quarter of its 200 keys") || st.Kept != 197 || st.Read != 3+warmChecks {
+		t.Fatalf("after 60 revisions: %+v, want the keys checked (197 kept, %d read) and why not resumed", st, 3+warmChecks)
+	}
+	assertMatchesEtcd(t, ctx, s, c, p, rev)
+}
+
 // TestCacheSnapshotIsOneRevision: a snapshot written while keys change
 // holds the items exactly as of its revision.
 func TestCacheSnapshotIsOneRevision(t *testing.T) {
@@ -155,7 +239,7 @@ func TestCacheSnapshotIsOneRevision(t *testing.T) {
 		if _, err := c.WriteSnapshot(); err != nil {
 			t.Fatal(err)
 		}
-		snap, err := readSnapshot(file)
+		snap, err := readWholeSnapshot(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +270,7 @@ func TestCacheWarmStartRefusesWhatItCannotTrust(t *testing.T) {
 	good := filepath.Join(t.TempDir(), "good.snapshot")
 	_, stop := runWarmCache(t, s, p, good)
 	stop()
-	snap, err := readSnapshot(good)
+	snap, err := readWholeSnapshot(good)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +284,8 @@ func TestCacheWarmStartRefusesWhatItCannotTrust(t *testing.T) {
 		c.items = append([]Item(nil), snap.items...)
 		edit(&c)
 		var buf bytes.Buffer
-		w := newSnapshotWriter(&buf, c.prefix, c.clusterID, c.rev)
+		c.keys = uint64(len(c.items))
+		w := newSnapshotWriter(&buf, c.snapshotHeader)
 		for _, it := range c.items {
 			w.add(it)
 		}
@@ -283,7 +368,7 @@ func TestCacheSnapshotWrites(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			if snap, err := readSnapshot(file); err == nil && snap.rev >= atLeast {
+			if snap, err := readWholeSnapshot(file); err == nil && snap.rev >= atLeast {
 				return snap
 			}
 			if time.Now().After(deadline) {
@@ -325,7 +410,7 @@ func TestCacheSnapshotWrites(t *testing.T) {
 // accepts is a well-formed snapshot.
 func FuzzDecodeSnapshot(f *testing.F) {
 	var buf bytes.Buffer
-	w := newSnapshotWriter(&buf, "/p/", 7, 42)
+	w := newSnapshotWriter(&buf, snapshotHeader{prefix: "/p/", clusterID: 7, rev: 42, keys: 2, churn: churn{changes: 30, revs: 4}})
 	w.add(Item{Key: "/p/a", Value: []byte("x"), ModRev: 3, CreateRev: 2})
 	w.add(Item{Key: "/p/b", ModRev: 5, CreateRev: 5})
 	if err := w.close(); err != nil {
