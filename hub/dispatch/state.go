@@ -187,7 +187,7 @@ type mirror struct {
 	backlog   *backlog
 	cancelReq map[string]*wl
 	unacked   map[string]curRef
-	recsOf    map[string]map[string]bool // workload id -> dispatch ids of its records
+	recsOf    map[string][]string // workload id -> dispatch ids of its records (nearly always one: a slice, not a map per workload)
 
 	// runs holds the core's view of every current dispatch, densely: the
 	// cycle hands it to the core as it is, and the API's readers copy one
@@ -272,7 +272,7 @@ func (m *mirror) reset() {
 	m.unacked, m.fresh = map[string]curRef{}, map[string]curRef{}
 	m.runs, m.runIDs, m.runIdx = nil, nil, map[string]int{}
 	m.charge = scheduler.RunningCharge{}
-	m.recsOf = map[string]map[string]bool{}
+	m.recsOf = map[string][]string{}
 	// What stopped is history no key holds: a full re-read keeps it.
 	if m.stopped == nil {
 		m.stopped = map[string]stopped{}
@@ -387,7 +387,7 @@ func (m *mirror) workloadChanged(id string) {
 			m.cancelReq[id] = w
 		}
 	}
-	for d := range m.recsOf[id] {
+	for _, d := range m.recsOf[id] {
 		m.classify(d)
 	}
 }
@@ -397,10 +397,9 @@ func (m *mirror) workloadChanged(id string) {
 func (m *mirror) addRec(e *rec) {
 	r := e.r
 	m.byDispatch[r.DispatchID] = e
-	if m.recsOf[r.WorkloadID] == nil {
-		m.recsOf[r.WorkloadID] = map[string]bool{}
+	if ds := m.recsOf[r.WorkloadID]; !slices.Contains(ds, r.DispatchID) {
+		m.recsOf[r.WorkloadID] = append(ds, r.DispatchID)
 	}
-	m.recsOf[r.WorkloadID][r.DispatchID] = true
 }
 
 // dropRec forgets a record if it is still the one filed under its
@@ -411,10 +410,11 @@ func (m *mirror) dropRec(e *rec) {
 		return
 	}
 	delete(m.byDispatch, d)
-	if set := m.recsOf[e.r.WorkloadID]; set != nil {
-		delete(set, d)
-		if len(set) == 0 {
+	if ds := m.recsOf[e.r.WorkloadID]; ds != nil {
+		if ds = slices.DeleteFunc(ds, func(x string) bool { return x == d }); len(ds) == 0 {
 			delete(m.recsOf, e.r.WorkloadID)
+		} else {
+			m.recsOf[e.r.WorkloadID] = ds
 		}
 	}
 	m.classify(d)
