@@ -63,10 +63,7 @@ func seedKeys(t *testing.T, ctx context.Context, s *Store, prefix string, n int)
 // revision (a rewrite, a delete, a lone new key and a run of three), holds
 // exactly what etcd holds, and goes on watching.
 func TestCacheWarmStart(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
-	s := newStore(t)
-	p := testPrefix(t)
-	file := filepath.Join(t.TempDir(), "cache.snapshot")
+	ctx, s, p, file := warmFixture(t, 30*time.Second)
 	seedKeys(t, ctx, s, p, 200)
 	a, stop := runWarmCache(t, s, p, file)
 	if st := a.Warm(); st.Warm || st.Why != "" {
@@ -88,6 +85,13 @@ func TestCacheWarmStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertMatchesEtcd(t, ctx, s, b, p, rev)
+}
+
+// warmFixture is what each warm-start test begins with: a deadline, a
+// store, a prefix of its own and where the snapshot goes.
+func warmFixture(t *testing.T, timeout time.Duration) (context.Context, *Store, string, string) {
+	t.Helper()
+	return testCtx(t, timeout), newStore(t), testPrefix(t), filepath.Join(t.TempDir(), "cache.snapshot")
 }
 
 // readWholeSnapshot reads the snapshot at path, header and entries.
@@ -115,10 +119,7 @@ func changeSome(t *testing.T, ctx context.Context, s *Store, p string) int64 {
 // against etcd's keys and revisions instead, reads only the changed keys
 // (plus a few read back), and holds exactly what etcd holds.
 func TestCacheWarmStartAfterCompaction(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
-	s := newStore(t)
-	p := testPrefix(t)
-	file := filepath.Join(t.TempDir(), "cache.snapshot")
+	ctx, s, p, file := warmFixture(t, 30*time.Second)
 	seedKeys(t, ctx, s, p, 200)
 	_, stop := runWarmCache(t, s, p, file)
 	stop()
@@ -146,10 +147,7 @@ func TestCacheWarmStartAfterCompaction(t *testing.T) {
 func TestCacheWarmStartWeighsTheReplay(t *testing.T) {
 	defer func(n int) { maxWarmReads = n }(maxWarmReads)
 	maxWarmReads = 8
-	ctx := testCtx(t, 60*time.Second)
-	s := newStore(t)
-	p := testPrefix(t)
-	file := filepath.Join(t.TempDir(), "cache.snapshot")
+	ctx, s, p, file := warmFixture(t, 60*time.Second)
 	seedKeys(t, ctx, s, p, 200)
 	a, stop := runWarmCache(t, s, p, file)
 	// 20 transactions of 10 changes while the cache runs: 10 a revision.
@@ -217,10 +215,7 @@ func TestCacheWarmStartWeighsTheReplay(t *testing.T) {
 // TestCacheSnapshotIsOneRevision: a snapshot written while keys change
 // holds the items exactly as of its revision.
 func TestCacheSnapshotIsOneRevision(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
-	s := newStore(t)
-	p := testPrefix(t)
-	file := filepath.Join(t.TempDir(), "cache.snapshot")
+	ctx, s, p, file := warmFixture(t, 60*time.Second)
 	seedKeys(t, ctx, s, p, 300)
 	c, _ := runWarmCache(t, s, p, file)
 	done := make(chan struct{})
@@ -358,10 +353,7 @@ func TestCacheSnapshotWrites(t *testing.T) {
 		snapshotTick, snapshotFirstAfter, snapshotMinGap, snapshotMinChanges = tick, first, gap, minChanges
 	}(snapshotTick, snapshotFirstAfter, snapshotMinGap, snapshotMinChanges)
 	snapshotTick, snapshotFirstAfter, snapshotMinGap, snapshotMinChanges = 10*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond, 5
-	ctx := testCtx(t, 30*time.Second)
-	s := newStore(t)
-	p := testPrefix(t)
-	file := filepath.Join(t.TempDir(), "cache.snapshot")
+	ctx, s, p, file := warmFixture(t, 30*time.Second)
 	rev := seedKeys(t, ctx, s, p, 100)
 	runWarmCache(t, s, p, file)
 	waitSnapshot := func(what string, atLeast int64) *snapshot {
