@@ -66,10 +66,14 @@ func TestRecentWritesMatchTheStore(t *testing.T) {
 		t.Fatal("no kept workload was ever compared with the store")
 	}
 	// Each workload's ACCEPTED (or RUNNING) event starts from the dispatch
-	// the cycle wrote, and its SUCCEEDED from the event's own write: two
-	// copies a workload at least.
-	if hits := h.loop.recent.hits.Load(); hits < 2*n {
-		t.Fatalf("the events copied %d kept workloads for %d workloads; want at least two each", hits, n)
+	// the cycle wrote, and its SUCCEEDED, when it comes in a later
+	// transaction, from the event's own write: usually two copies a
+	// workload. On a loaded machine an agent's batch may carry both
+	// events of a workload, and the second then starts from the first's
+	// result inside the same transaction (CI saw 46 for 24), so the bound
+	// is the first event's copy.
+	if hits := h.loop.recent.hits.Load(); hits < n {
+		t.Fatalf("the events copied %d kept workloads for %d workloads; want at least one each", hits, n)
 	}
 	e.waitFor("the finished workloads to leave the memory", 10*time.Second, func() bool {
 		h.loop.recent.mu.Lock()
