@@ -31,10 +31,11 @@ import (
 //	uvarint 0 (no key is empty) | uvarint entry count
 //	4 bytes: CRC-32C of everything before, little-endian
 //
-// The header says enough for a restart to choose its way before it
-// decodes a single entry (warm.go): how many keys the file holds, and how
-// many changes the revisions since it probably brought. Version 1 files
-// (no count, no churn) are refused like any foreign file: one full list.
+// The header's count and churn are what a restart weighs before it
+// replays the changes since the file (warm.go, longReplay): how many keys
+// the file holds, and how many changes the revisions since it probably
+// brought. Version 1 files (no count, no churn) are refused like any
+// foreign file: one full list.
 const snapshotMagic = "meridian-cache-snapshot-v2\n"
 
 // maxSnapshotBytes bounds a snapshot file read at start (etcd's own
@@ -66,12 +67,10 @@ func (c churn) changesIn(revs uint64) (n uint64, ok bool) {
 	return uint64(min(float64(revs)*float64(c.changes)/float64(c.revs), 1<<62)), true
 }
 
-// snapshot is a snapshot file: its header, and its entries, undecoded
-// in body until decodeItems.
+// snapshot is a decoded snapshot file.
 type snapshot struct {
 	snapshotHeader
 	items []Item // in key order
-	body  []byte // the entries and trailer, before decodeItems
 }
 
 // snapshotWriter encodes a snapshot onto w as its items come.
@@ -134,23 +133,9 @@ func (s *snapshotWriter) close() error {
 	return err
 }
 
-// decodeSnapshot parses a snapshot file, header and entries. Every error
-// says what is wrong and where; nothing in data is trusted before its
-// checksum matches.
+// decodeSnapshot parses a snapshot file. Every error says what is wrong
+// and where; nothing in data is trusted before its checksum matches.
 func decodeSnapshot(data []byte) (*snapshot, error) {
-	s, err := decodeSnapshotHeader(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.decodeItems(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// decodeSnapshotHeader checks the file's magic and checksum and parses
-// its header; the entries stay in s.body for decodeItems.
-func decodeSnapshotHeader(data []byte) (*snapshot, error) {
 	if len(data) < len(snapshotMagic)+4 || string(data[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, errors.New("not a cache snapshot of this version (bad magic)")
 	}
@@ -167,16 +152,9 @@ func decodeSnapshotHeader(data []byte) (*snapshot, error) {
 	if s.prefix == "" {
 		return nil, errors.New("the prefix is empty")
 	}
-	s.body = r.b
-	return s, nil
-}
-
-// decodeItems parses the entries and the trailer.
-func (s *snapshot) decodeItems() error {
-	r := snapReader{b: s.body}
 	// Every entry takes at least five bytes: no count can make this
 	// allocate more than the file.
-	s.items = make([]Item, 0, min(s.keys, uint64(len(s.body)/5)))
+	s.items = make([]Item, 0, min(s.keys, uint64(len(r.b)/5)))
 	for r.err == nil {
 		key := r.bytes("key")
 		if r.err != nil || len(key) == 0 {
@@ -191,22 +169,21 @@ func (s *snapshot) decodeItems() error {
 			break
 		}
 		if n := len(s.items); n > 0 && s.items[n-1].Key >= it.Key {
-			return fmt.Errorf("entry %d: key %q not after %q", n, clipKey(it.Key), clipKey(s.items[n-1].Key))
+			return nil, fmt.Errorf("entry %d: key %q not after %q", n, clipKey(it.Key), clipKey(s.items[n-1].Key))
 		}
 		if !strings.HasPrefix(it.Key, s.prefix) || it.ModRev <= 0 || it.CreateRev <= 0 || it.CreateRev > it.ModRev {
-			return fmt.Errorf("entry %d: key %q with revisions %d/%d is not an item under %q", len(s.items), clipKey(it.Key), it.CreateRev, it.ModRev, s.prefix)
+			return nil, fmt.Errorf("entry %d: key %q with revisions %d/%d is not an item under %q", len(s.items), clipKey(it.Key), it.CreateRev, it.ModRev, s.prefix)
 		}
 		s.items = append(s.items, it)
 	}
 	count := r.uvarint("entry count")
 	if r.err != nil {
-		return fmt.Errorf("entry %d: %w", len(s.items), r.err)
+		return nil, fmt.Errorf("entry %d: %w", len(s.items), r.err)
 	}
 	if count != uint64(len(s.items)) || count != s.keys || len(r.b) != 0 {
-		return fmt.Errorf("%d entries, trailer says %d and header %d (%d bytes left over)", len(s.items), count, s.keys, len(r.b))
+		return nil, fmt.Errorf("%d entries, trailer says %d and header %d (%d bytes left over)", len(s.items), count, s.keys, len(r.b))
 	}
-	s.body = nil
-	return nil
+	return s, nil
 }
 
 // snapReader consumes varints and length-prefixed bytes; the first
@@ -260,8 +237,7 @@ func clipKey(k string) string {
 	return k
 }
 
-// readSnapshot reads the snapshot at path and decodes its header; the
-// caller decodes the entries once it has chosen to use them.
+// readSnapshot reads and decodes the snapshot at path.
 func readSnapshot(path string) (*snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -279,7 +255,7 @@ func readSnapshot(path string) (*snapshot, error) {
 	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, err
 	}
-	s, err := decodeSnapshotHeader(data)
+	s, err := decodeSnapshot(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

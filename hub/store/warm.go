@@ -262,9 +262,7 @@ func (c *Cache) firstList(ctx context.Context) (items []Item, rev, resumeAt int6
 	}
 	t0 := time.Now()
 	snap, now, err := c.usableSnapshot(ctx)
-	if err == nil {
-		err = snap.decodeItems()
-	}
+	noResume := "" // why the replay was skipped, for WarmStats
 	if err == nil {
 		c.mu.Lock()
 		resume := !c.resumeTried
@@ -274,10 +272,7 @@ func (c *Cache) firstList(ctx context.Context) (items []Item, rev, resumeAt int6
 			// Replaying costs several times what listing costs a key:
 			// past a quarter of the keys' worth, checking key by key (or
 			// one list) is faster.
-			resume = false
-			c.mu.Lock()
-			c.warm.NoResume = why
-			c.mu.Unlock()
+			resume, noResume = false, why
 			c.log.Info("cache snapshot too far behind to replay; checking its keys instead", "prefix", c.prefix, "why", why)
 		}
 		if resume {
@@ -293,8 +288,8 @@ func (c *Cache) firstList(ctx context.Context) (items []Item, rev, resumeAt int6
 		} else {
 			var st WarmStats
 			if items, rev, st, err = c.checkedList(ctx, snap); err == nil {
+				st.NoResume = noResume
 				c.mu.Lock()
-				st.NoResume = c.warm.NoResume
 				c.warm = st
 				c.mu.Unlock()
 				c.log.Info("cache started from its snapshot, checked key by key", "prefix", c.prefix, "kept", st.Kept, "read", st.Read, "took", time.Since(t0).Round(time.Millisecond).String())
@@ -308,7 +303,7 @@ func (c *Cache) firstList(ctx context.Context) (items []Item, rev, resumeAt int6
 	if !errors.Is(err, errNoSnapshot) {
 		c.log.Warn("cache snapshot not used; listing every key", "file", c.snapFile, "why", err.Error())
 		c.mu.Lock()
-		c.warm = WarmStats{Why: err.Error(), NoResume: c.warm.NoResume}
+		c.warm = WarmStats{Why: err.Error(), NoResume: noResume}
 		c.mu.Unlock()
 	}
 	items, rev, err = c.coldList(ctx)

@@ -94,15 +94,6 @@ func warmFixture(t *testing.T, timeout time.Duration) (context.Context, *Store, 
 	return testCtx(t, timeout), newStore(t), testPrefix(t), filepath.Join(t.TempDir(), "cache.snapshot")
 }
 
-// readWholeSnapshot reads the snapshot at path, header and entries.
-func readWholeSnapshot(path string) (*snapshot, error) {
-	s, err := readSnapshot(path)
-	if err == nil {
-		err = s.decodeItems()
-	}
-	return s, err
-}
-
 // changeSome rewrites k005, deletes k007, adds k050x and a run zz1..zz3.
 func changeSome(t *testing.T, ctx context.Context, s *Store, p string) int64 {
 	t.Helper()
@@ -234,7 +225,7 @@ func TestCacheSnapshotIsOneRevision(t *testing.T) {
 		if _, err := c.WriteSnapshot(); err != nil {
 			t.Fatal(err)
 		}
-		snap, err := readWholeSnapshot(file)
+		snap, err := readSnapshot(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +256,7 @@ func TestCacheWarmStartRefusesWhatItCannotTrust(t *testing.T) {
 	good := filepath.Join(t.TempDir(), "good.snapshot")
 	_, stop := runWarmCache(t, s, p, good)
 	stop()
-	snap, err := readWholeSnapshot(good)
+	snap, err := readSnapshot(good)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +351,7 @@ func TestCacheSnapshotWrites(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			if snap, err := readWholeSnapshot(file); err == nil && snap.rev >= atLeast {
+			if snap, err := readSnapshot(file); err == nil && snap.rev >= atLeast {
 				return snap
 			}
 			if time.Now().After(deadline) {
