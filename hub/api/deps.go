@@ -76,6 +76,10 @@ type Deps struct {
 	// Health adds components to GetHealth, by name (for example "nats",
 	// "scheduler"). "etcd" and "leader" are built in.
 	Health map[string]HealthCheck
+	// CancelWait bounds how long CancelWorkload waits for the leader's
+	// loop to act on a cancel request before it answers with the request
+	// noted (0: two seconds; negative: it does not wait).
+	CancelWait time.Duration
 	// HubID names this replica; Version is the build version.
 	HubID, Version string
 	// Logger receives request logs and recovered panics; nil drops them.

@@ -49,6 +49,11 @@ type env struct {
 
 type envOpt func(*Deps)
 
+// withoutLoop leaves cancel requests unanswered, as in a federation with
+// no leader, and bounds CancelWorkload's wait at 150ms. newEnv runs
+// foldCancels beside the API unless a test sets a wait of its own.
+func withoutLoop(d *Deps) { d.CancelWait = 150 * time.Millisecond }
+
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -102,11 +107,17 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	case <-time.After(5 * time.Second):
 		t.Fatal("workload cache not ready after 5s")
 	}
-	return &env{
+	e := &env{
 		svc: svc, st: st, cli: cli, cache: cache, conn: conn, base: hs.URL, grpcAddr: lis.Addr().String(),
 		wl: meridianv1.NewWorkloadServiceClient(conn), qs: meridianv1.NewQueueServiceClient(conn),
 		cs: meridianv1.NewClusterServiceClient(conn), admin: meridianv1.NewAdminServiceClient(conn),
 	}
+	if d.CancelWait == 0 {
+		folded := make(chan struct{})
+		go func() { defer close(folded); foldCancels(ctx, t, e) }()
+		t.Cleanup(func() { cancel(); <-folded })
+	}
+	return e
 }
 
 // keyCount counts every key under /meridian/.

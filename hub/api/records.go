@@ -15,6 +15,9 @@ import (
 // WorkloadKey is the etcd key of a workload record.
 func WorkloadKey(id string) (string, error) { return store.Key(store.KindWorkloads, id) }
 
+// CancelRequestKey is the etcd key of the cancel request for a workload.
+func CancelRequestKey(id string) (string, error) { return store.Key(store.KindCancelRequests, id) }
+
 // QueueKey is the etcd key of a queue record; the queue path (with its
 // '/' separators) is the id, so a queue's descendants share the prefix
 // QueueKey(path)+"/".

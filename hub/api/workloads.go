@@ -514,8 +514,15 @@ func (s *Service) etcdBatches(ctx context.Context, prefix string) workloadBatche
 	}
 }
 
-// CancelWorkload cancels a queued workload at once, asks the loop to stop
-// a dispatched one, and returns a terminal one unchanged.
+// CancelWorkload asks the leader's loop to cancel a workload: it stores a
+// cancel request (its own key, so that only the loop writes a workload
+// after its creation; docs/design/single-writer-workloads.md) and waits,
+// bounded, for the loop to act: a queued workload then comes back
+// CANCELLED, a dispatched one with the CancelRequested condition while its
+// cluster stops it. A terminal workload comes back unchanged. When the
+// loop has not acted within the bound (no leader, say), the answer is the
+// workload as stored with the request's condition added; the request
+// stays until a leader acts on it.
 func (s *Service) CancelWorkload(ctx context.Context, req *meridianv1.CancelWorkloadRequest) (*meridianv1.Workload, error) {
 	if err := checkID(req.GetId()); err != nil {
 		return nil, err
@@ -523,54 +530,104 @@ func (s *Service) CancelWorkload(ctx context.Context, req *meridianv1.CancelWork
 	if r := req.GetReason(); len(r) > maxReasonLen {
 		return nil, invalid("reason", "is %d bytes; at most %d", len(r), maxReasonLen)
 	}
-	key, _ := WorkloadKey(req.GetId())
-	for attempt := 0; attempt < maxCASRetries; attempt++ {
-		w, rev, err := s.getWorkload(ctx, req.GetId())
-		if err != nil {
-			return nil, err
-		}
-		now := timestamppb.New(s.now())
-		msg := "cancelled by user"
-		if r := req.GetReason(); r != "" {
-			msg += ": " + r
-		}
-		st := w.GetStatus()
-		if st == nil {
-			st = &meridianv1.WorkloadStatus{}
-			w.Status = st
-		}
-		switch p := st.GetPhase(); {
-		case IsTerminal(p):
-			return w, nil
-		case p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || p == meridianv1.WorkloadPhase_WORKLOAD_PHASE_UNSPECIFIED:
-			st.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
-			st.PendingReason, st.PendingReasonCode = "", ""
-			st.Message = msg
-			st.EndTime = now
-			st.UpdateTime = now
-		default:
-			if hasCondition(st, ConditionCancelRequested) {
-				return w, nil
+	w, rev, err := s.getWorkload(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if cancelSettled(w) {
+		return w, nil
+	}
+	msg := "cancelled by user"
+	if r := req.GetReason(); r != "" {
+		msg += ": " + r
+	}
+	cond := &meridianv1.Condition{
+		Type: ConditionCancelRequested, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE,
+		Reason: "UserRequested", Message: msg, LastTransitionTime: timestamppb.New(s.now()),
+	}
+	b, err := marshal(cond)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "cancel: %v", err)
+	}
+	rkey, _ := CancelRequestKey(req.GetId())
+	// Create only: a second cancel while the first waits is the same
+	// request, and keeps the first one's reason and time.
+	if _, err := s.st.Commit(ctx, nil, store.PutIfModRev(rkey, b, 0)); err != nil && !store.IsConflict(err) {
+		return nil, storeErr("cancel workload", err)
+	}
+	if got, ok := s.awaitCancel(ctx, req.GetId(), rev); ok {
+		return got, nil
+	}
+	st := w.GetStatus()
+	if st == nil {
+		st = &meridianv1.WorkloadStatus{}
+		w.Status = st
+	}
+	st.Conditions = append(st.Conditions, cond)
+	return w, nil
+}
+
+// cancelSettled says whether a cancel has nothing left to ask of w: it is
+// terminal, or the loop already carries a cancel request on it.
+func cancelSettled(w *meridianv1.Workload) bool {
+	st := w.GetStatus()
+	return IsTerminal(st.GetPhase()) || hasCondition(st, ConditionCancelRequested)
+}
+
+// defaultCancelWait bounds how long CancelWorkload waits for the loop: a
+// few cycles, on a busy hub.
+const defaultCancelWait = 2 * time.Second
+
+// awaitCancel waits, at most Deps.CancelWait, for the loop to act on a
+// cancel request of workload id (stored at rev when the request was
+// made), and returns the workload once it has.
+func (s *Service) awaitCancel(ctx context.Context, id string, rev int64) (*meridianv1.Workload, bool) {
+	wait := s.d.CancelWait
+	if wait == 0 {
+		wait = defaultCancelWait
+	}
+	if wait < 0 {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	key, _ := WorkloadKey(id)
+	var changed <-chan struct{}
+	if c := s.d.Workloads; c != nil {
+		ch, unsub := c.Notify()
+		defer unsub()
+		changed = ch
+	}
+	poll := time.NewTicker(25 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		// The cache when there is one (no etcd read per change it
+		// signals); etcd itself on the ticker, in case the cache lags.
+		var w *meridianv1.Workload
+		if c := s.d.Workloads; c != nil && changed != nil {
+			if it, ok := c.Get(key); ok && it.ModRev > rev {
+				w, _ = DecodeWorkloadRecord(it.Value)
 			}
-			st.Conditions = append(st.Conditions, &meridianv1.Condition{
-				Type: ConditionCancelRequested, Status: meridianv1.ConditionStatus_CONDITION_STATUS_TRUE,
-				Reason: "UserRequested", Message: msg, LastTransitionTime: now,
-			})
-			st.UpdateTime = now
 		}
-		b, err := marshal(w)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "cancel: %v", err)
+		if w != nil && cancelSettled(w) {
+			return w, true
 		}
-		_, err = s.st.Commit(ctx, nil, store.PutIfModRev(key, b, rev))
-		if err == nil {
-			return w, nil
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case _, ok := <-changed:
+			if !ok {
+				changed = nil
+			}
+			continue
+		case <-poll.C:
 		}
-		if !store.IsConflict(err) {
-			return nil, storeErr("cancel workload", err)
+		if got, grev, err := s.getWorkload(ctx, id); err == nil && grev > rev && cancelSettled(got) {
+			return got, true
+		} else if status.Code(err) == codes.NotFound {
+			return nil, false
 		}
 	}
-	return nil, status.Errorf(codes.Aborted, "cancel workload %s: it kept changing under %d attempts; retry", req.GetId(), maxCASRetries)
 }
 
 func hasCondition(st *meridianv1.WorkloadStatus, typ string) bool {

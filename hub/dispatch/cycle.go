@@ -494,21 +494,64 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		w := s.workloads[id]
 		ph := w.doc().GetStatus().GetPhase()
 		r := s.dispatches[w.doc().GetStatus().GetDispatchId()]
+		req := s.requests[id]
 		switch {
 		case ph == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || (active(ph) && r == nil):
 			nw := cloneWorkload(w.doc())
+			if req != nil && !hasCondition(nw, ConditionCancelRequested) {
+				nw.Status.Conditions = append(nw.Status.Conditions, req.cond)
+			}
 			nw.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
 			nw.Status.EndTime = tsOf(now)
 			nw.Status.PendingReason, nw.Status.PendingReasonCode = "", ""
-			nw.Status.Message = cancelMessage(w.doc(), "cancelled by request")
+			nw.Status.Message = cancelMessage(nw, "cancelled by request")
 			if b, err := l.stamp(nw, now); err == nil {
-				ms = append(ms, mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)})
+				ms = append(ms, foldRequest(mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)}, req))
 			}
 		case active(ph):
+			if req != nil {
+				// The request becomes the workload's condition, which
+				// outlives a leader change as the request did.
+				m := mutation{}
+				if !hasCondition(w.doc(), ConditionCancelRequested) {
+					nw := cloneWorkload(w.doc())
+					nw.Status.Conditions = append(nw.Status.Conditions, req.cond)
+					b, err := l.stamp(nw, now)
+					if err != nil {
+						continue
+					}
+					m = mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)}
+				}
+				ms = append(ms, foldRequest(m, req))
+			}
 			l.sendCancel(t, r.r.Cluster, r.r.DispatchID, id, "cancelled by request", false)
 		}
 	}
+	// A request for a workload the loop no longer holds (finished, or
+	// deleted) has nothing left to do.
+	var spent []string
+	for id := range s.requests {
+		if s.workloads[id] == nil {
+			spent = append(spent, id)
+		}
+	}
+	sort.Strings(spent)
+	for _, id := range spent {
+		ms = append(ms, foldRequest(mutation{}, s.requests[id]))
+	}
 	return ms
+}
+
+// foldRequest adds the deletion of a cancel request to m, the mutation
+// that acts on it, so that the request goes exactly when its effect is
+// stored. A nil request leaves m as it is.
+func foldRequest(m mutation, req *cancelRequest) mutation {
+	if req == nil {
+		return m
+	}
+	m.ops = append(m.ops, store.Delete(req.key, req.modRev))
+	m.size += len(req.key)
+	return m
 }
 
 // reconcileReports cancels dispatches an agent says it holds that are not

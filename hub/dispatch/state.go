@@ -114,14 +114,15 @@ type state struct {
 
 	// Derived from the above by the mirror as keys change, so that a cycle
 	// does not walk every workload and record to find these.
-	current   map[string]curRef  // dispatch id -> current record and its workload
-	orphans   map[string]*rec    // dispatch id -> record whose workload moved on
-	queued    map[string]*wl     // QUEUED workloads by id
-	backlog   *backlog           // the same, in queue order
-	cancelReq map[string]*wl     // workloads with CancelRequested, by id
-	unacked   map[string]curRef  // current dispatches the agent has not acknowledged
-	fresh     map[string]curRef  // see mirror.fresh; buildSnapshot prunes it
-	stopped   map[string]stopped // see mirror.stopped; buildSnapshot prunes it
+	current   map[string]curRef         // dispatch id -> current record and its workload
+	orphans   map[string]*rec           // dispatch id -> record whose workload moved on
+	queued    map[string]*wl            // QUEUED workloads by id
+	backlog   *backlog                  // the same, in queue order
+	cancelReq map[string]*wl            // workloads with CancelRequested or a cancel request, by id
+	requests  map[string]*cancelRequest // stored cancel requests, by workload id
+	unacked   map[string]curRef         // current dispatches the agent has not acknowledged
+	fresh     map[string]curRef         // see mirror.fresh; buildSnapshot prunes it
+	stopped   map[string]stopped        // see mirror.stopped; buildSnapshot prunes it
 	runs      []scheduler.Running
 	runIdx    map[string]int
 	charge    *scheduler.RunningCharge // runs' usage summed (mirror.charge)
@@ -156,7 +157,16 @@ var (
 	prefDispatches = store.Prefix(store.KindDispatches)
 	prefQueues     = store.Prefix(store.KindQueues)
 	prefClusters   = store.Prefix(store.KindClusters)
+	prefRequests   = store.Prefix(store.KindCancelRequests)
 )
+
+// cancelRequest is a user's stored request to cancel a workload (the API
+// writes it; the loop folds it into the workload and deletes it).
+type cancelRequest struct {
+	key    string
+	modRev int64
+	cond   *meridianv1.Condition
+}
 
 // mirror is the loop's decoded copy of the cache. Each advance applies
 // only the keys that changed since the last one (the cache's Delta), so a
@@ -186,6 +196,7 @@ type mirror struct {
 	queued    map[string]*wl
 	backlog   *backlog
 	cancelReq map[string]*wl
+	requests  map[string]*cancelRequest
 	unacked   map[string]curRef
 	recsOf    map[string][]string // workload id -> dispatch ids of its records (nearly always one: a slice, not a map per workload)
 
@@ -268,6 +279,7 @@ func (m *mirror) reset() {
 	m.queues, m.drain = map[string]*meridianv1.Queue{}, map[string]clusterSettings{}
 	m.current, m.orphans = map[string]curRef{}, map[string]*rec{}
 	m.queued, m.cancelReq = map[string]*wl{}, map[string]*wl{}
+	m.requests = map[string]*cancelRequest{}
 	m.backlog = newBacklog()
 	m.unacked, m.fresh = map[string]curRef{}, map[string]curRef{}
 	m.runs, m.runIDs, m.runIdx = nil, nil, map[string]int{}
@@ -383,7 +395,7 @@ func (m *mirror) workloadChanged(id string) {
 			m.queued[id] = w
 			m.backlog.add(w)
 		}
-		if hasCondition(w.doc(), ConditionCancelRequested) {
+		if m.requests[id] != nil || hasCondition(w.doc(), ConditionCancelRequested) {
 			m.cancelReq[id] = w
 		}
 	}
@@ -448,6 +460,12 @@ func (m *mirror) remove(k string) {
 		m.dropRec(r)
 	}
 	delete(m.queues, k)
+	if id, ok := strings.CutPrefix(k, prefRequests); ok {
+		if m.requests[id] != nil {
+			delete(m.requests, id)
+			m.workloadChanged(id)
+		}
+	}
 	if strings.HasPrefix(k, prefClusters) {
 		delete(m.drain, strings.TrimPrefix(k, prefClusters))
 	}
@@ -550,6 +568,13 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 			m.addRec(e)
 			m.classify(r.DispatchID)
 		}
+	case strings.HasPrefix(k, prefRequests):
+		c := &meridianv1.Condition{}
+		if err = protofast.Unmarshal(it.Value, c); err == nil {
+			id := strings.TrimPrefix(k, prefRequests)
+			m.requests[id] = &cancelRequest{key: k, modRev: it.ModRev, cond: c}
+			m.workloadChanged(id)
+		}
 	case strings.HasPrefix(k, prefQueues):
 		q := &meridianv1.Queue{}
 		if err = protofast.Unmarshal(it.Value, q); err == nil {
@@ -610,7 +635,7 @@ func (l *Loop) advance() *state {
 	m.pos = d.Pos
 	l.mirrorPos.Store(d.Pos)
 	s := &state{rev: d.Rev, workloads: m.byID, dispatches: m.byDispatch, drain: m.drain,
-		current: m.current, orphans: m.orphans, queued: m.queued, backlog: m.backlog, cancelReq: m.cancelReq, unacked: m.unacked,
+		current: m.current, orphans: m.orphans, queued: m.queued, backlog: m.backlog, cancelReq: m.cancelReq, requests: m.requests, unacked: m.unacked,
 		fresh: m.fresh, stopped: m.stopped, runs: m.runs, runIdx: m.runIdx, charge: &m.charge}
 	s.queues = make([]*meridianv1.Queue, 0, len(m.queues))
 	for _, q := range m.queues {

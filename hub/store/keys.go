@@ -19,11 +19,16 @@ const (
 	KindDispatches  Kind = "dispatches"
 	KindIdempotency Kind = "idempotency"
 	KindLedger      Kind = "ledger"
+	// KindCancelRequests holds a user's request to cancel a workload, by
+	// workload id, until the leader's loop acts on it: only the loop
+	// writes a workload after its creation
+	// (docs/design/single-writer-workloads.md).
+	KindCancelRequests Kind = "cancel-requests"
 )
 
 // Kinds lists every known kind, in a fixed order.
 func Kinds() []Kind {
-	return []Kind{KindWorkloads, KindQueues, KindClusters, KindDispatches, KindIdempotency, KindLedger}
+	return []Kind{KindWorkloads, KindQueues, KindClusters, KindDispatches, KindIdempotency, KindLedger, KindCancelRequests}
 }
 
 // Valid reports whether k is one of the known kinds.

@@ -75,8 +75,16 @@ func TestKindsHavePrefixes(t *testing.T) {
 		}
 		seen[p] = true
 	}
-	if len(seen) != 6 {
-		t.Fatalf("got %d kinds, want 6", len(seen))
+	if len(seen) != 7 {
+		t.Fatalf("got %d kinds, want 7", len(seen))
+	}
+	// A watcher tells kinds apart by prefix: none may hold another's.
+	for a := range seen {
+		for b := range seen {
+			if a != b && strings.HasPrefix(b, a) {
+				t.Fatalf("prefix %q holds %q", a, b)
+			}
+		}
 	}
 	if Prefix("nope") != "" {
 		t.Fatal("Prefix of an unknown kind must be empty")
