@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/cancelfold"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -50,8 +51,8 @@ type env struct {
 type envOpt func(*Deps)
 
 // withoutLoop leaves cancel requests unanswered, as in a federation with
-// no leader, and bounds CancelWorkload's wait at 150ms. newEnv runs
-// foldCancels beside the API unless a test sets a wait of its own.
+// no leader, and bounds CancelWorkload's wait at 150ms. newEnv otherwise
+// runs cancelfold beside the API, in the loop's place.
 func withoutLoop(d *Deps) { d.CancelWait = 150 * time.Millisecond }
 
 func newEnv(t testing.TB, opts ...envOpt) *env {
@@ -114,7 +115,10 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	}
 	if d.CancelWait == 0 {
 		folded := make(chan struct{})
-		go func() { defer close(folded); foldCancels(ctx, t, e) }()
+		go func() {
+			defer close(folded)
+			cancelfold.Run(ctx, st, 5*time.Millisecond, func(k string) { t.Errorf("stored cancel request %s does not decode", k) })
+		}()
 		t.Cleanup(func() { cancel(); <-folded })
 	}
 	return e

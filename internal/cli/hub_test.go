@@ -13,12 +13,13 @@ import (
 
 	"github.com/meridian-gpu/meridian/hub/api"
 	"github.com/meridian-gpu/meridian/hub/store"
+	"github.com/meridian-gpu/meridian/internal/cancelfold"
 	embedetcd "github.com/meridian-gpu/meridian/internal/embedded/etcd"
 )
 
 // startRealAPI serves the real hub API (hub/api over an embedded etcd on
 // loopback) and returns its gRPC address. There is no scheduling loop, so
-// workloads stay QUEUED until cancelled.
+// workloads stay QUEUED until cancelled (cancelfold does the loop's part).
 func startRealAPI(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -46,6 +47,10 @@ func startRealAPI(t *testing.T) string {
 	cacheDone := make(chan struct{})
 	go func() { defer close(cacheDone); _ = cache.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-cacheDone })
+	// The loop's part of a cancel (hub/dispatch tests the real one).
+	folded := make(chan struct{})
+	go func() { defer close(folded); cancelfold.Run(ctx, st, 5*time.Millisecond, nil) }()
+	t.Cleanup(func() { cancel(); <-folded })
 	svc, err := api.New(api.Deps{Store: st, Workloads: cache, HubID: "hub-e2e", Version: "v0-e2e"})
 	if err != nil {
 		t.Fatal(err)

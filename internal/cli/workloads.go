@@ -553,6 +553,10 @@ func (a *app) cancelCommand() *cobra.Command {
 				fmt.Fprintf(a.env.Stdout, "workload %s cancelled\n", w.GetId())
 			case phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED || phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_FAILED:
 				fmt.Fprintf(a.env.Stdout, "workload %s already finished (%s); nothing to cancel\n", w.GetId(), phaseName(phase))
+			case phase == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED:
+				// The hub took the request, but no leader acted on it
+				// within the API's wait.
+				fmt.Fprintf(a.env.Stdout, "workload %s: cancel requested; it takes effect once a hub leads (phase %s)\n", w.GetId(), phaseName(phase))
 			default:
 				fmt.Fprintf(a.env.Stdout, "workload %s: cancel requested; cluster %s will stop it (phase %s)\n", w.GetId(), dash(st.GetCluster()), phaseName(phase))
 			}
