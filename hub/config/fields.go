@@ -87,6 +87,8 @@ var Fields = []cc.Field{
 		Usage: "half-life of the history of submitted workload shapes that fragmentation-aware placement measures against"},
 	{Path: "scheduling.afterRestore", Flag: "after-restore", Env: []string{"MERIDIAN_AFTER_RESTORE"},
 		Usage: "etcd was restored from a snapshot: before each term's first dispatch wait for every cluster's heartbeat, and adopt the work they report for workloads queued here instead of launching it again"},
+	{Path: "scheduling.workloadGuards", Flag: "workload-guards", Env: []string{"MERIDIAN_WORKLOAD_GUARDS"},
+		Usage: "have etcd check the stored revision of every workload the scheduling loop rewrites, as releases before cancel requests did; only needed while hubs of such a release still serve the API (a rolling upgrade)"},
 	{Path: "scheduling.window", Flag: "schedule-window", Env: []string{"MERIDIAN_SCHEDULE_WINDOW"},
 		Usage: "how many workloads of each queue, in priority and submit order, one scheduling cycle looks at, and how many it considers in all; the rest wait their turn at no cost to the cycle"},
 	{Path: "scheduling.classWeights", Flag: "class-weight",

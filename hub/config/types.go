@@ -186,6 +186,11 @@ type Scheduling struct {
 	// run work it does not know; the hub adopts it instead of launching
 	// it again. See docs/operators.md, "Backup and restore".
 	AfterRestore bool `yaml:"afterRestore"`
+	// WorkloadGuards has etcd check the stored revision of every
+	// workload the loop rewrites. Needed only while a hub of a release
+	// whose API wrote cancels into the workload still serves (a rolling
+	// upgrade). See docs/design/single-writer-workloads.md.
+	WorkloadGuards bool `yaml:"workloadGuards"`
 	// Window is how many workloads of each queue, in priority and
 	// submit order, a scheduling cycle looks at, and how many it
 	// considers in all: a backlog behind it costs a cycle nothing. See

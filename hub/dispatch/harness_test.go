@@ -37,8 +37,22 @@ func TestMain(m *testing.M) {
 	// it was put (through a copy that shares its fields) fails the run.
 	guard := newWriteGuard()
 	testWriteGuard = guard
+	// Every write a loop sends without its revision guard is checked
+	// against etcd's history (gate_test.go).
+	blindCli, err := etcdSrv.Client(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcd client:", err)
+		os.Exit(1)
+	}
+	blind := &blindChecker{cli: blindCli}
+	testBlind, testBlindWrites = blind, blind.check
 	code := m.Run()
+	_ = blindCli.Close()
 	stop()
+	if n, f := blind.report(); len(f) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d of %d unguarded workload writes overwrote the wrong revision; the first: %s\n", len(f), n, f[0])
+		code = 1
+	}
 	if f := guard.Failures(); len(f) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: %d kept workloads changed after they were put; the first: %s\n", len(f), f[0])
 		code = 1

@@ -78,6 +78,10 @@ type Config struct {
 	// heartbeat before it dispatches, and adopts the reported dispatches
 	// of workloads queued here instead of dispatching them again (adopt.go).
 	AfterRestore bool
+	// WorkloadGuards keeps etcd's revision check on every workload write
+	// (writeGate): only for a rolling upgrade from a release whose API
+	// wrote cancels into the workload itself.
+	WorkloadGuards bool
 }
 
 func (c *Config) defaults() {
@@ -317,6 +321,7 @@ func (l *Loop) awaitFleet(ctx context.Context) bool {
 // term is one leadership term's state. Only the term's goroutines use it.
 type term struct {
 	fence  leader.Fence
+	gate   *writeGate
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -366,6 +371,16 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 	}()
 	t := &term{fence: fence, ctx: tctx, cancel: cancel, accruedTo: map[string]time.Time{}, heartbeatCharged: map[string]time.Time{}, published: map[string]time.Time{},
 		cancelled: map[string]time.Time{}, finished: newFinishedMemory(), started: time.Now(), startedClock: l.clock()}
+	// Every write of an earlier term is at or below the revision read
+	// now: the gate keeps the guards until the cache has caught up to it.
+	from, err := l.st.Revision(tctx)
+	if err != nil {
+		l.log.Error("read the term's first revision", "err", err)
+		ctxtime.Sleep(tctx, 200*time.Millisecond)
+		return
+	}
+	t.gate = newWriteGate(l.cache, from, l.cfg.WorkloadGuards)
+	t.gate.checked = testBlindWrites
 	if err := l.loadLedger(tctx, t); err != nil {
 		l.log.Error("load ledger", "err", err)
 		ctxtime.Sleep(tctx, 200*time.Millisecond)
@@ -457,11 +472,19 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 	}
 }
 
-// commit is a fenced store commit that keeps the term's context.
+// commit is a fenced store commit that keeps the term's context. Its
+// workload writes pass the term's write gate, which checks in the hub
+// what their revision guards would have had etcd check.
 func (l *Loop) commit(t *term, ops ...store.Op) (int64, error) {
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()
-	return l.st.Commit(ctx, &t.fence, ops...)
+	p, err := t.gate.open(ops)
+	if err != nil {
+		return 0, err
+	}
+	rev, err := l.st.Commit(ctx, &t.fence, p.ops...)
+	t.gate.close(p, rev, err)
+	return rev, err
 }
 
 // stamp sets update_time and returns the encoded workload.

@@ -85,6 +85,25 @@ func Check(key string, modRev int64) Op { return Op{kind: opCheck, key: key, mod
 // Key is the op's key.
 func (o Op) Key() string { return o.key }
 
+// PutGuard returns the mod revision a PutIfModRev op requires of its key,
+// and false for every other op.
+func (o Op) PutGuard() (int64, bool) {
+	if o.kind != opPutIfModRev {
+		return 0, false
+	}
+	return o.modRev, true
+}
+
+// Unguarded is o without its revision check: a PutIfModRev becomes a
+// Put; any other op comes back as it is. For a writer that has checked
+// the revision itself (the dispatch loop's write gate).
+func (o Op) Unguarded() Op {
+	if o.kind == opPutIfModRev {
+		o.kind, o.modRev = opPut, 0
+	}
+	return o
+}
+
 // SameCheck reports whether o and p are the same Check (one key, one
 // expected revision): two callers' ops that may share one transaction.
 func (o Op) SameCheck(p Op) bool {
@@ -349,6 +368,15 @@ type Item struct {
 	Value     []byte
 	ModRev    int64
 	CreateRev int64
+}
+
+// Revision is etcd's current revision, read linearizably.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	resp, err := s.c.Get(ctx, Root+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("store: read the current revision: %w", err)
+	}
+	return resp.Header.Revision, nil
 }
 
 // Get reads key. A missing key is ErrNotFound (wrapped, naming the key).
