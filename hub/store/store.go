@@ -370,9 +370,10 @@ type Item struct {
 	CreateRev int64
 }
 
-// Revision is etcd's current revision, read linearizably.
+// Revision is etcd's current revision, read linearizably (one key's
+// read: the answer's header carries the store's revision).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
-	resp, err := s.c.Get(ctx, Root+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := s.c.Get(ctx, Root, clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("store: read the current revision: %w", err)
 	}

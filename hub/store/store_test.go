@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -322,5 +323,45 @@ func TestNewNeedsAKVForAnInProcessClient(t *testing.T) {
 	defer c.Close()
 	if _, err := New(c, Options{}); err == nil || !strings.Contains(err.Error(), "Options.KV") {
 		t.Fatalf("New without KV: %v, want an error naming Options.KV", err)
+	}
+}
+
+// Revision is the store's revision now: at least that of the last commit,
+// and a write's guard is dropped by Unguarded and by nothing else.
+func TestRevisionAndUnguarded(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	s := newStore(t)
+	p := testPrefix(t)
+	rev, err := s.Commit(ctx, nil, Put(p+"a", []byte("1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := s.Revision(ctx)
+	if err != nil || now < rev {
+		t.Fatalf("Revision = %d, %v after a commit at %d", now, err, rev)
+	}
+	g := PutIfModRev(p+"a", []byte("2"), rev)
+	if r, ok := g.PutGuard(); !ok || r != rev {
+		t.Fatalf("PutGuard = %d, %v; want %d, true", r, ok, rev)
+	}
+	u := g.Unguarded()
+	if _, ok := u.PutGuard(); ok || u.Key() != g.Key() {
+		t.Fatalf("Unguarded kept its guard or lost its key: %+v", u)
+	}
+	// An unguarded put writes over a newer revision; the guarded one is
+	// refused.
+	if _, err := s.Commit(ctx, nil, Put(p+"a", []byte("3"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, nil, g); !IsConflict(err) {
+		t.Fatalf("guarded put over a newer revision: %v", err)
+	}
+	if _, err := s.Commit(ctx, nil, u); err != nil {
+		t.Fatalf("unguarded put: %v", err)
+	}
+	for _, o := range []Op{Delete(p+"a", 1), Check(p+"a", 1), Put(p+"a", nil)} {
+		if !reflect.DeepEqual(o.Unguarded(), o) {
+			t.Fatalf("Unguarded changed %+v", o)
+		}
 	}
 }

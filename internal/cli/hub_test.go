@@ -20,7 +20,11 @@ import (
 // startRealAPI serves the real hub API (hub/api over an embedded etcd on
 // loopback) and returns its gRPC address. There is no scheduling loop, so
 // workloads stay QUEUED until cancelled (cancelfold does the loop's part).
-func startRealAPI(t *testing.T) string {
+func startRealAPI(t *testing.T) string { return startRealAPIWith(t, true) }
+
+// startRealAPIWith is startRealAPI; without fold nothing acts on a cancel
+// request, as in a federation with no leader.
+func startRealAPIWith(t *testing.T, fold bool) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -48,10 +52,14 @@ func startRealAPI(t *testing.T) string {
 	go func() { defer close(cacheDone); _ = cache.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-cacheDone })
 	// The loop's part of a cancel (hub/dispatch tests the real one).
-	folded := make(chan struct{})
-	go func() { defer close(folded); cancelfold.Run(ctx, st, 5*time.Millisecond, nil) }()
-	t.Cleanup(func() { cancel(); <-folded })
-	svc, err := api.New(api.Deps{Store: st, Workloads: cache, HubID: "hub-e2e", Version: "v0-e2e"})
+	cancelWait := 300 * time.Millisecond
+	if fold {
+		folded := make(chan struct{})
+		go func() { defer close(folded); cancelfold.Run(ctx, st, 5*time.Millisecond, nil) }()
+		t.Cleanup(func() { cancel(); <-folded })
+		cancelWait = 0
+	}
+	svc, err := api.New(api.Deps{Store: st, Workloads: cache, HubID: "hub-e2e", Version: "v0-e2e", CancelWait: cancelWait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,5 +264,21 @@ func TestAgainstRealAPI(t *testing.T) {
 	r = runCLI(t, addr, "", "submit", "-f", "testdata/input/unknown-queue.yaml")
 	if r.code != ExitInvalid || !strings.HasPrefix(r.stderr, "error: the hub rejected the workload (1 problem):\n  queue: ") {
 		t.Errorf("unknown queue: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+// Without a leader, a cancel is taken and waits: the CLI says so rather
+// than naming a cluster.
+func TestCancelWithoutALeaderAgainstRealAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts embedded etcd; skipped with -short")
+	}
+	addr := startRealAPIWith(t, false)
+	mustRun(t, addr, "", "queue", "apply", "-f", "../../examples/queues/acme.yaml")
+	r := mustRun(t, addr, "", "submit", "-f", "../../examples/workloads/gang.yaml")
+	id := strings.Fields(r.stdout)[1]
+	r = mustRun(t, addr, "", "cancel", id, "--reason", "no leader yet")
+	if want := "workload " + id + ": cancel requested; it takes effect once a hub leads (phase QUEUED)\n"; r.stdout != want {
+		t.Errorf("cancel printed %q, want %q", r.stdout, want)
 	}
 }
