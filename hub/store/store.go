@@ -371,9 +371,10 @@ type Item struct {
 }
 
 // Revision is etcd's current revision, read linearizably (one key's
-// read: the answer's header carries the store's revision).
+// read: the answer's header carries the store's revision). The key is
+// Root+"/", inside the prefix an etcd user of the hub may be limited to.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
-	resp, err := s.c.Get(ctx, Root, clientv3.WithCountOnly())
+	resp, err := s.c.Get(ctx, Root+"/", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("store: read the current revision: %w", err)
 	}
