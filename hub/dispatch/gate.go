@@ -21,10 +21,10 @@ import (
 //
 // A write of workload key k planned on revision p goes unguarded when
 //   - no other write of k is in flight (a second one waits for it);
-//   - the loop's last write of k this term, if the cache has not shown
-//     it yet, is not newer than p;
-//   - the cache holds no newer revision of k, and has not seen k deleted
-//     after p.
+//   - the loop's last write of k this term is not newer than p; or, when
+//     the gate holds none (the key's first write this term, or one it
+//     has forgotten), the cache holds no newer revision of k and has not
+//     seen k deleted after p.
 //
 // Otherwise it is a conflict, as etcd would have answered, and the
 // caller re-plans on fresh state. Guards stay on (etcd checks) for every
@@ -47,11 +47,13 @@ type writeGate struct {
 	mu       sync.Mutex
 	free     *sync.Cond // signalled when a key leaves inFlight
 	inFlight map[string]bool
-	// written is the revision of the loop's last write of each key that
-	// the cache may not show yet; order lists them by revision, to drop
-	// them once it does.
+	// written is the revision of the loop's last write of each key this
+	// term: nobody else writes the key after it, so it alone answers for
+	// the keys it holds (most writes of a workload follow one of the
+	// loop's own; looking each up in the cache was most of the gate's
+	// cost). Past maxWritten entries, those the cache already shows are
+	// forgotten, and the cache answers for them.
 	written map[string]int64
-	order   []keyRev
 	// suspect keys had a commit whose outcome is unknown: guarded until a
 	// guarded write of them succeeds.
 	suspect map[string]bool
@@ -136,8 +138,10 @@ func (g *writeGate) open(ops []store.Op) (*passage, error) {
 // than planned. The mutex is held.
 func (g *writeGate) stale(k string, planned int64) error {
 	have := int64(0)
-	if w, ok := g.written[k]; ok && w > planned {
-		have = w
+	if w, ok := g.written[k]; ok {
+		if w > planned {
+			have = w
+		}
 	} else if it, ok := g.cache.Get(k); ok {
 		if it.ModRev > planned {
 			have = it.ModRev
@@ -162,18 +166,21 @@ func (g *writeGate) anyInFlight(keys []string) bool {
 	return false
 }
 
-// prune forgets the writes the cache shows now. The mutex is held.
+// maxWritten bounds the writes the gate remembers: a few minutes of a
+// busy loop's.
+const maxWritten = 1 << 18
+
+// prune forgets, once the gate holds maxWritten writes, those the cache
+// shows now (the cache then answers for their keys). The mutex is held.
 func (g *writeGate) prune() {
-	rev := g.cache.Rev()
-	n := 0
-	for n < len(g.order) && g.order[n].rev <= rev {
-		if e := g.order[n]; g.written[e.key] == e.rev {
-			delete(g.written, e.key)
-		}
-		n++
+	if len(g.written) < maxWritten {
+		return
 	}
-	if n > 0 {
-		g.order = append(g.order[:0], g.order[n:]...)
+	rev := g.cache.Rev()
+	for k, w := range g.written {
+		if w <= rev {
+			delete(g.written, k)
+		}
 	}
 }
 
@@ -191,7 +198,6 @@ func (g *writeGate) close(p *passage, rev int64, err error) {
 	case err == nil:
 		for _, k := range p.claimed {
 			g.written[k] = rev
-			g.order = append(g.order, keyRev{k, rev})
 		}
 		for _, k := range p.guarded {
 			delete(g.suspect, k)

@@ -140,11 +140,11 @@ func TestWriteGate(t *testing.T) {
 	}
 	g.close(p, 0, &store.ConflictError{})
 
-	// A key the cache saw deleted after the plan: a conflict (a write now
-	// would make it again).
+	// A key the cache saw deleted after the plan, and that this term
+	// never wrote: a conflict (a write now would make it again).
 	delete(c.items, k)
 	c.rev = 30
-	if _, err := g.open(put(22)); !store.IsConflict(err) {
+	if _, err := newWriteGate(c, 0, false).open(put(22)); !store.IsConflict(err) {
 		t.Fatalf("write of a deleted key: %v", err)
 	}
 	// With WorkloadGuards every write keeps its guard.
@@ -222,5 +222,30 @@ func TestLoopNeverWritesATerminalWorkload(t *testing.T) {
 	// workload, nearly all of them unguarded once the cache caught up.
 	if n := after - before; n < 2*len(ids) {
 		t.Fatalf("%d workload writes went unguarded for %d workloads; the gate is not taking them", n, len(ids)+1)
+	}
+}
+
+// Past maxWritten, the gate forgets the writes the cache shows, and the
+// cache answers for those keys; writes it does not show yet are kept.
+func TestWriteGateForgetsWhatTheCacheShows(t *testing.T) {
+	c := &fakeGateCache{rev: 1, items: map[string]store.Item{}}
+	g := newWriteGate(c, 0, false)
+	for i := 0; i < maxWritten; i++ {
+		g.written[fmt.Sprintf("%sw%d", prefWorkloads, i)] = int64(i + 1)
+	}
+	k := prefWorkloads + "w0"
+	c.rev, c.items[k] = maxWritten/2, store.Item{Key: k, ModRev: 5}
+	// w0 was written at 1 by this term; the cache holds a newer copy (5),
+	// which it can only have because of a write the gate forgot: a plan
+	// on 1 is stale.
+	if _, err := g.open([]store.Op{store.PutIfModRev(k, []byte("x"), 1)}); !store.IsConflict(err) {
+		t.Fatalf("plan on a forgotten write, older than the cache's copy: %v", err)
+	}
+	if n := len(g.written); n != maxWritten/2 {
+		t.Fatalf("the gate kept %d writes, want the %d the cache does not show yet", n, maxWritten/2)
+	}
+	late := fmt.Sprintf("%sw%d", prefWorkloads, maxWritten-1)
+	if _, err := g.open([]store.Op{store.PutIfModRev(late, []byte("x"), maxWritten)}); err != nil {
+		t.Fatalf("plan on a write the gate still holds: %v", err)
 	}
 }
