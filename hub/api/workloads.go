@@ -591,23 +591,28 @@ func (s *Service) awaitCancel(ctx context.Context, id string, rev int64) (*merid
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	// Woken by the cache's change signal when there is a cache (the read
+	// is then a map lookup), by a 25 ms tick reading etcd otherwise.
 	key, _ := WorkloadKey(id)
-	var changed <-chan struct{}
-	if c := s.d.Workloads; c != nil {
+	c := s.d.Workloads
+	var wake <-chan struct{}
+	if c != nil {
 		ch, unsub := c.Notify()
 		defer unsub()
-		changed = ch
+		wake = ch
 	}
 	poll := time.NewTicker(25 * time.Millisecond)
 	defer poll.Stop()
 	for {
-		// The cache when there is one (no etcd read per change it
-		// signals); etcd itself on the ticker, in case the cache lags.
 		var w *meridianv1.Workload
-		if c := s.d.Workloads; c != nil && changed != nil {
+		if wake != nil {
 			if it, ok := c.Get(key); ok && it.ModRev > rev {
 				w, _ = DecodeWorkloadRecord(it.Value)
 			}
+		} else if got, grev, err := s.getWorkload(ctx, id); err == nil && grev > rev {
+			w = got
+		} else if status.Code(err) == codes.NotFound {
+			return nil, false
 		}
 		if w != nil && cancelSettled(w) {
 			return w, true
@@ -615,17 +620,14 @@ func (s *Service) awaitCancel(ctx context.Context, id string, rev int64) (*merid
 		select {
 		case <-ctx.Done():
 			return nil, false
-		case _, ok := <-changed:
+		case _, ok := <-wake:
 			if !ok {
-				changed = nil
+				wake = nil // the cache stopped: read etcd from now on
 			}
-			continue
 		case <-poll.C:
-		}
-		if got, grev, err := s.getWorkload(ctx, id); err == nil && grev > rev && cancelSettled(got) {
-			return got, true
-		} else if status.Code(err) == codes.NotFound {
-			return nil, false
+			if wake != nil {
+				continue // the cache signals its changes
+			}
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/meridian-gpu/meridian/hub/scheduler"
-	"github.com/meridian-gpu/meridian/hub/store"
 	agentv1 "github.com/meridian-gpu/meridian/proto/meridian/agent/v1"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
 )
@@ -171,11 +170,11 @@ func (l *Loop) adopt(t *term, w *wl, cluster, id string, c *scheduler.Cluster, n
 	r := &Record{DispatchID: id, WorkloadID: nw.GetId(), Queue: nw.GetQueue(), Cluster: cluster, Attempt: st.Attempts,
 		Usage: requestUsage(w.sw, c), CreatedAt: now, LeaderTerm: t.fence.Rev}
 	foldRecord(st, r)
-	b, err := l.stamp(nw, now)
+	m, err := l.rewrite(w, nw, now)
 	if err != nil {
 		return mutation{}, fmt.Errorf("encode: %w", err)
 	}
-	return mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)}, nil
+	return m, nil
 }
 
 // requestUsage is the quota a workload's request charges when there is no

@@ -163,15 +163,24 @@ func (l *Loop) requeueStatus(w *meridianv1.Workload, now time.Time, why string, 
 func (l *Loop) requeue(w *wl, r *rec, now time.Time, why string, avoid bool) (mutation, error) {
 	nw := cloneWorkload(w.doc())
 	l.requeueStatus(nw, now, why, avoid)
+	m, err := l.rewrite(w, nw, now)
+	if err != nil {
+		return mutation{}, err
+	}
+	if r != nil && r.key != "" { // a folded record goes with the workload's put
+		m.ops = append(m.ops, store.Delete(r.key, r.modRev))
+	}
+	return m, nil
+}
+
+// rewrite is the mutation that stores nw, stamped at now, over w, guarded
+// by the revision w was read at (the write gate checks it; gate.go).
+func (l *Loop) rewrite(w *wl, nw *meridianv1.Workload, now time.Time) (mutation, error) {
 	b, err := l.stamp(nw, now)
 	if err != nil {
 		return mutation{}, err
 	}
-	ops := []store.Op{store.PutIfModRev(w.key, b, w.modRev)}
-	if r != nil && r.key != "" { // a folded record goes with the workload's put
-		ops = append(ops, store.Delete(r.key, r.modRev))
-	}
-	return mutation{ops: ops, size: len(b) + len(w.key)}, nil
+	return mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)}, nil
 }
 
 // setBackoff records or refreshes the ClusterBackoff condition for cluster.
@@ -497,16 +506,13 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		req := s.requests[id]
 		switch {
 		case ph == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED || (active(ph) && r == nil):
-			nw := cloneWorkload(w.doc())
-			if req != nil && !hasCondition(nw, ConditionCancelRequested) {
-				nw.Status.Conditions = append(nw.Status.Conditions, req.cond)
-			}
+			nw := withCancelCondition(w.doc(), req)
 			nw.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_CANCELLED
 			nw.Status.EndTime = tsOf(now)
 			nw.Status.PendingReason, nw.Status.PendingReasonCode = "", ""
 			nw.Status.Message = cancelMessage(nw, "cancelled by request")
-			if b, err := l.stamp(nw, now); err == nil {
-				ms = append(ms, foldRequest(mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)}, req))
+			if m, err := l.rewrite(w, nw, now); err == nil {
+				ms = append(ms, foldRequest(m, req))
 			}
 		case active(ph):
 			if req != nil {
@@ -514,13 +520,10 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 				// outlives a leader change as the request did.
 				m := mutation{}
 				if !hasCondition(w.doc(), ConditionCancelRequested) {
-					nw := cloneWorkload(w.doc())
-					nw.Status.Conditions = append(nw.Status.Conditions, req.cond)
-					b, err := l.stamp(nw, now)
-					if err != nil {
+					var err error
+					if m, err = l.rewrite(w, withCancelCondition(w.doc(), req), now); err != nil {
 						continue
 					}
-					m = mutation{ops: []store.Op{store.PutIfModRev(w.key, b, w.modRev)}, size: len(b) + len(w.key)}
 				}
 				ms = append(ms, foldRequest(m, req))
 			}
@@ -540,6 +543,16 @@ func (l *Loop) housekeeping(t *term, s *state, now time.Time) []mutation {
 		ms = append(ms, foldRequest(mutation{}, s.requests[id]))
 	}
 	return ms
+}
+
+// withCancelCondition is a copy of w carrying req's CancelRequested
+// condition, unless w carries one already (or req is nil).
+func withCancelCondition(w *meridianv1.Workload, req *cancelRequest) *meridianv1.Workload {
+	nw := cloneWorkload(w)
+	if req != nil && !hasCondition(nw, ConditionCancelRequested) {
+		nw.Status.Conditions = append(nw.Status.Conditions, req.cond)
+	}
+	return nw
 }
 
 // foldRequest adds the deletion of a cancel request to m, the mutation

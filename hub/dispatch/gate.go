@@ -39,6 +39,9 @@ type writeGate struct {
 	from int64
 	// always keeps every guard (Config.WorkloadGuards).
 	always bool
+	// caughtUp is set once the cache has reached from (it never goes
+	// back), so that later commits do not ask the cache again.
+	caughtUp bool
 	// checked, in tests only, is told of every write sent unguarded once
 	// it commits (harness_test.go checks that it overwrote the revision
 	// it was planned on, and never a finished workload).
@@ -82,7 +85,7 @@ func newWriteGate(c gateCache, from int64, always bool) *writeGate {
 type passage struct {
 	ops     []store.Op
 	claimed []string
-	blind   []keyRev // keys sent unguarded, with the revision planned on
+	blind   []keyRev // keys sent unguarded, with the revision planned on (tests only: writeGate.checked)
 	guarded []string // workload keys sent with their guard
 }
 
@@ -109,7 +112,10 @@ func (g *writeGate) open(ops []store.Op) (*passage, error) {
 		g.free.Wait()
 	}
 	g.prune()
-	trusted := !g.always && g.cache.Rev() >= g.from
+	if !g.caughtUp {
+		g.caughtUp = g.cache.Rev() >= g.from
+	}
+	trusted := !g.always && g.caughtUp
 	p.ops = make([]store.Op, len(ops))
 	for i, o := range ops {
 		p.ops[i] = o
@@ -126,7 +132,9 @@ func (g *writeGate) open(ops []store.Op) (*passage, error) {
 			return nil, err
 		}
 		p.ops[i] = o.Unguarded()
-		p.blind = append(p.blind, keyRev{k, planned})
+		if g.checked != nil {
+			p.blind = append(p.blind, keyRev{k, planned})
+		}
 	}
 	for _, k := range p.claimed {
 		g.inFlight[k] = true
@@ -137,21 +145,18 @@ func (g *writeGate) open(ops []store.Op) (*passage, error) {
 // stale returns a conflict when the hub knows of a revision of k newer
 // than planned. The mutex is held.
 func (g *writeGate) stale(k string, planned int64) error {
-	have := int64(0)
+	var have int64 // the newer revision known; 0 with stale: deleted since
+	stale := false
 	if w, ok := g.written[k]; ok {
-		if w > planned {
-			have = w
-		}
+		have, stale = w, w > planned
 	} else if it, ok := g.cache.Get(k); ok {
-		if it.ModRev > planned {
-			have = it.ModRev
-		}
-	} else if g.cache.Rev() >= planned {
-		// The cache has seen the revision planned on, and the key is
-		// gone since (deleted): have stays 0, "key is absent".
-		return &store.ConflictError{Keys: []store.KeyConflict{{Key: k, Want: planned}}}
+		have, stale = it.ModRev, it.ModRev > planned
+	} else {
+		// Absent: stale when the cache has seen the revision planned on,
+		// so the key went after it.
+		stale = g.cache.Rev() >= planned
 	}
-	if have == 0 {
+	if !stale {
 		return nil
 	}
 	return &store.ConflictError{Keys: []store.KeyConflict{{Key: k, Want: planned, Have: have}}}
