@@ -314,8 +314,11 @@ func TestEndToEndRunsOnAgent(t *testing.T) {
 	id := strings.Fields(r.stdout)[1]
 	waitPhase(t, addr, id, "WORKLOAD_PHASE_RUNNING")
 	r = mustRun(t, addr, "", "cancel", id)
-	if want := "workload " + id + ": cancel requested; cluster ams-a100 will stop it (phase RUNNING)\n"; r.stdout != want {
-		t.Errorf("cancel printed %q, want %q", r.stdout, want)
+	// The agent may stop it before the API's wait for the loop ends, so
+	// the answer is either the request in flight or the end itself.
+	requested := "workload " + id + ": cancel requested; cluster ams-a100 will stop it (phase RUNNING)\n"
+	if done := "workload " + id + " cancelled\n"; r.stdout != requested && r.stdout != done {
+		t.Errorf("cancel printed %q, want %q or %q", r.stdout, requested, done)
 	}
 	waitPhase(t, addr, id, "WORKLOAD_PHASE_CANCELLED")
 	r = mustRun(t, addr, "", "get", id)
