@@ -372,9 +372,15 @@ func (c *Cache) apply(wr clientv3.WatchResponse) {
 			// A create is a new key (the btree replaces one it holds, so a
 			// create replayed over a snapshot's copy stays right): one map
 			// lookup fewer for every key's first write.
+			// An update keeps the key string the map already holds: a
+			// fresh copy per write would leave every rewritten key held
+			// twice (the map's key and the item's), one more object per
+			// item for every collection to mark.
 			if ev.IsCreate() {
 				c.keys.ReplaceOrInsert(k)
-			} else if _, ok := c.items[k]; !ok {
+			} else if old, ok := c.items[k]; ok {
+				k = old.Key
+			} else {
 				c.keys.ReplaceOrInsert(k)
 			}
 			c.items[k] = Item{Key: k, Value: ev.Kv.Value, ModRev: ev.Kv.ModRevision, CreateRev: ev.Kv.CreateRevision}

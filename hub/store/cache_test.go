@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -440,5 +441,43 @@ func TestCacheEventsCarryTheCreation(t *testing.T) {
 	again := commit(Put(p+"k", []byte("3")))
 	if ev := recv(); !ev.Fresh || ev.CreateRev != again {
 		t.Fatalf("created again: %+v, want Fresh with create revision %d", ev, again)
+	}
+}
+
+// TestCacheKeepsOneCopyOfARewrittenKey: the item a rewritten key holds
+// names it with the string the map and the ordered index already hold,
+// not a fresh copy per write (each copy is one more object in the hub's
+// heap for every collection to mark, for every stored key).
+func TestCacheKeepsOneCopyOfARewrittenKey(t *testing.T) {
+	s := newStore(t)
+	prefix := testPrefix(t)
+	ctx := testCtx(t, 10*time.Second)
+	c, _, _ := startCache(t, s, prefix)
+	key := prefix + "w1"
+	var rev int64
+	for i := range 4 {
+		r, err := s.Commit(ctx, nil, Put(key, []byte(fmt.Sprintf("v%d", i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = r
+	}
+	if err := c.WaitForRevision(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it, ok := c.items[key]
+	if !ok || string(it.Value) != "v3" {
+		t.Fatalf("cache holds %+v, want %s = v3", it, key)
+	}
+	for k := range c.items {
+		if k == key && unsafe.StringData(k) != unsafe.StringData(it.Key) {
+			t.Error("the map's key and the item's are two copies")
+		}
+	}
+	inIndex, _ := c.keys.Get(key)
+	if unsafe.StringData(inIndex) != unsafe.StringData(it.Key) {
+		t.Error("the ordered index's key and the item's are two copies")
 	}
 }
