@@ -70,6 +70,7 @@ type resourceWatcher struct {
 	// writes counts key writes by kind (MERIDIAN_BENCH_COUNT_WRITES),
 	// filled by countWrites until stop.
 	writes     map[string]int
+	valueBytes map[string]int // bytes of the values those writes stored, by kind
 	txns       map[string]int // transactions by the kinds they wrote
 	writesDone chan struct{}
 }
@@ -121,6 +122,7 @@ func (r *resourceWatcher) countWrites() {
 					kind += "-updates"
 				}
 				r.writes[kind]++
+				r.valueBytes[kind] += len(ev.Kv.Value)
 				txn[kind] = true
 			}
 			endTxn()
@@ -139,7 +141,7 @@ func watchResources(b *testing.B, endpoints []string, start time.Time, period ti
 		b.Fatalf("resource watcher: first sample: %v", err)
 	}
 	if os.Getenv("MERIDIAN_BENCH_COUNT_WRITES") != "" {
-		r.writes = map[string]int{}
+		r.writes, r.valueBytes = map[string]int{}, map[string]int{}
 		r.txns = map[string]int{}
 		r.writesDone = make(chan struct{})
 		go r.countWrites()
@@ -233,6 +235,9 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 				total += c
 				if strings.HasPrefix(kind, "workloads-") || strings.HasPrefix(kind, "dispatches-") {
 					b.ReportMetric(float64(c)/float64(n), kind+"/workload")
+					if c > 0 && !strings.HasSuffix(kind, "-deletes") {
+						b.Logf("etcd %s: %.0f value bytes each", kind, float64(r.valueBytes[kind])/float64(c))
+					}
 				}
 			}
 			b.ReportMetric(float64(total)/float64(n), "etcd-key-writes/workload")
