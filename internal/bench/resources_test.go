@@ -40,6 +40,9 @@ type resourceSample struct {
 	rev               int64         // etcd's revision: one per write transaction
 	heapMiB, rssMiB   float64       // live heap as of the last collection; resident set
 	heapInUseMiB      float64       // heap spans in use: live plus garbage not yet collected
+	heapScanMiB       float64       // the part of the heap a collection scans for pointers, as of the last one
+	gcCPU             float64       // seconds of CPU the collector has used in this process so far
+	gcCycles          uint64        // collections finished so far
 	dbMiB, dbInUseMiB float64
 	stored            int64
 	used              runUsage // CPU every process of the run has used so far
@@ -182,12 +185,8 @@ func (r *resourceWatcher) sample() (resourceSample, error) {
 	defer cancel()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
 	s := resourceSample{at: time.Since(r.start), heapInUseMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB(), used: r.usage()}
-	if live[0].Value.Kind() == metrics.KindUint64 {
-		s.heapMiB = float64(live[0].Value.Uint64()) / (1 << 20)
-	}
+	readGCMetrics(&s)
 	ep := r.cli.Endpoints()[0]
 	st, err := r.cli.Status(ctx, ep)
 	if err != nil {
@@ -221,6 +220,13 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 	samples := append(r.samples, last)
 	r.mu.Unlock()
 	b.ReportMetric(last.heapMiB, "heap-live-MiB")
+	// What the collector's work grows with: the bytes it scans for
+	// pointers each time, and the CPU it used over the run.
+	b.ReportMetric(last.heapScanMiB, "heap-scan-MiB")
+	if n > 0 {
+		b.ReportMetric((last.gcCPU-r.first.gcCPU)*1000/float64(n), "gc-cpu-ms/workload")
+	}
+	b.ReportMetric(float64(last.gcCycles-r.first.gcCycles), "gc-cycles")
 	b.ReportMetric(last.heapInUseMiB, "heap-in-use-MiB")
 	b.ReportMetric(last.rssMiB, "rss-MiB")
 	b.ReportMetric(last.dbMiB, "etcd-db-MiB")
@@ -271,14 +277,41 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 			return x / dt
 		}
 		cores := func(u procUsage) float64 { return perSecond(u.cpu().Seconds()) }
-		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d; since the last: %.2f cores (hub %.2f, agents %.2f, load %.2f), %4.0f txns/s",
-			s.at.Seconds(), s.heapMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored,
-			cores(used.total()), cores(used.bench), cores(used.agents), cores(used.load), perSecond(float64(s.rev-prev.rev)))
+		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f (scan %5.0f) / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d; since the last: %.2f cores (hub %.2f, of which GC %.2f; agents %.2f, load %.2f), %4.0f txns/s",
+			s.at.Seconds(), s.heapMiB, s.heapScanMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored,
+			cores(used.total()), cores(used.bench), perSecond(s.gcCPU-prev.gcCPU), cores(used.agents), cores(used.load), perSecond(float64(s.rev-prev.rev)))
 		prev = s
 	}
 	// To stderr beside the timeline: a benchmark's log keeps only its
 	// first lines, and a long run has dozens of samples.
 	fmt.Fprintf(os.Stderr, "resources over the run:%s\n", lines.String())
+}
+
+// gcMetrics are the runtime's figures readGCMetrics takes, in the order
+// it reads them.
+var gcMetrics = []string{"/gc/heap/live:bytes", "/gc/scan/heap:bytes", "/cpu/classes/gc/total:cpu-seconds", "/gc/cycles/total:gc-cycles"}
+
+// readGCMetrics fills s's collector figures from runtime/metrics (free to
+// read: no collection is forced). A figure this runtime does not know
+// stays 0.
+func readGCMetrics(s *resourceSample) {
+	m := make([]metrics.Sample, len(gcMetrics))
+	for i, name := range gcMetrics {
+		m[i].Name = name
+	}
+	metrics.Read(m)
+	u := func(i int) uint64 {
+		if m[i].Value.Kind() == metrics.KindUint64 {
+			return m[i].Value.Uint64()
+		}
+		return 0
+	}
+	s.heapMiB = float64(u(0)) / (1 << 20)
+	s.heapScanMiB = float64(u(1)) / (1 << 20)
+	if m[2].Value.Kind() == metrics.KindFloat64 {
+		s.gcCPU = m[2].Value.Float64()
+	}
+	s.gcCycles = u(3)
 }
 
 func growth(from, to float64) float64 {
@@ -345,4 +378,27 @@ func writeKind(key string) string {
 		return strings.SplitN(rest, "/", 2)[0]
 	}
 	return "other:" + strings.SplitN(strings.TrimPrefix(key, "/"), "/", 2)[0]
+}
+
+// TestReadGCMetrics: the collector's figures the benchmark reports are
+// ones this runtime has, and they move when the heap does.
+func TestReadGCMetrics(t *testing.T) {
+	var before, after resourceSample
+	readGCMetrics(&before)
+	keep := make([]*[64]byte, 1<<16) // pointers, so the heap has something to scan
+	for i := range keep {
+		keep[i] = new([64]byte)
+	}
+	runtime.GC()
+	readGCMetrics(&after)
+	runtime.KeepAlive(keep)
+	if after.gcCycles <= before.gcCycles {
+		t.Errorf("collections: %d, then %d after runtime.GC", before.gcCycles, after.gcCycles)
+	}
+	if after.heapMiB <= 0 || after.heapScanMiB <= 0 {
+		t.Errorf("heap live %.2f MiB, scan %.2f MiB after a collection: a figure is missing", after.heapMiB, after.heapScanMiB)
+	}
+	if after.gcCPU <= 0 {
+		t.Errorf("collector CPU %.4f s after a collection", after.gcCPU)
+	}
 }
