@@ -40,7 +40,6 @@ type resourceSample struct {
 	rev               int64         // etcd's revision: one per write transaction
 	heapMiB, rssMiB   float64       // live heap as of the last collection; resident set
 	heapInUseMiB      float64       // heap spans in use: live plus garbage not yet collected
-	heapScanMiB       float64       // the part of the heap a collection scans for pointers, as of the last one
 	gcCPU             float64       // seconds of CPU the collector has used in this process so far
 	gcCycles          uint64        // collections finished so far
 	dbMiB, dbInUseMiB float64
@@ -220,9 +219,8 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 	samples := append(r.samples, last)
 	r.mu.Unlock()
 	b.ReportMetric(last.heapMiB, "heap-live-MiB")
-	// What the collector's work grows with: the bytes it scans for
-	// pointers each time, and the CPU it used over the run.
-	b.ReportMetric(last.heapScanMiB, "heap-scan-MiB")
+	// The collector's CPU over the run (the runtime's own estimate: its
+	// mark workers, assists and pauses) and how many times it ran.
 	if n > 0 {
 		b.ReportMetric((last.gcCPU-r.first.gcCPU)*1000/float64(n), "gc-cpu-ms/workload")
 	}
@@ -277,8 +275,8 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 			return x / dt
 		}
 		cores := func(u procUsage) float64 { return perSecond(u.cpu().Seconds()) }
-		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f (scan %5.0f) / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d; since the last: %.2f cores (hub %.2f, of which GC %.2f; agents %.2f, load %.2f), %4.0f txns/s",
-			s.at.Seconds(), s.heapMiB, s.heapScanMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored,
+		fmt.Fprintf(&lines, "\n  %5.0fs heap live %6.0f / in use %6.0f MiB, rss %6.0f MiB, etcd %6.0f MiB (%6.0f in use), stored %7d; since the last: %.2f cores (hub %.2f, of which GC %.2f; agents %.2f, load %.2f), %4.0f txns/s",
+			s.at.Seconds(), s.heapMiB, s.heapInUseMiB, s.rssMiB, s.dbMiB, s.dbInUseMiB, s.stored,
 			cores(used.total()), cores(used.bench), perSecond(s.gcCPU-prev.gcCPU), cores(used.agents), cores(used.load), perSecond(float64(s.rev-prev.rev)))
 		prev = s
 	}
@@ -289,7 +287,7 @@ func (r *resourceWatcher) finish(b *testing.B, n int) {
 
 // gcMetrics are the runtime's figures readGCMetrics takes, in the order
 // it reads them.
-var gcMetrics = []string{"/gc/heap/live:bytes", "/gc/scan/heap:bytes", "/cpu/classes/gc/total:cpu-seconds", "/gc/cycles/total:gc-cycles"}
+var gcMetrics = []string{"/gc/heap/live:bytes", "/cpu/classes/gc/total:cpu-seconds", "/gc/cycles/total:gc-cycles"}
 
 // readGCMetrics fills s's collector figures from runtime/metrics (free to
 // read: no collection is forced). A figure this runtime does not know
@@ -307,11 +305,10 @@ func readGCMetrics(s *resourceSample) {
 		return 0
 	}
 	s.heapMiB = float64(u(0)) / (1 << 20)
-	s.heapScanMiB = float64(u(1)) / (1 << 20)
-	if m[2].Value.Kind() == metrics.KindFloat64 {
-		s.gcCPU = m[2].Value.Float64()
+	if m[1].Value.Kind() == metrics.KindFloat64 {
+		s.gcCPU = m[1].Value.Float64()
 	}
-	s.gcCycles = u(3)
+	s.gcCycles = u(2)
 }
 
 func growth(from, to float64) float64 {
@@ -395,8 +392,8 @@ func TestReadGCMetrics(t *testing.T) {
 	if after.gcCycles <= before.gcCycles {
 		t.Errorf("collections: %d, then %d after runtime.GC", before.gcCycles, after.gcCycles)
 	}
-	if after.heapMiB <= 0 || after.heapScanMiB <= 0 {
-		t.Errorf("heap live %.2f MiB, scan %.2f MiB after a collection: a figure is missing", after.heapMiB, after.heapScanMiB)
+	if after.heapMiB <= 0 {
+		t.Errorf("heap live %.2f MiB after a collection", after.heapMiB)
 	}
 	if after.gcCPU <= 0 {
 		t.Errorf("collector CPU %.4f s after a collection", after.gcCPU)
