@@ -238,7 +238,8 @@ func (s *Service) cacheEvent(ev store.Event, start int64, f watchFilter) (*merid
 	// Every watcher sees every workload's changes: one that watches a
 	// queue it does not see, or another queue, tells so from the
 	// record's summary without decoding it.
-	if sm, err := records.SummarizeWorkload(ev.Value); err == nil {
+	// The cache's values never change: the summary may share their bytes.
+	if sm, err := records.SummarizeWorkloadShared(ev.Value); err == nil {
 		if !f.matchQueue(sm.Queue) || !f.matchPhase(sm.Phase) {
 			return nil, false
 		}

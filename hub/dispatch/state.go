@@ -85,7 +85,7 @@ func (e *wl) phase() meridianv1.WorkloadPhase {
 // compact workload (a scan of its bytes).
 func (e *wl) pendingCode() string {
 	if e.pb == nil && e.raw != nil {
-		sum, err := records.SummarizeWorkload(e.raw)
+		sum, err := records.SummarizeWorkloadShared(e.raw)
 		if err != nil {
 			return ""
 		}
@@ -391,12 +391,15 @@ func (m *mirror) workloadChanged(id string) {
 	}
 	delete(m.cancelReq, id)
 	if w := m.byID[id]; w != nil {
+		// Filed under the workload's own copy of its id: id may share
+		// the bytes of a value it was read from (a shared summary).
+		own := w.id()
 		if w.phase() == meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
-			m.queued[id] = w
+			m.queued[own] = w
 			m.backlog.add(w)
 		}
 		if m.requests[id] != nil || hasCondition(w.doc(), ConditionCancelRequested) {
-			m.cancelReq[id] = w
+			m.cancelReq[own] = w
 		}
 	}
 	for _, d := range m.recsOf[id] {
@@ -504,7 +507,9 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 		// tells a finished one without decoding it. The loop's own
 		// write of a running one says so itself: no summary needed.
 		if w == nil || finished(w.GetStatus().GetPhase()) {
-			s, sErr := records.SummarizeWorkload(it.Value)
+			// Shared with the cache's value, which never changes; the
+			// retention index copies what it keeps.
+			s, sErr := records.SummarizeWorkloadShared(it.Value)
 			if sErr == nil && s.ID != "" && finished(s.Phase) {
 				m.workloadChanged(s.ID)
 				if l.fin != nil {

@@ -3,6 +3,7 @@ package records
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -126,7 +127,35 @@ func FuzzSummarizeWorkload(f *testing.F) {
 		if want := fullSummary(w); got != want {
 			t.Fatalf("summary %+v, full decode %+v", got, want)
 		}
+		if shared, err := SummarizeWorkloadShared(b); err != nil || shared != got {
+			t.Fatalf("shared summary %+v (%v), copied %+v", shared, err, got)
+		}
 	})
+}
+
+// The shared summary allocates nothing, and its strings are b's bytes.
+func TestSummarizeWorkloadSharedCopiesNothing(t *testing.T) {
+	rec, err := marshalDet(summaryRecords()[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s WorkloadSummary
+	if n := testing.AllocsPerRun(100, func() { s, err = SummarizeWorkloadShared(rec) }); err != nil || n != 0 {
+		t.Fatalf("shared summary: %v allocations, err %v", n, err)
+	}
+	if s.ID == "" || s.Queue == "" {
+		t.Fatalf("summary %+v has no id or queue", s)
+	}
+	within := func(str string) bool {
+		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(str))), uintptr(unsafe.Pointer(unsafe.SliceData(rec)))
+		return p >= lo && p+uintptr(len(str)) <= lo+uintptr(len(rec))
+	}
+	if !within(s.ID) || !within(s.Queue) {
+		t.Error("the shared summary's strings are copies")
+	}
+	if n := testing.AllocsPerRun(100, func() { s, err = SummarizeWorkload(rec) }); n == 0 {
+		t.Error("the copying summary allocated nothing: its strings share the record")
+	}
 }
 
 func BenchmarkSummarizeWorkload(b *testing.B) {

@@ -130,7 +130,10 @@ func (x *Index) Finished(key string, modRev int64, s records.WorkloadSummary) {
 		x.Forget(key)
 		return
 	}
-	e := indexed{end: endNanos(s.End), key: key, modRev: modRev, idem: s.IdempotencyKey, phase: s.Phase}
+	// The summary's strings may share the feeder's bytes
+	// (records.SummarizeWorkloadShared): what the index keeps of them
+	// (the idempotency key, a new queue's name) it copies.
+	e := indexed{end: endNanos(s.End), key: key, modRev: modRev, idem: strings.Clone(s.IdempotencyKey), phase: s.Phase}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old, ok := x.byKey[key]; ok {
@@ -141,8 +144,8 @@ func (x *Index) Finished(key string, modRev int64, s records.WorkloadSummary) {
 	}
 	q := x.queues[s.Queue]
 	if q == nil {
-		q = &queueIndex{name: s.Queue, tree: btree.NewG(32, oldestFirst)}
-		x.queues[s.Queue] = q
+		q = &queueIndex{name: strings.Clone(s.Queue), tree: btree.NewG(32, oldestFirst)}
+		x.queues[q.name] = q
 	}
 	q.tree.ReplaceOrInsert(e)
 	x.byKey[key] = place{queue: q, end: e.end, modRev: modRev}

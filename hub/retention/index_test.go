@@ -7,9 +7,11 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meridian-gpu/meridian/hub/api"
 	"github.com/meridian-gpu/meridian/hub/records"
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -334,5 +336,27 @@ func TestIndexHeapPerEntry(t *testing.T) {
 	t.Logf("%.0f bytes of heap an entry", per)
 	if per > 230 { // 310 with a Finished and the key in each entry
 		t.Errorf("an entry costs %.0f bytes of heap, want at most 230", per)
+	}
+}
+
+// TestIndexCopiesWhatItKeeps: the feeder's summaries may share the bytes
+// of the values they were read from (records.SummarizeWorkloadShared);
+// the index must keep its own copy of the queue's name and the
+// idempotency key, not bytes someone else may reuse.
+func TestIndexCopiesWhatItKeeps(t *testing.T) {
+	buf := []byte("team/queue" + "idem-1")
+	shared := func(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+	end := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	x := NewIndex()
+	x.Finished(keyOf("w1"), 1, records.WorkloadSummary{ID: "w1", Queue: shared(buf[:10]), IdempotencyKey: shared(buf[10:]),
+		Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED, End: end})
+	x.Reset()
+	x.Finished(keyOf("w1"), 1, records.WorkloadSummary{ID: "w1", Queue: shared(buf[:10]), IdempotencyKey: shared(buf[10:]),
+		Phase: meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED, End: end})
+	x.Reflects(1)
+	copy(buf, "XXXXXXXXXXXXXXXX") // the feeder's bytes are reused
+	got, _ := x.choose(Policy{TTL: time.Minute}, end.Add(time.Hour), 0)
+	if len(got) != 1 || got[0].Queue != "team/queue" || got[0].idemKey != api.IdempotencyKey("team/queue", "idem-1") {
+		t.Fatalf("chose %+v, want w1 of team/queue with its idempotency key", got)
 	}
 }
