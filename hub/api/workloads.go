@@ -592,7 +592,9 @@ func (s *Service) awaitCancel(ctx context.Context, id string, rev int64) (*merid
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	// Woken by the cache's change signal when there is a cache (the read
-	// is then a map lookup), by a 25 ms tick reading etcd otherwise.
+	// is then a map lookup, and a decode only of a revision not seen
+	// yet: the signal is the cache's, for every key), by a 25 ms tick
+	// reading etcd otherwise.
 	key, _ := WorkloadKey(id)
 	c := s.d.Workloads
 	var wake <-chan struct{}
@@ -603,10 +605,16 @@ func (s *Service) awaitCancel(ctx context.Context, id string, rev int64) (*merid
 	}
 	poll := time.NewTicker(25 * time.Millisecond)
 	defer poll.Stop()
+	var tick <-chan time.Time // etcd's poll: only without the cache's signal
+	if wake == nil {
+		tick = poll.C
+	}
+	seen := rev
 	for {
 		var w *meridianv1.Workload
 		if wake != nil {
-			if it, ok := c.Get(key); ok && it.ModRev > rev {
+			if it, ok := c.Get(key); ok && it.ModRev > seen {
+				seen = it.ModRev
 				w, _ = DecodeWorkloadRecord(it.Value)
 			}
 		} else if got, grev, err := s.getWorkload(ctx, id); err == nil && grev > rev {
@@ -622,12 +630,9 @@ func (s *Service) awaitCancel(ctx context.Context, id string, rev int64) (*merid
 			return nil, false
 		case _, ok := <-wake:
 			if !ok {
-				wake = nil // the cache stopped: read etcd from now on
+				wake, tick = nil, poll.C // the cache stopped: read etcd from now on
 			}
-		case <-poll.C:
-			if wake != nil {
-				continue // the cache signals its changes
-			}
+		case <-tick:
 		}
 	}
 }

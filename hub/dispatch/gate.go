@@ -57,6 +57,11 @@ type writeGate struct {
 	// cost). Past maxWritten entries, those the cache already shows are
 	// forgotten, and the cache answers for them.
 	written map[string]int64
+	// pruneAt is the size of written at which prune next walks it: twice
+	// what the last walk kept, and at least maxWritten, so that a cache
+	// that lags (and shows few of the writes) does not make every commit
+	// walk the whole map.
+	pruneAt int
 	// suspect keys had a commit whose outcome is unknown: guarded until a
 	// guarded write of them succeeds.
 	suspect map[string]bool
@@ -75,7 +80,7 @@ type keyRev struct {
 
 func newWriteGate(c gateCache, from int64, always bool) *writeGate {
 	g := &writeGate{cache: c, from: from, always: always,
-		inFlight: map[string]bool{}, written: map[string]int64{}, suspect: map[string]bool{}}
+		inFlight: map[string]bool{}, written: map[string]int64{}, suspect: map[string]bool{}, pruneAt: maxWritten}
 	g.free = sync.NewCond(&g.mu)
 	return g
 }
@@ -171,14 +176,14 @@ func (g *writeGate) anyInFlight(keys []string) bool {
 	return false
 }
 
-// maxWritten bounds the writes the gate remembers: a few minutes of a
-// busy loop's.
+// maxWritten is how many writes the gate remembers before it first
+// forgets some: a few minutes of a busy loop's.
 const maxWritten = 1 << 18
 
-// prune forgets, once the gate holds maxWritten writes, those the cache
+// prune forgets, once the gate holds pruneAt writes, those the cache
 // shows now (the cache then answers for their keys). The mutex is held.
 func (g *writeGate) prune() {
-	if len(g.written) < maxWritten {
+	if len(g.written) < g.pruneAt {
 		return
 	}
 	rev := g.cache.Rev()
@@ -187,6 +192,7 @@ func (g *writeGate) prune() {
 			delete(g.written, k)
 		}
 	}
+	g.pruneAt = max(maxWritten, 2*len(g.written))
 }
 
 // close records the outcome of p's commit: err is the commit's error and

@@ -371,11 +371,10 @@ func (c *Cache) apply(wr clientv3.WatchResponse) {
 		case mvccpb.PUT:
 			// A create is a new key (the btree replaces one it holds, so a
 			// create replayed over a snapshot's copy stays right): one map
-			// lookup fewer for every key's first write.
-			// An update keeps the key string the map already holds: a
-			// fresh copy per write would leave every rewritten key held
-			// twice (the map's key and the item's), one more object per
-			// item for every collection to mark.
+			// lookup fewer for every key's first write. An update keeps
+			// the key string the map already holds: a fresh copy per write
+			// would leave every rewritten key held twice (the map's key
+			// and the item's), one more object for every collection to mark.
 			if ev.IsCreate() {
 				c.keys.ReplaceOrInsert(k)
 			} else if old, ok := c.items[k]; ok {
