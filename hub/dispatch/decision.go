@@ -15,9 +15,14 @@ func placementOf(d scheduler.Decision) *meridianv1.PlacementDecision {
 	if d.N == 0 {
 		return nil
 	}
-	pd := &meridianv1.PlacementDecision{Rule: clip(d.Text(), 400)}
-	for _, c := range d.Clusters[:d.N] {
-		pd.Clusters = append(pd.Clusters, &meridianv1.ClusterScore{Cluster: c.Cluster, Score: c.Score(), Detail: clip(c.Detail(), 160), Chosen: c.Chosen})
+	pd := &meridianv1.PlacementDecision{Rule: clip(d.Text(), 400), Clusters: make([]*meridianv1.ClusterScore, d.N)}
+	// One allocation for the compared clusters, not one each: every
+	// dispatch makes these.
+	scores := make([]meridianv1.ClusterScore, d.N)
+	for i, c := range d.Clusters[:d.N] {
+		s := &scores[i]
+		s.Cluster, s.Score, s.Detail, s.Chosen = c.Cluster, c.Score(), clip(c.Detail(), 160), c.Chosen
+		pd.Clusters[i] = s
 	}
 	return pd
 }

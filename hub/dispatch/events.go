@@ -343,7 +343,8 @@ func (l *Loop) applyEventOnce(t *term, x *evTx, subjectCluster string, ev *agent
 // workload the event names when that workload keeps its dispatch (every
 // dispatch this hub commits), else as an older hub's record and the
 // workload that record names. why says, when not empty, why the dispatch
-// is not current; ri is nil for a folded record.
+// is not current; ri is nil for a folded record, and a folded record
+// comes without its placement (recordHeadOf), which events do not read.
 func (l *Loop) findDispatch(x *evTx, id, workloadID string) (r *Record, ri, wi *txItem, why string, err error) {
 	if workloadID != "" {
 		wk, kerr := WorkloadKey(workloadID)
@@ -360,7 +361,7 @@ func (l *Loop) findDispatch(x *evTx, id, workloadID string) (r *Record, ri, wi *
 				// finish.
 				return nil, nil, nil, whyFinished, nil
 			case active(ph) && folded(wi.w):
-				return recordOf(wi.w), nil, wi, "", nil
+				return recordHeadOf(wi.w), nil, wi, "", nil
 			}
 		}
 	}

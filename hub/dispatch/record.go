@@ -115,6 +115,25 @@ func clearFolded(st *meridianv1.WorkloadStatus) {
 	st.Assignment, st.QuotaCharge, st.DispatchTerm, st.DispatchTraceParent = nil, nil, 0, ""
 }
 
+// recordHeadOf is recordOf without the placement, which the agents' events
+// never read: the replicas' nodes and GPUs were most of what rebuilding
+// a record for each event allocated.
+func recordHeadOf(w *meridianv1.Workload) *Record {
+	st := w.GetStatus()
+	r := &Record{DispatchID: st.GetDispatchId(), WorkloadID: w.GetId(), Queue: w.GetQueue(), Cluster: st.GetCluster(),
+		Attempt: st.GetAttempts(), LeaderTerm: st.GetDispatchTerm(), TraceParent: st.GetDispatchTraceParent()}
+	if dt := st.GetDispatchTime(); dt != nil {
+		r.CreatedAt = dt.AsTime()
+	}
+	if len(st.GetQuotaCharge()) > 0 {
+		r.Usage = make([]scheduler.ClassMilli, 0, len(st.GetQuotaCharge()))
+	}
+	for _, c := range st.GetQuotaCharge() {
+		r.Usage = append(r.Usage, scheduler.ClassMilli{Class: c.GetAcceleratorClass(), Milli: c.GetMilliGpus()})
+	}
+	return r
+}
+
 // folded reports whether w's current dispatch is kept in the workload
 // itself: a dispatch committed by a hub that folds records has a leader
 // term (election revisions start at 1); an older hub's has a record key.
@@ -126,12 +145,8 @@ func folded(w *meridianv1.Workload) bool {
 // recordOf rebuilds the Record of w's current dispatch from its status.
 // Only for a folded workload (see folded).
 func recordOf(w *meridianv1.Workload) *Record {
+	r := recordHeadOf(w)
 	st := w.GetStatus()
-	r := &Record{DispatchID: st.GetDispatchId(), WorkloadID: w.GetId(), Queue: w.GetQueue(), Cluster: st.GetCluster(),
-		Attempt: st.GetAttempts(), LeaderTerm: st.GetDispatchTerm(), TraceParent: st.GetDispatchTraceParent()}
-	if dt := st.GetDispatchTime(); dt != nil {
-		r.CreatedAt = dt.AsTime()
-	}
 	if len(st.GetAssignment()) > 0 {
 		r.Placement = make([]scheduler.PodSetPlacement, 0, len(st.GetAssignment()))
 	}
@@ -148,12 +163,6 @@ func recordOf(w *meridianv1.Workload) *Record {
 			p.Replicas = append(p.Replicas, rp)
 		}
 		r.Placement = append(r.Placement, p)
-	}
-	if len(st.GetQuotaCharge()) > 0 {
-		r.Usage = make([]scheduler.ClassMilli, 0, len(st.GetQuotaCharge()))
-	}
-	for _, c := range st.GetQuotaCharge() {
-		r.Usage = append(r.Usage, scheduler.ClassMilli{Class: c.GetAcceleratorClass(), Milli: c.GetMilliGpus()})
 	}
 	return r
 }

@@ -5,7 +5,7 @@ import (
 )
 
 // shareButStatus returns a workload equal to w that shares every field
-// with w but the status, which it copies deeply. An agent's event changes
+// with w but the status, which it copies (shareButConditions). An agent's event changes
 // only a workload's status (its phase, times, message, conditions), so the
 // event transaction starts from such a copy of the loop's last write
 // (recentWrites) instead of a deep copy: the pod sets, selectors, labels
@@ -24,7 +24,42 @@ func shareButStatus(w *meridianv1.Workload) *meridianv1.Workload {
 		return cloneWorkload(w)
 	}
 	c := withoutStatus(w)
-	c.Status = w.Status.CloneVT()
+	c.Status = shareButConditions(w.Status)
+	return c
+}
+
+// shareButConditions returns a status equal to st that shares its
+// timestamps, placement decision, assignment and quota charges with st
+// and copies its conditions deeply. Nothing changes those shared parts
+// in place: an event, a requeue or a finish sets a new timestamp or
+// clears the assignment, it never edits one (the write guard of the tests
+// checks it). Conditions are edited in place (a hold or backoff replaces
+// its entry in the slice), so they are the one part copied: the rest was
+// most of the objects a deep copy made for every event.
+// TestShareButStatusCopiesEveryField fails when a field added to
+// WorkloadStatus is not listed here; a status with fields this hub does
+// not know is copied whole.
+func shareButConditions(st *meridianv1.WorkloadStatus) *meridianv1.WorkloadStatus {
+	if st == nil {
+		return nil
+	}
+	if len(st.ProtoReflect().GetUnknown()) > 0 {
+		return st.CloneVT()
+	}
+	c := &meridianv1.WorkloadStatus{
+		Phase: st.Phase, Cluster: st.Cluster, DispatchId: st.DispatchId, PendingReason: st.PendingReason,
+		Message: st.Message, ExitCode: st.ExitCode, Attempts: st.Attempts, StartTime: st.StartTime,
+		EndTime: st.EndTime, DispatchTime: st.DispatchTime, UpdateTime: st.UpdateTime,
+		PendingReasonCode: st.PendingReasonCode, Placement: st.Placement, AcceptTime: st.AcceptTime,
+		Assignment: st.Assignment, QuotaCharge: st.QuotaCharge, DispatchTerm: st.DispatchTerm,
+		DispatchTraceParent: st.DispatchTraceParent,
+	}
+	if len(st.Conditions) > 0 {
+		c.Conditions = make([]*meridianv1.Condition, len(st.Conditions))
+		for i, cond := range st.Conditions {
+			c.Conditions[i] = cond.CloneVT()
+		}
+	}
 	return c
 }
 

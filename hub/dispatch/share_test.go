@@ -14,8 +14,9 @@ import (
 )
 
 // The events' copy equals the workload in every field, shares all but the
-// status, and owns its status: a field added to Workload and not listed
-// in shareButStatus fails the first check.
+// status, and owns its status and conditions: a field added to Workload
+// and not listed in shareButStatus, or to WorkloadStatus and not listed
+// in shareButConditions, fails the first check.
 func TestShareButStatusCopiesEveryField(t *testing.T) {
 	w := &meridianv1.Workload{}
 	fillEveryField(w.ProtoReflect(), 3)
@@ -35,7 +36,10 @@ func TestShareButStatusCopiesEveryField(t *testing.T) {
 		t.Fatal("the copy does not share the pod sets or the runtime template")
 	}
 	if c.Status == w.Status || c.Status.Conditions[0] == w.Status.Conditions[0] {
-		t.Fatal("the copy shares its status with the workload")
+		t.Fatal("the copy shares its status or its conditions with the workload")
+	}
+	if c.Status.Placement != w.Status.Placement || c.Status.Assignment[0] != w.Status.Assignment[0] {
+		t.Fatal("the copy's status does not share the placement decision or the assignment")
 	}
 	before := proto.Clone(w)
 	c.Status.Phase = meridianv1.WorkloadPhase_WORKLOAD_PHASE_SUCCEEDED
@@ -51,6 +55,12 @@ func TestShareButStatusCopiesEveryField(t *testing.T) {
 	cu := shareButStatus(u)
 	if !proto.Equal(cu, u) {
 		t.Fatal("the copy of a workload with unknown fields lost them")
+	}
+	// So are the status's.
+	us := proto.Clone(w).(*meridianv1.Workload)
+	us.Status.ProtoReflect().SetUnknown(protoreflect.RawFields{0xf8, 0x06, 0x01})
+	if cus := shareButStatus(us); !proto.Equal(cus, us) || cus.Status.Placement == us.Status.Placement {
+		t.Fatal("a status with unknown fields was not copied whole")
 	}
 	if shareButStatus(nil) != nil {
 		t.Fatal("a copy of nil is not nil")

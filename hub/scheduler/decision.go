@@ -87,7 +87,8 @@ func (c ClusterScore) Score() float64 { return float64(c.SlackMilli) / 1000 }
 // Detail says in words how the cluster stood. (Built by appending, not
 // with fmt: every dispatch stores one per cluster compared.)
 func (c ClusterScore) Detail() string {
-	b := make([]byte, 0, 64)
+	var buf [96]byte // on the stack: only the string is allocated
+	b := buf[:0]
 	switch {
 	case c.Chosen:
 		b = append(b, "chosen; "...)
@@ -112,7 +113,8 @@ func (d *Decision) Text() string {
 		return ""
 	}
 	win := d.Clusters[0]
-	b := make([]byte, 0, 160)
+	var buf [192]byte // on the stack: only the string is allocated
+	b := buf[:0]
 	b = append(b, d.Rule.String()...)
 	switch d.Rule {
 	case RuleTightestFit:

@@ -64,7 +64,7 @@ func ValidateID(id string) error {
 			return fmt.Errorf("store: id %q has invalid character %q at byte %d", id, r, i)
 		}
 	}
-	for _, seg := range strings.Split(id, "/") {
+	for seg := range strings.SplitSeq(id, "/") { // no slice: every key a write names passes here
 		if seg == "." || seg == ".." {
 			return fmt.Errorf("store: id %q has a %q segment", id, seg)
 		}
