@@ -15,8 +15,15 @@ type Map struct {
 	seed  maphash.Seed
 	limit int
 	index map[uint64]uint64 // key hash -> sequence number of its newest entry
-	slots []slot            // oldest first: entry seq lives at slots[seq-head]
-	head  uint64            // sequence number of slots[0]
+	// ring holds the entries oldest first from ring[first], wrapping: the
+	// entry with sequence number seq is the (seq-head)th. A ring, not a
+	// slice that drops its front, so that a full map's puts reuse the
+	// slots evictions free instead of copying every slot into a new array
+	// each time the old one's end is reached.
+	ring  []slot
+	first int    // index in ring of the oldest entry
+	n     int    // entries held
+	head  uint64 // sequence number of the oldest entry
 
 	chunks    [][]byte // arena, oldest first
 	chunkBase uint64   // chunk number of chunks[0]
@@ -36,7 +43,7 @@ func New(limit int) *Map {
 
 // Len is how many entries the map holds, counting a key put twice as two
 // until the older is forgotten.
-func (m *Map) Len() int { return len(m.slots) }
+func (m *Map) Len() int { return m.n }
 
 // Put records value under key, as the newest entry, forgetting the oldest
 // entry once the map is full. The value is copied.
@@ -51,8 +58,22 @@ func (m *Map) Put(key string, value []byte) {
 	c = append(c, value...)
 	m.chunks[chunk-m.chunkBase] = c
 	s := slot{hash: h, chunk: chunk, off: uint32(off), kn: uint32(len(key)), vn: uint32(len(value))}
-	m.index[h] = m.head + uint64(len(m.slots))
-	m.slots = append(m.slots, s)
+	m.index[h] = m.head + uint64(m.n)
+	m.push(s)
+}
+
+// push appends s as the newest entry, growing the ring (at most to the
+// limit) when it is full.
+func (m *Map) push(s slot) {
+	if m.n == len(m.ring) {
+		grown := make([]slot, min(max(2*len(m.ring), 64), m.limit))
+		for i := range m.n {
+			grown[i] = m.ring[(m.first+i)%len(m.ring)]
+		}
+		m.ring, m.first = grown, 0
+	}
+	m.ring[(m.first+m.n)%len(m.ring)] = s
+	m.n++
 }
 
 // PutUint64 records v under key (for times and counters).
@@ -108,7 +129,9 @@ func (m *Map) ForgetOldestWhile(forget func(value []byte) bool) int {
 	return n
 }
 
-func (m *Map) slotOf(seq uint64) slot { return m.slots[seq-m.head] }
+func (m *Map) slotOf(seq uint64) slot {
+	return m.ring[(m.first+int(seq-m.head))%len(m.ring)]
+}
 
 func (m *Map) entry(s slot) (key, value []byte) {
 	c := m.chunks[s.chunk-m.chunkBase]
@@ -119,15 +142,16 @@ func (m *Map) entry(s slot) (key, value []byte) {
 // evictOldest forgets the oldest entry, and the chunks nothing held
 // points into any more.
 func (m *Map) evictOldest() {
-	s := m.slots[0]
+	s := m.ring[m.first]
 	if m.index[s.hash] == m.head {
 		delete(m.index, s.hash)
 	}
-	m.slots = m.slots[1:] // append reallocates, dropping the front, as it grows
+	m.first = (m.first + 1) % len(m.ring)
+	m.n--
 	m.head++
 	keepFrom := m.chunkBase + uint64(len(m.chunks)) - 1 // the newest chunk stays
 	if m.Len() > 0 {
-		keepFrom = m.slots[0].chunk
+		keepFrom = m.ring[m.first].chunk
 	}
 	for m.chunkBase < keepFrom {
 		m.chunks[0] = nil
@@ -152,7 +176,8 @@ func (m *Map) reserve(n int) (chunk uint64, off int) {
 // Range calls f with every key held and its newest value, oldest first,
 // until f returns false. The value is valid as Get's is.
 func (m *Map) Range(f func(key string, value []byte) bool) {
-	for i, s := range m.slots {
+	for i := range m.n {
+		s := m.ring[(m.first+i)%len(m.ring)]
 		if m.index[s.hash] != m.head+uint64(i) {
 			continue // put again later, or its hash taken by a newer key
 		}

@@ -155,8 +155,8 @@ func TestAgainstModel(t *testing.T) {
 			t.Fatalf("Range gave %s = %q, want %q", k, ranged[k], v)
 		}
 	}
-	if cap(m.slots) > 4*limit {
-		t.Fatalf("slots capacity %d for %d entries: popped slots are not released", cap(m.slots), limit)
+	if len(m.ring) > limit {
+		t.Fatalf("ring of %d slots for %d entries: it grew past the limit", len(m.ring), limit)
 	}
 	if len(m.chunks) > limit*300/chunkSize+2 {
 		t.Fatalf("%d chunks held for %d entries: forgotten chunks are not released", len(m.chunks), limit)
@@ -206,5 +206,63 @@ func BenchmarkGet(b *testing.B) {
 		if _, ok := m.Get(keys[i%len(keys)]); !ok {
 			b.Fatal("missing")
 		}
+	}
+}
+
+// Puts and forgets interleaved, so that the ring wraps before it grows
+// and grows while wrapped, checked against a FIFO of keys after each step.
+func TestRingWrapsAndGrows(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const limit = 1000
+	m := New(limit)
+	type ent struct {
+		k string
+		v uint64
+	}
+	var order []ent // what the map holds, oldest first
+	next := uint64(0)
+	for step := range 5000 {
+		if r.IntN(4) == 0 && len(order) > 0 {
+			cut := order[r.IntN(len(order))].v
+			m.ForgetOldestWhile(func(v []byte) bool { x, _ := Uint64(v); return x < cut })
+			for len(order) > 0 && order[0].v < cut {
+				order = order[1:]
+			}
+		} else {
+			for range r.IntN(200) {
+				k := fmt.Sprintf("k%d", next) // every key new: the FIFO is the model
+				m.PutUint64(k, next)
+				order = append(order, ent{k, next})
+				next++
+				if len(order) > limit {
+					order = order[1:]
+				}
+			}
+		}
+		if m.Len() != len(order) {
+			t.Fatalf("step %d: Len %d, want %d", step, m.Len(), len(order))
+		}
+		if len(order) > 0 {
+			for _, e := range []ent{order[0], order[len(order)/2], order[len(order)-1]} {
+				v, ok := m.Get(e.k)
+				if x, _ := Uint64(v); !ok || x != e.v {
+					t.Fatalf("step %d: %s = %d %v, want %d", step, e.k, x, ok, e.v)
+				}
+			}
+		}
+		i := 0
+		m.Range(func(k string, v []byte) bool {
+			if x, _ := Uint64(v); k != order[i].k || x != order[i].v {
+				t.Fatalf("step %d: Range's entry %d is %s, want %s", step, i, k, order[i].k)
+			}
+			i++
+			return true
+		})
+		if i != len(order) {
+			t.Fatalf("step %d: Range gave %d entries, want %d", step, i, len(order))
+		}
+	}
+	if len(m.ring) > limit {
+		t.Fatalf("ring of %d slots for a limit of %d", len(m.ring), limit)
 	}
 }
