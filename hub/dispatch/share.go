@@ -5,12 +5,12 @@ import (
 )
 
 // shareButStatus returns a workload equal to w that shares every field
-// with w but the status, which it copies (shareButConditions). An agent's event changes
-// only a workload's status (its phase, times, message, conditions), so the
-// event transaction starts from such a copy of the loop's last write
-// (recentWrites) instead of a deep copy: the pod sets, selectors, labels
-// and runtime template, most of a workload's objects, are not copied
-// again for every event. Nothing may change the shared fields; in tests a
+// with w but the status, which it copies (shareButConditions). An
+// agent's event changes only a workload's status (its phase, times,
+// message, conditions), so the event transaction starts from such a copy
+// of the loop's last write (recentWrites) instead of a deep copy: the pod
+// sets, selectors, labels and runtime template, most of a workload's
+// objects, are not copied again for every event. Nothing may change the shared fields; in tests a
 // writeGuard checks it, and TestShareButStatusCopiesEveryField fails when
 // a field added to Workload is not listed here.
 //
