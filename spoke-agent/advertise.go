@@ -173,7 +173,14 @@ func (a *Agent) sendDelta(ctx context.Context) {
 		return
 	}
 	d := &agentv1.AdvertisementDelta{ClusterId: a.cfg.ClusterID, BaseSeq: a.sentSeq.Load(), SentAt: timestamppb.New(a.cfg.Now()), SessionId: a.session}
-	seen := make(map[string]bool, len(inv.Nodes))
+	// One set reused from delta to delta: a delta goes out at every
+	// change of capacity, and a fresh map each time was most of what
+	// comparing the nodes allocated.
+	if a.seenNodes == nil {
+		a.seenNodes = make(map[string]bool, len(inv.Nodes))
+	}
+	seen := a.seenNodes
+	clear(seen)
 	for _, n := range inv.Nodes {
 		seen[n.GetName()] = true
 		// The generated EqualVT, not proto.Equal or comparing encodings:

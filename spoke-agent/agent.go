@@ -177,6 +177,7 @@ type Agent struct {
 
 	advMu     sync.Mutex
 	lastNodes map[string]*agentv1.Node // the last nodes sent, for deltas
+	seenNodes map[string]bool          // sendDelta's scratch set, kept between deltas
 	sentSeq   atomic.Uint64            // seq of the last advertisement or delta sent
 	changed   chan struct{}
 	askedFull chan struct{} // a hub asked for a full advertisement
