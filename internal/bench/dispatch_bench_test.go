@@ -354,8 +354,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	}
 	load := startLoad(b, ctx, spec)
 	byProcess := func() runUsage { return runUsage{bench: selfUsage(), agents: agents.usage(), load: load.usage()} }
-	usedNow := func() procUsage { return byProcess().total() }
-	use0 := usedNow()
+	use0 := byProcess()
 	alloc0 := heapAllocs()
 	start := time.Now()
 	res := watchResources(b, hub.EtcdEndpoints(), start, resourcePeriod(n, rate), byProcess)
@@ -375,7 +374,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		res.finish(b, n)
 		host.finish(b)
 		b.ReportMetric(float64(n)/submitDone.Seconds(), "workloads/s")
-		selfUsage().plus(load.usage()).minus(use0).report(b, n)
+		selfUsage().plus(load.usage()).minus(use0.bench.plus(use0.load)).report(b, n)
 		return
 	}
 	// A hub that fell behind still gets its figures reported (a long run
@@ -389,7 +388,8 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	led, watchLag := out.Ledger, out.WatchLag
 	b.ReportMetric(float64(behind), "not-accepted")
 	elapsed := time.Since(start)
-	used := usedNow().minus(use0)
+	usedBy := byProcess().minus(use0)
+	used := usedBy.total()
 	allocated := heapAllocs().minus(alloc0)
 	res.finish(b, n)
 	host.finish(b)
@@ -464,6 +464,9 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	// generator) per workload: what bounds throughput on a small machine,
 	// and less sensitive to other load than the rates.
 	used.report(b, n)
+	// The agents' share of it: their process is the clusters' side, and
+	// its CPU moves with what they do per dispatch, not with the hub.
+	b.ReportMetric(usedBy.agents.cpu().Seconds()*1000/float64(n), "agents-cpu-ms/workload")
 	// What the hub's process (hub, etcd, NATS; the load generator too
 	// with MERIDIAN_BENCH_CLIENTS=inprocess) allocated per workload: what
 	// its collector's work grows with, and, unlike CPU, hardly moved by
