@@ -53,15 +53,9 @@ func (k *calibrationKernel) once() (time.Duration, uint32) {
 	return time.Since(start), at
 }
 
-// best is the fastest of tries runs, in ms: the least disturbed by
-// whatever else the machine does at that moment.
-func (k *calibrationKernel) best(tries int) float64 {
-	best, _ := k.bestAndMedian(tries)
-	return best
-}
-
 // bestAndMedian is the fastest and the median of tries runs, in ms. The
-// fastest is the machine's speed; the median also shows how much others
+// fastest is the machine's speed, the least disturbed by whatever else
+// the machine does at that moment; the median also shows how much others
 // disturbed it (a neighbour that takes the memory bus slows the median
 // and barely the best).
 func (k *calibrationKernel) bestAndMedian(tries int) (best, median float64) {
@@ -139,7 +133,7 @@ func machineMs() (best, median float64) {
 // diskSyncUs is syncProbe's median of 50 syncs in dir; a probe that
 // cannot write is logged and reported as 0 rather than failing the run.
 func diskSyncUs(b *testing.B, dir string) float64 {
-	us, err := syncProbe(filepath.Clean(dir), 50)
+	us, err := syncProbe(dir, 50)
 	if err != nil {
 		b.Logf("disk sync probe: %v", err)
 		return 0
@@ -167,7 +161,7 @@ func TestCalibrationKernelIsStable(t *testing.T) {
 	if steps != len(k.walk) {
 		t.Fatalf("the walk's cycle has %d steps, want %d", steps, len(k.walk))
 	}
-	if ms := k.best(1); ms <= 0 {
+	if ms, _ := k.bestAndMedian(1); ms <= 0 {
 		t.Fatalf("best of one run: %v ms", ms)
 	}
 	if best, median := k.bestAndMedian(3); best <= 0 || median < best {

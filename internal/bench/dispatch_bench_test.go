@@ -374,7 +374,7 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 		res.finish(b, n)
 		host.finish(b)
 		b.ReportMetric(float64(n)/submitDone.Seconds(), "workloads/s")
-		selfUsage().plus(load.usage()).minus(use0.bench.plus(use0.load)).report(b, n)
+		byProcess().minus(use0).total().report(b, n)
 		return
 	}
 	// A hub that fell behind still gets its figures reported (a long run

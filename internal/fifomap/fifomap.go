@@ -68,13 +68,16 @@ func (m *Map) push(s slot) {
 	if m.n == len(m.ring) {
 		grown := make([]slot, min(max(2*len(m.ring), 64), m.limit))
 		for i := range m.n {
-			grown[i] = m.ring[(m.first+i)%len(m.ring)]
+			grown[i] = m.ring[m.at(i)]
 		}
 		m.ring, m.first = grown, 0
 	}
-	m.ring[(m.first+m.n)%len(m.ring)] = s
+	m.ring[m.at(m.n)] = s
 	m.n++
 }
+
+// at is the index in ring of the i-th entry, oldest first.
+func (m *Map) at(i int) int { return (m.first + i) % len(m.ring) }
 
 // PutUint64 records v under key (for times and counters).
 func (m *Map) PutUint64(key string, v uint64) {
@@ -129,9 +132,7 @@ func (m *Map) ForgetOldestWhile(forget func(value []byte) bool) int {
 	return n
 }
 
-func (m *Map) slotOf(seq uint64) slot {
-	return m.ring[(m.first+int(seq-m.head))%len(m.ring)]
-}
+func (m *Map) slotOf(seq uint64) slot { return m.ring[m.at(int(seq-m.head))] }
 
 func (m *Map) entry(s slot) (key, value []byte) {
 	c := m.chunks[s.chunk-m.chunkBase]
@@ -146,7 +147,7 @@ func (m *Map) evictOldest() {
 	if m.index[s.hash] == m.head {
 		delete(m.index, s.hash)
 	}
-	m.first = (m.first + 1) % len(m.ring)
+	m.first = m.at(1)
 	m.n--
 	m.head++
 	keepFrom := m.chunkBase + uint64(len(m.chunks)) - 1 // the newest chunk stays
@@ -177,7 +178,7 @@ func (m *Map) reserve(n int) (chunk uint64, off int) {
 // until f returns false. The value is valid as Get's is.
 func (m *Map) Range(f func(key string, value []byte) bool) {
 	for i := range m.n {
-		s := m.ring[(m.first+i)%len(m.ring)]
+		s := m.ring[m.at(i)]
 		if m.index[s.hash] != m.head+uint64(i) {
 			continue // put again later, or its hash taken by a newer key
 		}
