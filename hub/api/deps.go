@@ -65,6 +65,9 @@ type Deps struct {
 	ClassWeights map[string]float64
 	// FitChecker answers reject_if_never_fits; nil makes that flag a no-op.
 	FitChecker FitChecker
+	// Intake, when set, is offered every new submit first: the leader's
+	// scheduling loop stores those it takes itself (see storeNew).
+	Intake Intake
 	// Elector is this replica's elector and ElectionPrefix the election's
 	// key prefix; both are needed for GetLeader and the leader health line.
 	Elector        *leader.Elector
@@ -158,4 +161,15 @@ func New(d Deps) (*Service, error) {
 		d.Guard.attach(s)
 	}
 	return s, nil
+}
+
+// Intake is the leader's scheduling loop taking submits to store itself,
+// with its next decision: a workload it can place at once is written once,
+// already DISPATCHED, instead of QUEUED by the API and again by the loop
+// (dispatch.Loop.Submit). ops is the submit's whole commit: a create of
+// each of ws and the ops that must commit with them. taken false means
+// nothing was stored and the API stores the submit itself; otherwise out
+// is ws as stored, or err says why the outcome is not known.
+type Intake interface {
+	Submit(ctx context.Context, ws []*meridianv1.Workload, ops []store.Op) (out []*meridianv1.Workload, taken bool, err error)
 }

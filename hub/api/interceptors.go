@@ -35,6 +35,9 @@ type Metrics struct {
 	// submitTxn is how many submits shared each etcd transaction (group
 	// commit): near 1 at low rates, larger under load.
 	submitTxn prometheus.Histogram
+	// stored counts new workloads by who wrote them first: the leader's
+	// scheduling loop (intake) or the API's group commit.
+	stored *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil means
@@ -59,9 +62,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Submits that shared one etcd transaction (group commit).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
+		stored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "meridian", Subsystem: "api", Name: "submitted_workloads_total",
+			Help: "New workloads stored, by writer: intake (the leader's scheduling loop, with its decision; already DISPATCHED when placed) or group_commit (the API, QUEUED).",
+		}, []string{"writer"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.latency, m.panics, m.submitTxn} {
+		for _, c := range []prometheus.Collector{m.requests, m.latency, m.panics, m.submitTxn, m.stored} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("api: register metrics: %w", err)
 			}

@@ -82,7 +82,11 @@ func (s *Service) SubmitWorkloads(ctx context.Context, req *meridianv1.SubmitWor
 			return nil, invalid("workloads[0].queue", "queue %q has child queues; submit to a leaf queue below it", queue)
 		}
 		results := make([]*meridianv1.SubmitWorkloadResponse, len(ws))
-		var ops []store.Op
+		var (
+			ops     []store.Op
+			created []*meridianv1.Workload
+			at      []int // created[j] is ws[at[j]]
+		)
 		now := s.now()
 		for i, w := range ws {
 			if id := pf.idemIDs[i]; id != "" {
@@ -102,15 +106,18 @@ func (s *Service) SubmitWorkloads(ctx context.Context, req *meridianv1.SubmitWor
 				return nil, err
 			}
 			ops = append(ops, wops...)
-			results[i] = submitAnswer(&meridianv1.SubmitWorkloadResponse{Workload: stored}, req.GetView())
+			created, at = append(created, stored), append(at, i)
 		}
 		if len(ops) == 0 {
 			return &meridianv1.SubmitWorkloadsResponse{Results: results}, nil // every one a replay
 		}
 		ops = append(ops, store.Check(qkey, pf.queueRev))
-		err = s.submits.Commit(ctx, ops)
+		stored, err := s.storeNew(ctx, created, ops)
 		if err == nil {
-			s.log.Debug("workloads submitted", "count", len(ops)-1, "queue", queue)
+			for j, w := range stored {
+				results[at[j]] = submitAnswer(&meridianv1.SubmitWorkloadResponse{Workload: w}, req.GetView())
+			}
+			s.log.Debug("workloads submitted", "count", len(created), "queue", queue)
 			return &meridianv1.SubmitWorkloadsResponse{Results: results}, nil
 		}
 		if !store.IsConflict(err) || attempt >= maxSubmitRetries {

@@ -114,8 +114,9 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 			return nil, err
 		}
 		ops = append(ops, store.Check(qkey, qrev))
-		err = s.submits.Commit(ctx, ops)
+		out, err := s.storeNew(ctx, []*meridianv1.Workload{stored}, ops)
 		if err == nil {
+			stored = out[0]
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
 				span.SetAttributes(attribute.String("meridian.workload.id", id), attribute.String("meridian.queue", stored.GetQueue()))
 			}
@@ -127,6 +128,48 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 		}
 		// The queue changed or another submit with the same key won the
 		// race; look again.
+	}
+}
+
+// storeNew stores new workloads ws with ops, their creates and what must
+// commit with them: through the leader's scheduling loop when it takes
+// them (it stores at once, already dispatched, those it can place), or in
+// a group commit, QUEUED. It returns ws as stored.
+func (s *Service) storeNew(ctx context.Context, ws []*meridianv1.Workload, ops []store.Op) ([]*meridianv1.Workload, error) {
+	if s.d.Intake != nil {
+		if out, taken, err := s.intake(ctx, ws, ops); taken {
+			if err == nil {
+				s.countStored("intake", len(ws))
+			}
+			return out, err
+		}
+	}
+	err := s.submits.Commit(ctx, ops)
+	if err == nil {
+		s.countStored("group_commit", len(ws))
+	}
+	return ws, err
+}
+
+// intake offers a submit to the leader's loop, in a span of its own when
+// it takes it (the loop's cycle span, which links to the submit's, is
+// where the decision shows).
+func (s *Service) intake(ctx context.Context, ws []*meridianv1.Workload, ops []store.Op) (out []*meridianv1.Workload, taken bool, err error) {
+	ctx, span := telemetry.Start(ctx, "meridian.schedule.intake")
+	if !span.IsRecording() {
+		return s.d.Intake.Submit(ctx, ws, ops)
+	}
+	span.SetAttributes(attribute.Int("meridian.store.ops", len(ops)), attribute.Int("meridian.workloads", len(ws)))
+	out, taken, err = s.d.Intake.Submit(ctx, ws, ops)
+	span.SetAttributes(attribute.Bool("meridian.intake.taken", taken))
+	telemetry.Fail(span, err)
+	span.End()
+	return out, taken, err
+}
+
+func (s *Service) countStored(writer string, n int) {
+	if s.d.Metrics != nil {
+		s.d.Metrics.stored.WithLabelValues(writer).Add(float64(n))
 	}
 }
 

@@ -30,6 +30,18 @@ type mutation struct {
 	// for the mirror to take once committed (ownWrites); nil for none.
 	wrote    *meridianv1.Workload
 	wroteKey string
+	// more are further workloads ops put, when there are several (a
+	// submitted batch the loop creates: intake.go).
+	more []ownPut
+	// failed, when set, hears the error of a commit of the mutation
+	// whose outcome is unknown (not a conflict: it may have applied).
+	failed func(error)
+}
+
+// ownPut is a workload a mutation puts, as encoded, at key.
+type ownPut struct {
+	key string
+	w   *meridianv1.Workload
 }
 
 // settleTime is how long a new term waits before it writes pending
@@ -66,13 +78,17 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 		}
 		ops, a, own := batch, afters, wrote
 		batch, afters, wrote = nil, nil, nil
-		r, err := l.commit(t, ops...)
+		r, err := l.commit(t, sharedChecks(ops)...)
 		switch {
 		case err == nil:
 			rev = max(rev, r)
 			for _, m := range own {
 				l.own.add(m.wroteKey, r, m.wrote)
 				l.recent.put(m.wroteKey, r, m.wrote)
+				for _, p := range m.more {
+					l.own.add(p.key, r, p.w)
+					l.recent.put(p.key, r, p.w)
+				}
 			}
 			t.mu.Lock()
 			t.lastCommitRev = max(t.lastCommitRev, r)
@@ -91,6 +107,11 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 		default:
 			conflict = true
 			l.log.Warn("commit failed", "err", err)
+			for _, m := range own {
+				if m.failed != nil {
+					m.failed(err)
+				}
+			}
 		}
 		return nil
 	}
@@ -108,13 +129,40 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 		}
 		batch = append(batch, m.ops...)
 		afters = append(afters, m.after)
-		if m.wrote != nil {
+		if m.wrote != nil || m.failed != nil {
 			wrote = append(wrote, m)
 		}
 		size += m.size
 	}
 	err := flush()
 	return rev, conflict, err
+}
+
+// sharedChecks drops every Check that repeats an earlier one of ops (one
+// key, one revision): submits to one queue each check it, and etcd takes
+// a key once per transaction. It allocates only when there is one.
+func sharedChecks(ops []store.Op) []store.Op {
+	checks := 0
+	for _, o := range ops {
+		if _, ok := o.CheckRev(); ok {
+			checks++
+		}
+	}
+	if checks < 2 {
+		return ops
+	}
+	out := make([]store.Op, 0, len(ops))
+	seen := make(map[string]int64, checks)
+	for _, o := range ops {
+		if rev, ok := o.CheckRev(); ok {
+			if have, dup := seen[o.Key()]; dup && have == rev {
+				continue
+			}
+			seen[o.Key()] = rev
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // waitRev lets the cache catch up with our own writes, so the next snapshot
@@ -232,6 +280,12 @@ func (l *Loop) cycle(t *term) (err error) {
 		s = l.advance()
 	}
 
+	// Submits the API handed the loop join the queued work (intake.go).
+	// Whatever of them this cycle does not store goes back to the API
+	// before the mirror is unlocked.
+	in := l.takeIntake()
+	defer in.settle(l)
+
 	t.mu.Lock()
 	ledger := t.ledger.Clone()
 	t.mu.Unlock()
@@ -257,6 +311,32 @@ func (l *Loop) cycle(t *term) (err error) {
 	}
 	rememberNominations(t, plan, now)
 	ct := l.startCycleTrace(start, plan, b, t.fence.Rev)
+
+	// Pending reasons and their codes, only when they changed.
+	reasons := map[string]string{}
+	codes := map[string]string{}
+	counts := map[string]int{}
+	for _, p := range plan.Pending {
+		reasons[p.WorkloadID] = p.Reason
+		codes[p.WorkloadID] = p.Code.String()
+		counts[p.Code.String()]++
+	}
+	for id, why := range b.invalid {
+		reasons[id] = why
+		codes[id] = scheduler.ReasonInvalid.String()
+		counts[scheduler.ReasonInvalid.String()]++
+	}
+	counts[scheduler.ReasonDeferred.String()] += b.behind
+	l.m.setPending(counts)
+	windowReason := func(q string) string { return clip(scheduler.WindowReason(q, l.cfg.Scheduler.MaxConsidered), 1024) }
+	for id, q := range fellBehind(t, b, s, now, windowReason) {
+		reasons[id] = windowReason(q)
+		codes[id] = scheduler.ReasonDeferred.String()
+	}
+	if time.Since(t.started) < settleTime {
+		// The fleet is still replaying adverts; reasons would flap.
+		reasons = nil
+	}
 
 	// Commit dispatches.
 	type committed struct {
@@ -298,16 +378,45 @@ func (l *Loop) cycle(t *term) (err error) {
 			continue
 		}
 		dispatched[d.WorkloadID] = true
+		after := func() {
+			observeWait()
+			cmu.Lock()
+			done = append(done, committed{w: nw, r: r})
+			cmu.Unlock()
+		}
+		if u := in.of(w.key); u != nil {
+			u.set(w.key, nw, wb, after) // created with its submit, below
+			continue
+		}
 		dms = append(dms, mutation{
 			ops:  []store.Op{store.PutIfModRev(w.key, wb, w.modRev)},
 			size: len(wb) + len(w.key), wrote: nw, wroteKey: w.key,
-			after: func() {
-				observeWait()
-				cmu.Lock()
-				done = append(done, committed{w: nw, r: r})
-				cmu.Unlock()
-			},
+			after: after,
 		})
+	}
+	// The submits, after the stored work's dispatches (a conflict drops
+	// the transactions after it, and a submit that conflicts is stored by
+	// the API instead), each created as the cycle left it: dispatched,
+	// or queued with its pending reason.
+	if in != nil {
+		for _, u := range in.units {
+			for _, k := range u.keys {
+				w := l.mirror.workloads[k]
+				if w == nil || u.written(k) {
+					continue
+				}
+				why, ok := reasons[w.id()]
+				if !ok {
+					continue
+				}
+				nw := cloneWorkload(w.doc())
+				nw.Status.PendingReason, nw.Status.PendingReasonCode = clip(why, 1024), codes[w.id()]
+				if wb, err := l.stamp(nw, now); err == nil {
+					u.set(k, nw, wb, nil)
+				}
+			}
+		}
+		dms = append(dms, in.mutations()...)
 	}
 	rev, conflict, err := l.applyMutationsStop(t, dms, true)
 	if len(done) > 0 {
@@ -338,36 +447,11 @@ func (l *Loop) cycle(t *term) (err error) {
 		}
 	}
 
-	// Pending reasons and their codes, only when they changed.
-	reasons := map[string]string{}
-	codes := map[string]string{}
-	counts := map[string]int{}
-	for _, p := range plan.Pending {
-		reasons[p.WorkloadID] = p.Reason
-		codes[p.WorkloadID] = p.Code.String()
-		counts[p.Code.String()]++
-	}
-	for id, why := range b.invalid {
-		reasons[id] = why
-		codes[id] = scheduler.ReasonInvalid.String()
-		counts[scheduler.ReasonInvalid.String()]++
-	}
-	counts[scheduler.ReasonDeferred.String()] += b.behind
-	l.m.setPending(counts)
-	windowReason := func(q string) string { return clip(scheduler.WindowReason(q, l.cfg.Scheduler.MaxConsidered), 1024) }
-	for id, q := range fellBehind(t, b, s, now, windowReason) {
-		reasons[id] = windowReason(q)
-		codes[id] = scheduler.ReasonDeferred.String()
-	}
 	var pms []mutation
-	if time.Since(t.started) < settleTime {
-		// The fleet is still replaying adverts; reasons would flap.
-		reasons = nil
-	}
 	for _, id := range sortedKeys(reasons) {
 		w := b.byID[id]
 		why, code := clip(reasons[id], 1024), codes[id]
-		if w == nil || dispatched[id] || (w.doc().GetStatus().GetPendingReason() == why && w.doc().GetStatus().GetPendingReasonCode() == code) {
+		if w == nil || dispatched[id] || in.of(w.key) != nil || (w.doc().GetStatus().GetPendingReason() == why && w.doc().GetStatus().GetPendingReasonCode() == code) {
 			continue
 		}
 		nw := cloneWorkload(w.doc())

@@ -82,6 +82,11 @@ type Config struct {
 	// (writeGate): only for a rolling upgrade from a release whose API
 	// wrote cancels into the workload itself.
 	WorkloadGuards bool
+	// QueueSubmits has the API store every submit QUEUED itself. Off (the
+	// default), the leader's loop takes the submits the API hands it and
+	// stores them with its next cycle's decision: already DISPATCHED when
+	// it can place them (intake.go).
+	QueueSubmits bool
 }
 
 func (c *Config) defaults() {
@@ -201,6 +206,10 @@ type Loop struct {
 	leaderSince time.Time
 	last        *lastView // the latest accounting built for the API
 	term        *term     // the current term while leading, for the API's ledger
+	// intake holds the submits waiting for the next cycle (intake.go),
+	// intakeLen their workloads.
+	intake    []*intakeUnit
+	intakeLen int
 
 	mirrorPos atomic.Uint64 // the mirror's position, for the API's reuse of its accounting
 }
@@ -393,6 +402,7 @@ func (l *Loop) runTerm(ctx context.Context, fence leader.Fence) {
 		l.mu.Lock()
 		l.leading, l.term = false, nil
 		l.mu.Unlock()
+		l.declineIntake()
 	}()
 	l.m.leader.Set(1)
 	defer l.m.leader.Set(0)

@@ -489,6 +489,20 @@ func (m *mirror) fileAfterPut() {
 // put decodes one changed item. An undecodable value is logged and left
 // out, as if the key were absent.
 func (m *mirror) put(l *Loop, k string, it store.Item) {
+	var w *meridianv1.Workload
+	if strings.HasPrefix(k, prefWorkloads) {
+		// Taken first, whatever the value: an entry the mirror passes
+		// by (a finished workload, told from its summary) must not wait
+		// for the key's deletion.
+		w = l.own.take(k, it.ModRev)
+	}
+	m.putDecoded(l, k, it, w)
+}
+
+// putDecoded is put with the workload at k already decoded (w; nil: not
+// known). A workload put at revision 0 is one the cycle took from its
+// intake, not stored yet.
+func (m *mirror) putDecoded(l *Loop, k string, it store.Item, w *meridianv1.Workload) {
 	m.putting = true
 	defer m.fileAfterPut()
 	prev, had := m.workloads[k]
@@ -496,10 +510,6 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 	var err error
 	switch {
 	case strings.HasPrefix(k, prefWorkloads):
-		// Taken first, whatever the value: an entry the mirror passes
-		// by (a finished workload, told from its summary) must not wait
-		// for the key's deletion.
-		w := l.own.take(k, it.ModRev)
 		// A finished workload matters to the loop only in that its
 		// records are orphans, which its absence says too. Most stored
 		// workloads are finished: keeping them decoded was most of the
@@ -534,7 +544,9 @@ func (m *mirror) put(l *Loop, k string, it store.Item) {
 				break
 			}
 			// The same key since its creation (not deleted and made anew).
-			same := had && it.CreateRev != 0 && prev.createRev == it.CreateRev
+			// One the intake filed (revision 0) is the key the cycle
+			// created: its ids are never reused.
+			same := had && (it.CreateRev != 0 && prev.createRev == it.CreateRev || prev.modRev == 0)
 			// A workload's spec never changes once stored (only its
 			// status does), so the core's view of it is made once.
 			var sw *scheduler.Workload

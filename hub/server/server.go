@@ -526,6 +526,7 @@ func (s *Server) buildAPI() error {
 	if s.loop != nil {
 		d.Clusters, d.Explainer, d.QueueStatus = s.loop, s.loop, s.loop
 		d.FitChecker = s.loop // reject_if_never_fits
+		d.Intake = s.loop     // submits the leader's loop stores itself
 		d.Elector, d.ElectionPrefix = s.elector, ElectionPrefix
 		d.LeaderSince = s.loop.Leading
 		d.Health["scheduler"] = s.schedulerHealth

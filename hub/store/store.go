@@ -114,6 +114,18 @@ func (o Op) conditional() bool {
 	return o.kind == opPutIfModRev || o.kind == opDelete || o.kind == opCheck
 }
 
+// Value is the value a put writes (nil for every other op).
+func (o Op) Value() []byte { return o.val }
+
+// CheckRev returns the mod revision a Check requires of its key, and
+// false for every other op.
+func (o Op) CheckRev() (int64, bool) {
+	if o.kind != opCheck {
+		return 0, false
+	}
+	return o.modRev, true
+}
+
 // Writes reports whether o writes its key (every op but a Check).
 func (o Op) Writes() bool { return o.kind != opCheck }
 

@@ -288,6 +288,12 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	}
 	benchRetention(b, &hcfg)
 	hcfg.Logger = benchLogger(b)
+	if os.Getenv("MERIDIAN_BENCH_INTAKE") == "off" {
+		// The baseline where the API stores every submit QUEUED and the
+		// loop rewrites it (hub/dispatch/intake.go), to measure what
+		// the loop's intake saves.
+		hcfg.Dispatch.QueueSubmits = true
+	}
 	if os.Getenv("MERIDIAN_BENCH_CACHE_SNAPSHOT") == "off" {
 		// The baseline without the hub's cache snapshot writes
 		// (hub/store/warm.go), to measure what they cost.
