@@ -56,6 +56,7 @@ func newOptions(c *hubconfig.HubConfiguration) (*options, error) {
 	o.cfg.Dispatch.Scheduler.MaxConsidered = c.Scheduling.Window
 	o.cfg.Dispatch.AfterRestore = c.Scheduling.AfterRestore
 	o.cfg.Dispatch.WorkloadGuards = c.Scheduling.WorkloadGuards
+	o.cfg.Dispatch.QueueSubmits = c.Scheduling.QueueSubmits
 	o.cfg.Security = security(c)
 	if len(o.cfg.EtcdEndpoints) == 0 {
 		o.cfg.EtcdEndpoints = nil

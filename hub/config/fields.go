@@ -89,6 +89,8 @@ var Fields = []cc.Field{
 		Usage: "etcd was restored from a snapshot: before each term's first dispatch wait for every cluster's heartbeat, and adopt the work they report for workloads queued here instead of launching it again"},
 	{Path: "scheduling.workloadGuards", Flag: "workload-guards", Env: []string{"MERIDIAN_WORKLOAD_GUARDS"},
 		Usage: "have etcd check the stored revision of every workload the scheduling loop rewrites, as releases before cancel requests did; only needed while hubs of such a release still serve the API (a rolling upgrade)"},
+	{Path: "scheduling.queueSubmits", Flag: "queue-submits", Env: []string{"MERIDIAN_QUEUE_SUBMITS"},
+		Usage: "have the API store every submit QUEUED itself, answering without waiting for the next scheduling cycle, instead of handing it to the leader's loop, which stores it once with its decision (already DISPATCHED when placed); for clients that send one submit at a time and wait for each"},
 	{Path: "scheduling.window", Flag: "schedule-window", Env: []string{"MERIDIAN_SCHEDULE_WINDOW"},
 		Usage: "how many workloads of each queue, in priority and submit order, one scheduling cycle looks at, and how many it considers in all; the rest wait their turn at no cost to the cycle"},
 	{Path: "scheduling.classWeights", Flag: "class-weight",

@@ -191,6 +191,10 @@ type Scheduling struct {
 	// whose API wrote cancels into the workload still serves (a rolling
 	// upgrade). See docs/design/single-writer-workloads.md.
 	WorkloadGuards bool `yaml:"workloadGuards"`
+	// QueueSubmits has the API store every submit QUEUED itself instead of
+	// handing it to the leader's loop, which stores it with its next
+	// decision. See docs/design/submit-through-the-loop.md.
+	QueueSubmits bool `yaml:"queueSubmits"`
 	// Window is how many workloads of each queue, in priority and
 	// submit order, a scheduling cycle looks at, and how many it
 	// considers in all: a backlog behind it costs a cycle nothing. See

@@ -288,6 +288,14 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	}
 	benchRetention(b, &hcfg)
 	hcfg.Logger = benchLogger(b)
+	if v := os.Getenv("MERIDIAN_BENCH_MIN_PERIOD"); v != "" {
+		// The loop's shortest gap between cycles (dispatch.Config.MinPeriod).
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			b.Fatalf("MERIDIAN_BENCH_MIN_PERIOD: %q is not a positive duration", v)
+		}
+		hcfg.Dispatch.MinPeriod = d
+	}
 	if os.Getenv("MERIDIAN_BENCH_INTAKE") == "off" {
 		// The baseline where the API stores every submit QUEUED and the
 		// loop rewrites it (hub/dispatch/intake.go), to measure what
