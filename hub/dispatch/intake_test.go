@@ -77,15 +77,24 @@ func (e *env) firstWrite(key string) *meridianv1.Workload {
 	return w
 }
 
-// A submit the cluster has room for is written once, already DISPATCHED,
-// with its idempotency keys in the same commit; it then runs as any other.
-func TestIntakeStoresAPlacedSubmitOnceDispatched(t *testing.T) {
+// leaderWithCluster starts a leading hub with a queue acme/ml/train of
+// quota GPUs and one cluster, east, whose agent has nodes nodes of
+// gpusPerNode GPUs and runs each workload for runFor.
+func leaderWithCluster(t *testing.T, quota int64, nodes, gpusPerNode int, runFor time.Duration) (*env, *hub) {
+	t.Helper()
 	e := newEnv(t, fastConfig())
-	e.putQueue("acme/ml/train", 8)
-	e.startAgent("east", 2, 4, 200*time.Millisecond)
+	e.putQueue("acme/ml/train", quota)
+	e.startAgent("east", nodes, gpusPerNode, runFor)
 	h := e.startHub("hub-a")
 	e.waitFor("leadership", 10*time.Second, h.leading)
 	e.waitFor("the cluster", 10*time.Second, func() bool { return len(h.loop.Fleet().IDs()) == 1 })
+	return e, h
+}
+
+// A submit the cluster has room for is written once, already DISPATCHED,
+// with its idempotency keys in the same commit; it then runs as any other.
+func TestIntakeStoresAPlacedSubmitOnceDispatched(t *testing.T) {
+	e, h := leaderWithCluster(t, 8, 2, 4, 200*time.Millisecond)
 
 	ws := []*meridianv1.Workload{gpuWorkload("in-1", "acme/ml/train", 2), gpuWorkload("in-2", "acme/ml/train", 2), gpuWorkload("in-3", "acme/ml/train", 1)}
 	out, taken, err := h.loop.Submit(e.ctx, ws, e.intakeOps("acme/ml/train", e.queueRev("acme/ml/train"), ws...))
@@ -117,12 +126,7 @@ func TestIntakeStoresAPlacedSubmitOnceDispatched(t *testing.T) {
 // A submit the cycle cannot place is created QUEUED with the reason the
 // decision gave, at its first write.
 func TestIntakeQueuesWithItsReason(t *testing.T) {
-	e := newEnv(t, fastConfig())
-	e.putQueue("acme/ml/train", 2)
-	e.startAgent("east", 1, 8, time.Minute)
-	h := e.startHub("hub-a")
-	e.waitFor("leadership", 10*time.Second, h.leading)
-	e.waitFor("the cluster", 10*time.Second, func() bool { return len(h.loop.Fleet().IDs()) == 1 })
+	e, h := leaderWithCluster(t, 2, 1, 8, time.Minute)
 	time.Sleep(settleTime) // reasons are written once the fleet has settled
 
 	ws := []*meridianv1.Workload{gpuWorkload("big", "acme/ml/train", 4)} // over the queue's quota of 2
@@ -145,12 +149,7 @@ func TestIntakeQueuesWithItsReason(t *testing.T) {
 // it) comes back untaken with nothing stored, so the API stores it; the
 // stored work of the same cycle is dispatched all the same.
 func TestIntakeHandsBackARefusedSubmit(t *testing.T) {
-	e := newEnv(t, fastConfig())
-	e.putQueue("acme/ml/train", 8)
-	e.startAgent("east", 2, 4, time.Minute)
-	h := e.startHub("hub-a")
-	e.waitFor("leadership", 10*time.Second, h.leading)
-	e.waitFor("the cluster", 10*time.Second, func() bool { return len(h.loop.Fleet().IDs()) == 1 })
+	e, h := leaderWithCluster(t, 8, 2, 4, time.Minute)
 
 	stale := e.queueRev("acme/ml/train")
 	e.putQueue("acme/ml/train", 8) // a new revision: the check fails
@@ -309,12 +308,7 @@ func TestSharedChecksDropsOnlyRepeats(t *testing.T) {
 // Many submits at once, each from its own caller, through one leader: each
 // is stored once, and they run.
 func TestIntakeUnderConcurrentSubmits(t *testing.T) {
-	e := newEnv(t, fastConfig())
-	e.putQueue("acme/ml/train", 64)
-	e.startAgent("east", 4, 8, 100*time.Millisecond)
-	h := e.startHub("hub-a")
-	e.waitFor("leadership", 10*time.Second, h.leading)
-	e.waitFor("the cluster", 10*time.Second, func() bool { return len(h.loop.Fleet().IDs()) == 1 })
+	e, h := leaderWithCluster(t, 64, 4, 8, 100*time.Millisecond)
 	const n = 40
 	type result struct {
 		taken bool
