@@ -161,7 +161,8 @@ start() { # start NAME ARGS...: runs the binary in its own session, logs and pid
 # seconds, leaving $STATE/frozen while it does. Wait for it rather than
 # take the silence for a dead control plane and restart it under the test.
 # A marker older than two minutes is a test that died: thaw and go on.
-if [[ -f $STATE/frozen ]]; then
+wait_unfrozen() {
+	[[ -f $STATE/frozen ]] || return 0
 	log "a test holds the apiserver frozen on purpose; waiting for it to resume"
 	for _ in $(seq 1 120); do
 		[[ -f $STATE/frozen ]] || break
@@ -173,15 +174,24 @@ if [[ -f $STATE/frozen ]]; then
 		fi
 		sleep 1
 	done
-fi
+}
 
+control_plane_up() {
+	[[ $(curl -sk --max-time 5 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$SERVER/readyz" || true) == 200 ]] &&
+		alive kube-controller-manager && alive kube-scheduler && alive kwok
+}
+
+wait_unfrozen
 running=0
 if [[ -f $ENV ]]; then
 	# shellcheck disable=SC1090
 	source "$ENV"
 	SERVER=$MERIDIAN_K8S_SERVER TOKEN=$MERIDIAN_K8S_TOKEN
-	if [[ $(curl -sk --max-time 5 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$SERVER/readyz" || true) == 200 ]] &&
-		alive kube-controller-manager && alive kube-scheduler && alive kwok; then
+	# A test may freeze the apiserver while the probe waits for it: a
+	# failed probe is asked again once no test holds it frozen, rather
+	# than taken at once for a dead control plane (which would be
+	# restarted, thawing the apiserver under the test).
+	if control_plane_up || { wait_unfrozen && control_plane_up; }; then
 		running=1
 		log "already running at $SERVER"
 	fi
