@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/meridian-gpu/meridian/hub/store"
 	"github.com/meridian-gpu/meridian/internal/protofast"
@@ -112,6 +113,40 @@ func TestSubmitsGoThroughTheIntake(t *testing.T) {
 				t.Fatalf("the intake was asked %d times, the batch with %d ops; want twice, %d ops", len(f.calls), len(f.calls[len(f.calls)-1]), 2*len(batch)+1)
 			}
 		})
+	}
+}
+
+// A client that asks for store_queued is answered by the API's own
+// commit, QUEUED, without the intake being asked.
+func TestStoreQueuedBypassesTheIntake(t *testing.T) {
+	f := &fakeIntake{take: true}
+	e := newEnv(t, withIntake(f))
+	f.st = e.st
+	ctx := testCtx(t)
+	q := tenant(t) + "/intake"
+	e.mkQueues(t, strings.Split(q, "/")[0], q)
+	resp, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(q), StoreQueued: true})
+	if err != nil || resp.GetWorkload().GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+		t.Fatalf("store_queued submit: %v, %v; want QUEUED", resp, err)
+	}
+	bresp, err := e.wl.SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: batchOf(3, q, "sq"), StoreQueued: true})
+	if err != nil || len(bresp.GetResults()) != 3 || bresp.GetResults()[2].GetWorkload().GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+		t.Fatalf("store_queued batch: %v, %v; want three QUEUED", bresp, err)
+	}
+	// Over REST it is a query parameter.
+	body, err := protojson.Marshal(validWorkload(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rest meridianv1.SubmitWorkloadResponse
+	e.rest(t, "POST", "/v1/workloads?store_queued=true", body, nil).decode(t, &rest)
+	if rest.GetWorkload().GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
+		t.Fatalf("REST store_queued submit answered %v", rest.GetWorkload().GetStatus())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) != 0 {
+		t.Fatalf("the intake was asked %d times for store_queued submits", len(f.calls))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -141,14 +142,13 @@ func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient,
 	// The non-body fields, as the gateway reads them: snake_case or
 	// camelCase names, an enum by name or number.
 	q := r.URL.Query()
-	for _, name := range []string{"reject_if_never_fits", "rejectIfNeverFits"} {
-		if v := q.Get(name); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				runtime.HTTPError(ctx, mux, outbound, w, r, invalid("reject_if_never_fits", "query parameter %q: %q is not true or false", name, v))
-				return
-			}
-			req.RejectIfNeverFits = b
+	for _, f := range []struct {
+		snake, camel string
+		to           *bool
+	}{{"reject_if_never_fits", "rejectIfNeverFits", &req.RejectIfNeverFits}, {"store_queued", "storeQueued", &req.StoreQueued}} {
+		if err := queryBool(q, f.snake, f.camel, f.to); err != nil {
+			runtime.HTTPError(ctx, mux, outbound, w, r, err)
+			return
 		}
 	}
 	if v := q.Get("view"); v != "" {
@@ -165,6 +165,21 @@ func serveSubmit(mux *runtime.ServeMux, client meridianv1.WorkloadServiceClient,
 		return
 	}
 	runtime.ForwardResponseMessage(ctx, mux, outbound, w, r, resp, mux.GetForwardResponseOptions()...)
+}
+
+// queryBool sets *to from the boolean query parameter named snake or
+// camel, when given; an error names the field.
+func queryBool(q url.Values, snake, camel string, to *bool) error {
+	for _, name := range []string{snake, camel} {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return invalid(snake, "query parameter %q: %q is not true or false", name, v)
+			}
+			*to = b
+		}
+	}
+	return nil
 }
 
 // writeStatus writes a gRPC status as the gateway would, with an explicit

@@ -112,7 +112,7 @@ func (s *Service) SubmitWorkloads(ctx context.Context, req *meridianv1.SubmitWor
 			return &meridianv1.SubmitWorkloadsResponse{Results: results}, nil // every one a replay
 		}
 		ops = append(ops, store.Check(qkey, pf.queueRev))
-		stored, err := s.storeNew(ctx, created, ops)
+		stored, err := s.storeNew(ctx, created, ops, req.GetStoreQueued())
 		if err == nil {
 			for j, w := range stored {
 				results[at[j]] = submitAnswer(&meridianv1.SubmitWorkloadResponse{Workload: w}, req.GetView())

@@ -114,7 +114,7 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 			return nil, err
 		}
 		ops = append(ops, store.Check(qkey, qrev))
-		out, err := s.storeNew(ctx, []*meridianv1.Workload{stored}, ops)
+		out, err := s.storeNew(ctx, []*meridianv1.Workload{stored}, ops, req.GetStoreQueued())
 		if err == nil {
 			stored = out[0]
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -134,9 +134,11 @@ func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWork
 // storeNew stores new workloads ws with ops, their creates and what must
 // commit with them: through the leader's scheduling loop when it takes
 // them (it stores at once, already dispatched, those it can place), or in
-// a group commit, QUEUED. It returns ws as stored.
-func (s *Service) storeNew(ctx context.Context, ws []*meridianv1.Workload, ops []store.Op) ([]*meridianv1.Workload, error) {
-	if s.d.Intake != nil {
+// a group commit, QUEUED: always so with queued (the client's
+// store_queued, for an answer that does not wait for a cycle). It returns
+// ws as stored.
+func (s *Service) storeNew(ctx context.Context, ws []*meridianv1.Workload, ops []store.Op, queued bool) ([]*meridianv1.Workload, error) {
+	if s.d.Intake != nil && !queued {
 		if out, taken, err := s.intake(ctx, ws, ops); taken {
 			if err == nil {
 				s.countStored("intake", len(ws))

@@ -70,7 +70,10 @@ type loadSpec struct {
 	Phases     []int32  `json:"phases,omitempty"`
 	View       int32    `json:"view,omitempty"`       // the watch's WorkloadView
 	SubmitView int32    `json:"submitView,omitempty"` // the submits' WorkloadView
-	RunFor     string   `json:"runFor"`
+	// StoreQueued sets the submits' store_queued: the API stores them at
+	// once, QUEUED, without waiting for the loop's next cycle.
+	StoreQueued bool   `json:"storeQueued,omitempty"`
+	RunFor      string `json:"runFor"`
 	// Accept: wait until every submitted workload is seen accepted (or
 	// acceptWait passed) before reporting.
 	Accept bool `json:"accept"`
@@ -240,9 +243,9 @@ func (l *load) run(ctx context.Context, start time.Time) loadResult {
 				t0 := time.Now()
 				var err error
 				if s.Batch == 1 {
-					_, err = wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: ws[0], View: meridianv1.WorkloadView(s.SubmitView)})
+					_, err = wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: ws[0], View: meridianv1.WorkloadView(s.SubmitView), StoreQueued: s.StoreQueued})
 				} else {
-					_, err = wl.SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: ws, View: meridianv1.WorkloadView(s.SubmitView)})
+					_, err = wl.SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: ws, View: meridianv1.WorkloadView(s.SubmitView), StoreQueued: s.StoreQueued})
 				}
 				if err != nil {
 					failed.Add(int64(len(ws)))

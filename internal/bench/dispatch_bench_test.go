@@ -355,7 +355,10 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	// 100 ms of submit latency at the offered rate before the generator
 	// itself falls behind.
 	spec := loadSpec{Addr: hub.Addrs().GRPC, AdminToken: authn.admin, UserTokens: authn.userTok, CAFile: authn.caFile,
-		Users: benchUsers, N: n, Rate: rate, Batch: 1, Clients: 32, RunFor: runFor, Accept: withAgents}
+		Users: benchUsers, N: n, Rate: rate, Batch: 1, Clients: 32, RunFor: runFor, Accept: withAgents,
+		// The clients ask to be stored at once, QUEUED (the answer then
+		// does not wait for the loop's next cycle).
+		StoreQueued: os.Getenv("MERIDIAN_BENCH_STORE_QUEUED") == "1"}
 	if rate > 0 {
 		// Paced runs only: their names say so.
 		spec.Clients = max(spec.Clients, rate/10)

@@ -50,7 +50,7 @@ func displayName(name string) string {
 
 func (a *app) submitCommand() *cobra.Command {
 	var file, key string
-	var dryRun, rejectNeverFits bool
+	var dryRun, rejectNeverFits, storeQueued bool
 	var count int
 	cmd := &cobra.Command{
 		Use:   "submit -f FILE",
@@ -64,6 +64,12 @@ again returns the first workload instead of creating a second one.
 The queue must exist ('meridianctl queues' lists them). A workload that no
 registered cluster or quota could ever hold is stored and waits with
 reason code NeverFits; --reject-if-never-fits refuses it instead.
+
+The answer says where the workload stands: the hub's scheduler stores a
+new workload with its first decision, so it is often DISPATCHED already.
+That takes up to one scheduling cycle (50 ms by default); a script that
+submits one workload at a time can pass --store-queued to be answered as
+soon as the workload is stored, QUEUED.
 
 --count N submits an array: N copies of the workload in as few calls as
 possible (up to 1000 workloads each, every call stored whole or not at
@@ -106,7 +112,7 @@ twice.`,
 					fmt.Fprintf(a.env.Stdout, "%s: %d valid workloads for queue %s (%s GPUs requested each); not submitted (--dry-run)\n", displayName(file), count, w.GetQueue(), gpus(requestedMilli(w)))
 					return nil
 				}
-				return a.submitArray(cmd, ws, rejectNeverFits)
+				return a.submitArray(cmd, ws, rejectNeverFits, storeQueued)
 			}
 			if dryRun {
 				fmt.Fprintf(a.env.Stdout, "%s: valid workload for queue %s (%s GPUs requested); not submitted (--dry-run)\n", displayName(file), w.GetQueue(), gpus(requestedMilli(w)))
@@ -115,7 +121,7 @@ twice.`,
 			var resp *meridianv1.SubmitWorkloadResponse
 			err = a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
 				var err error
-				resp, err = a.workloads(conn).SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w, RejectIfNeverFits: rejectNeverFits})
+				resp, err = a.workloads(conn).SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: w, RejectIfNeverFits: rejectNeverFits, StoreQueued: storeQueued})
 				return err
 			})
 			if err != nil {
@@ -138,6 +144,7 @@ twice.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "decode and validate the file only; send nothing")
 	cmd.Flags().IntVar(&count, "count", 1, "submit an array of this many copies (labelled array-index=i; name and idempotency key get the suffix -i)")
 	cmd.Flags().BoolVar(&rejectNeverFits, "reject-if-never-fits", false, "refuse the workload, storing nothing, when no registered cluster or quota could ever hold it (default: store it; it waits with reason NeverFits)")
+	cmd.Flags().BoolVar(&storeQueued, "store-queued", false, "have the hub store the workload QUEUED and answer at once, instead of answering after the scheduler's next decision (for scripts that submit one at a time)")
 	return cmd
 }
 
@@ -178,7 +185,7 @@ func arrayOf(w *meridianv1.Workload, n int) ([]*meridianv1.Workload, error) {
 
 // submitArray sends an array in chunks, each stored whole by the hub, and
 // reports progress on stderr when it takes more than one call.
-func (a *app) submitArray(cmd *cobra.Command, ws []*meridianv1.Workload, rejectNeverFits bool) error {
+func (a *app) submitArray(cmd *cobra.Command, ws []*meridianv1.Workload, rejectNeverFits, storeQueued bool) error {
 	all := &meridianv1.SubmitWorkloadsResponse{}
 	replayed := 0
 	// The table says only ids and the queue: the hub answers with each
@@ -192,7 +199,7 @@ func (a *app) submitArray(cmd *cobra.Command, ws []*meridianv1.Workload, rejectN
 		var resp *meridianv1.SubmitWorkloadsResponse
 		err := a.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
 			var err error
-			resp, err = a.workloads(conn).SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: chunk, RejectIfNeverFits: rejectNeverFits, View: view})
+			resp, err = a.workloads(conn).SubmitWorkloads(ctx, &meridianv1.SubmitWorkloadsRequest{Workloads: chunk, RejectIfNeverFits: rejectNeverFits, View: view, StoreQueued: storeQueued})
 			return err
 		})
 		if err != nil {

@@ -1119,7 +1119,15 @@ type SubmitWorkloadRequest struct {
 	// `WORKLOAD_VIEW_BASIC` for a client that needs only its id and where
 	// it stands, the whole workload otherwise. The workload is stored
 	// whole either way.
-	View          WorkloadView `protobuf:"varint,3,opt,name=view,proto3,enum=meridian.v1.WorkloadView" json:"view,omitempty"`
+	View WorkloadView `protobuf:"varint,3,opt,name=view,proto3,enum=meridian.v1.WorkloadView" json:"view,omitempty"`
+	// Store the workload at once, QUEUED, and answer then. Without it the
+	// leader's scheduling loop stores it with its next decision (already
+	// DISPATCHED when a cluster has room) and the answer waits for that
+	// cycle, up to the loop's minimum period (50 ms by default) plus the
+	// cycle. For a client that sends one submit at a time and waits for
+	// each; it costs the hub an extra write of the workload and an etcd
+	// transaction of its own.
+	StoreQueued   bool `protobuf:"varint,4,opt,name=store_queued,json=storeQueued,proto3" json:"store_queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1173,6 +1181,13 @@ func (x *SubmitWorkloadRequest) GetView() WorkloadView {
 		return x.View
 	}
 	return WorkloadView_WORKLOAD_VIEW_UNSPECIFIED
+}
+
+func (x *SubmitWorkloadRequest) GetStoreQueued() bool {
+	if x != nil {
+		return x.StoreQueued
+	}
+	return false
 }
 
 // SubmitWorkloadResponse returns the stored workload.
@@ -1247,7 +1262,9 @@ type SubmitWorkloadsRequest struct {
 	// arrays and keeps only the ids asks for `WORKLOAD_VIEW_BASIC`: the
 	// answer is then a fraction of the bytes, for the hub to encode and
 	// the client to decode.
-	View          WorkloadView `protobuf:"varint,3,opt,name=view,proto3,enum=meridian.v1.WorkloadView" json:"view,omitempty"`
+	View WorkloadView `protobuf:"varint,3,opt,name=view,proto3,enum=meridian.v1.WorkloadView" json:"view,omitempty"`
+	// As in SubmitWorkloadRequest: store the batch at once, QUEUED.
+	StoreQueued   bool `protobuf:"varint,4,opt,name=store_queued,json=storeQueued,proto3" json:"store_queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1301,6 +1318,13 @@ func (x *SubmitWorkloadsRequest) GetView() WorkloadView {
 		return x.View
 	}
 	return WorkloadView_WORKLOAD_VIEW_UNSPECIFIED
+}
+
+func (x *SubmitWorkloadsRequest) GetStoreQueued() bool {
+	if x != nil {
+		return x.StoreQueued
+	}
+	return false
 }
 
 // SubmitWorkloadsResponse has one result per workload, in request order.
@@ -2447,18 +2471,20 @@ const file_meridian_v1_workload_proto_rawDesc = "" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x16\n" +
-	"\x06chosen\x18\x04 \x01(\bR\x06chosen\"\xaa\x01\n" +
+	"\x06chosen\x18\x04 \x01(\bR\x06chosen\"\xcd\x01\n" +
 	"\x15SubmitWorkloadRequest\x121\n" +
 	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12/\n" +
 	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\x12-\n" +
-	"\x04view\x18\x03 \x01(\x0e2\x19.meridian.v1.WorkloadViewR\x04view\"g\n" +
+	"\x04view\x18\x03 \x01(\x0e2\x19.meridian.v1.WorkloadViewR\x04view\x12!\n" +
+	"\fstore_queued\x18\x04 \x01(\bR\vstoreQueued\"g\n" +
 	"\x16SubmitWorkloadResponse\x121\n" +
 	"\bworkload\x18\x01 \x01(\v2\x15.meridian.v1.WorkloadR\bworkload\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xad\x01\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xd0\x01\n" +
 	"\x16SubmitWorkloadsRequest\x123\n" +
 	"\tworkloads\x18\x01 \x03(\v2\x15.meridian.v1.WorkloadR\tworkloads\x12/\n" +
 	"\x14reject_if_never_fits\x18\x02 \x01(\bR\x11rejectIfNeverFits\x12-\n" +
-	"\x04view\x18\x03 \x01(\x0e2\x19.meridian.v1.WorkloadViewR\x04view\"X\n" +
+	"\x04view\x18\x03 \x01(\x0e2\x19.meridian.v1.WorkloadViewR\x04view\x12!\n" +
+	"\fstore_queued\x18\x04 \x01(\bR\vstoreQueued\"X\n" +
 	"\x17SubmitWorkloadsResponse\x12=\n" +
 	"\aresults\x18\x01 \x03(\v2#.meridian.v1.SubmitWorkloadResponseR\aresults\"$\n" +
 	"\x12GetWorkloadRequest\x12\x0e\n" +

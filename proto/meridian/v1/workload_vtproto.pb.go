@@ -269,6 +269,7 @@ func (m *SubmitWorkloadRequest) CloneVT() *SubmitWorkloadRequest {
 	r.Workload = m.Workload.CloneVT()
 	r.RejectIfNeverFits = m.RejectIfNeverFits
 	r.View = m.View
+	r.StoreQueued = m.StoreQueued
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -305,6 +306,7 @@ func (m *SubmitWorkloadsRequest) CloneVT() *SubmitWorkloadsRequest {
 	r := new(SubmitWorkloadsRequest)
 	r.RejectIfNeverFits = m.RejectIfNeverFits
 	r.View = m.View
+	r.StoreQueued = m.StoreQueued
 	if rhs := m.Workloads; rhs != nil {
 		tmpContainer := make([]*Workload, len(rhs))
 		for k, v := range rhs {
@@ -1078,6 +1080,9 @@ func (this *SubmitWorkloadRequest) EqualVT(that *SubmitWorkloadRequest) bool {
 	if this.View != that.View {
 		return false
 	}
+	if this.StoreQueued != that.StoreQueued {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -1137,6 +1142,9 @@ func (this *SubmitWorkloadsRequest) EqualVT(that *SubmitWorkloadsRequest) bool {
 		return false
 	}
 	if this.View != that.View {
+		return false
+	}
+	if this.StoreQueued != that.StoreQueued {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -2450,6 +2458,16 @@ func (m *SubmitWorkloadRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error)
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.StoreQueued {
+		i--
+		if m.StoreQueued {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x20
+	}
 	if m.View != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.View))
 		i--
@@ -2560,6 +2578,16 @@ func (m *SubmitWorkloadsRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.StoreQueued {
+		i--
+		if m.StoreQueued {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x20
 	}
 	if m.View != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.View))
@@ -3851,6 +3879,9 @@ func (m *SubmitWorkloadRequest) SizeVT() (n int) {
 	if m.View != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.View))
 	}
+	if m.StoreQueued {
+		n += 2
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -3889,6 +3920,9 @@ func (m *SubmitWorkloadsRequest) SizeVT() (n int) {
 	}
 	if m.View != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.View))
+	}
+	if m.StoreQueued {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -6623,6 +6657,26 @@ func (m *SubmitWorkloadRequest) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StoreQueued", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.StoreQueued = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -6854,6 +6908,26 @@ func (m *SubmitWorkloadsRequest) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StoreQueued", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.StoreQueued = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
