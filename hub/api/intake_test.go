@@ -49,7 +49,15 @@ func (f *fakeIntake) Submit(ctx context.Context, ws []*meridianv1.Workload, ops 
 	return out, true, nil
 }
 
-func withIntake(f *fakeIntake) envOpt { return func(d *Deps) { d.Intake = f } }
+// intakeEnv is an API whose intake is f, with a queue of its own (q).
+func intakeEnv(t *testing.T, f *fakeIntake) (e *env, q string) {
+	t.Helper()
+	e = newEnv(t, func(d *Deps) { d.Intake = f })
+	f.st = e.st
+	q = tenant(t) + "/intake"
+	e.mkQueues(t, strings.Split(q, "/")[0], q)
+	return e, q
+}
 
 // The API offers every submit, single or batch, to the intake with its
 // whole commit (each workload's create, its idempotency key, the queue's
@@ -60,11 +68,8 @@ func TestSubmitsGoThroughTheIntake(t *testing.T) {
 		name := map[bool]string{true: "taken", false: "handed back"}[take]
 		t.Run(name, func(t *testing.T) {
 			f := &fakeIntake{take: take}
-			e := newEnv(t, withIntake(f))
-			f.st = e.st
+			e, q := intakeEnv(t, f)
 			ctx := testCtx(t)
-			q := tenant(t) + "/intake"
-			e.mkQueues(t, strings.Split(q, "/")[0], q)
 			want := meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED
 			if take {
 				want = meridianv1.WorkloadPhase_WORKLOAD_PHASE_DISPATCHED
@@ -120,11 +125,8 @@ func TestSubmitsGoThroughTheIntake(t *testing.T) {
 // commit, QUEUED, without the intake being asked.
 func TestStoreQueuedBypassesTheIntake(t *testing.T) {
 	f := &fakeIntake{take: true}
-	e := newEnv(t, withIntake(f))
-	f.st = e.st
+	e, q := intakeEnv(t, f)
 	ctx := testCtx(t)
-	q := tenant(t) + "/intake"
-	e.mkQueues(t, strings.Split(q, "/")[0], q)
 	resp, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(q), StoreQueued: true})
 	if err != nil || resp.GetWorkload().GetStatus().GetPhase() != meridianv1.WorkloadPhase_WORKLOAD_PHASE_QUEUED {
 		t.Fatalf("store_queued submit: %v, %v; want QUEUED", resp, err)
@@ -155,11 +157,8 @@ func TestStoreQueuedBypassesTheIntake(t *testing.T) {
 // same or a new id.
 func TestSubmitReportsTheIntakesUnknownOutcome(t *testing.T) {
 	f := &fakeIntake{fail: errors.New("store: commit 3 ops: context deadline exceeded")}
-	e := newEnv(t, withIntake(f))
-	f.st = e.st
+	e, q := intakeEnv(t, f)
 	ctx := testCtx(t)
-	q := tenant(t) + "/intake"
-	e.mkQueues(t, strings.Split(q, "/")[0], q)
 	before := e.workloadKeys(t)
 	_, err := e.wl.SubmitWorkload(ctx, &meridianv1.SubmitWorkloadRequest{Workload: validWorkload(q)})
 	if status.Code(err) == codes.OK {

@@ -384,8 +384,8 @@ func (l *Loop) cycle(t *term) (err error) {
 			done = append(done, committed{w: nw, r: r})
 			cmu.Unlock()
 		}
-		if u := in.of(w.key); u != nil {
-			u.set(w.key, nw, wb, after) // created with its submit, below
+		if slot, ok := in.slot(w.key); ok {
+			slot.set(nw, wb, after) // created with its submit, below
 			continue
 		}
 		dms = append(dms, mutation{
@@ -398,26 +398,8 @@ func (l *Loop) cycle(t *term) (err error) {
 	// the transactions after it, and a submit that conflicts is stored by
 	// the API instead), each created as the cycle left it: dispatched,
 	// or queued with its pending reason.
-	if in != nil {
-		for _, u := range in.units {
-			for _, k := range u.keys {
-				w := l.mirror.workloads[k]
-				if w == nil || u.written(k) {
-					continue
-				}
-				why, ok := reasons[w.id()]
-				if !ok {
-					continue
-				}
-				nw := cloneWorkload(w.doc())
-				nw.Status.PendingReason, nw.Status.PendingReasonCode = clip(why, 1024), codes[w.id()]
-				if wb, err := l.stamp(nw, now); err == nil {
-					u.set(k, nw, wb, nil)
-				}
-			}
-		}
-		dms = append(dms, in.mutations()...)
-	}
+	in.queueWithReasons(l, reasons, codes, now)
+	dms = append(dms, in.mutations()...)
 	rev, conflict, err := l.applyMutationsStop(t, dms, true)
 	if len(done) > 0 {
 		l.m.dispatches.Add(float64(len(done)))
@@ -451,7 +433,7 @@ func (l *Loop) cycle(t *term) (err error) {
 	for _, id := range sortedKeys(reasons) {
 		w := b.byID[id]
 		why, code := clip(reasons[id], 1024), codes[id]
-		if w == nil || dispatched[id] || in.of(w.key) != nil || (w.doc().GetStatus().GetPendingReason() == why && w.doc().GetStatus().GetPendingReasonCode() == code) {
+		if w == nil || dispatched[id] || in.has(w.key) || (w.doc().GetStatus().GetPendingReason() == why && w.doc().GetStatus().GetPendingReasonCode() == code) {
 			continue
 		}
 		nw := cloneWorkload(w.doc())

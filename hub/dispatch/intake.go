@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/meridian-gpu/meridian/hub/store"
 	meridianv1 "github.com/meridian-gpu/meridian/proto/meridian/v1"
@@ -144,7 +145,7 @@ func (l *Loop) takeIntake() *intakeBatch {
 	if len(units) == 0 {
 		return nil
 	}
-	in := &intakeBatch{byKey: make(map[string]*intakeUnit, len(units))}
+	in := &intakeBatch{byKey: make(map[string]intakeSlot, len(units))}
 	claimed := map[string]int64{} // key -> revision checked, or -1: written
 	for _, u := range units {
 		if err := u.ctx.Err(); err != nil {
@@ -158,7 +159,7 @@ func (l *Loop) takeIntake() *intakeBatch {
 		in.units = append(in.units, u)
 		u.out, u.outVals = make([]*meridianv1.Workload, len(u.ws)), make([][]byte, len(u.ws))
 		for i, k := range u.keys {
-			in.byKey[k] = u
+			in.byKey[k] = intakeSlot{u, i}
 			l.mirror.putDecoded(l, k, store.Item{Value: u.vals[i]}, u.ws[i])
 		}
 	}
@@ -197,40 +198,66 @@ func claim(claimed map[string]int64, u *intakeUnit) bool {
 // intakeBatch is the submits one cycle took.
 type intakeBatch struct {
 	units []*intakeUnit
-	byKey map[string]*intakeUnit // workload key -> its submit
+	byKey map[string]intakeSlot // workload key -> where it is in its submit
 }
 
-// of returns the submit that brought workload key k, or nil for a stored
-// workload.
-func (in *intakeBatch) of(k string) *intakeUnit {
+// intakeSlot is workload i of submit u.
+type intakeSlot struct {
+	u *intakeUnit
+	i int
+}
+
+// slot finds workload key k among the batch's submits; false for a
+// stored workload.
+func (in *intakeBatch) slot(k string) (intakeSlot, bool) {
 	if in == nil {
-		return nil
+		return intakeSlot{}, false
 	}
-	return in.byKey[k]
+	s, ok := in.byKey[k]
+	return s, ok
 }
 
-// set makes nw, encoded as b, what the cycle stores for workload key k of
-// u, and after what runs once it is stored.
-func (u *intakeUnit) set(k string, nw *meridianv1.Workload, b []byte, after func()) {
-	for i, key := range u.keys {
-		if key == k {
-			u.out[i], u.outVals[i] = nw, b
-			if after != nil {
-				u.afters = append(u.afters, after)
+// has reports whether workload key k came with one of the batch's
+// submits.
+func (in *intakeBatch) has(k string) bool {
+	_, ok := in.slot(k)
+	return ok
+}
+
+// set makes nw, encoded as b, what the cycle stores for the slot's
+// workload, and after what runs once it is stored.
+func (s intakeSlot) set(nw *meridianv1.Workload, b []byte, after func()) {
+	s.u.out[s.i], s.u.outVals[s.i] = nw, b
+	if after != nil {
+		s.u.afters = append(s.u.afters, after)
+	}
+}
+
+// queueWithReasons gives each workload of the batch that the cycle did
+// not dispatch the pending reason the decision gave it (reasons and
+// codes, by workload id; none: it is stored as submitted). The mirror is
+// locked.
+func (in *intakeBatch) queueWithReasons(l *Loop, reasons, codes map[string]string, now time.Time) {
+	if in == nil {
+		return
+	}
+	for _, u := range in.units {
+		for i, k := range u.keys {
+			w := l.mirror.workloads[k]
+			if w == nil || u.out[i] != nil {
+				continue
 			}
-			return
+			why, ok := reasons[w.id()]
+			if !ok {
+				continue
+			}
+			nw := cloneWorkload(w.doc())
+			nw.Status.PendingReason, nw.Status.PendingReasonCode = clip(why, 1024), codes[w.id()]
+			if b, err := l.stamp(nw, now); err == nil {
+				intakeSlot{u, i}.set(nw, b, nil)
+			}
 		}
 	}
-}
-
-// written reports whether the cycle set what to store for workload key k.
-func (u *intakeUnit) written(k string) bool {
-	for i, key := range u.keys {
-		if key == k {
-			return u.out[i] != nil
-		}
-	}
-	return false
 }
 
 // mutations are the commits of the batch's submits, one each: the
