@@ -55,7 +55,8 @@ const (
 	maxCASRetries    = 8
 )
 
-// SubmitWorkload validates and stores a workload as QUEUED.
+// SubmitWorkload validates and stores a workload (see storeNew: with the
+// leader's first decision, or QUEUED) and answers with it as stored.
 func (s *Service) SubmitWorkload(ctx context.Context, req *meridianv1.SubmitWorkloadRequest) (*meridianv1.SubmitWorkloadResponse, error) {
 	w := req.GetWorkload()
 	if w == nil {

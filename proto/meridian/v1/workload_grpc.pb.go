@@ -40,9 +40,11 @@ const (
 type WorkloadServiceClient interface {
 	// Submit a workload. It is validated (an invalid workload is rejected
 	// with INVALID_ARGUMENT and one field violation per problem, and nothing
-	// is stored), stored as QUEUED, and returned with its id. With an
-	// idempotency key, a repeated submission returns the original workload
-	// and `replayed` = true.
+	// is stored), stored, and returned as stored, with its id: on the
+	// leader the scheduling loop stores it with its first decision, so it
+	// is often DISPATCHED already; otherwise (or with `store_queued`) it is
+	// stored QUEUED. With an idempotency key, a repeated submission returns
+	// the original workload and `replayed` = true.
 	SubmitWorkload(ctx context.Context, in *SubmitWorkloadRequest, opts ...grpc.CallOption) (*SubmitWorkloadResponse, error)
 	// Submit many workloads to one queue in one call, for job arrays and
 	// sweeps: all of them are stored, in one transaction, or none is. Each
@@ -177,9 +179,11 @@ type WorkloadService_WatchWorkloadsClient = grpc.ServerStreamingClient[WorkloadE
 type WorkloadServiceServer interface {
 	// Submit a workload. It is validated (an invalid workload is rejected
 	// with INVALID_ARGUMENT and one field violation per problem, and nothing
-	// is stored), stored as QUEUED, and returned with its id. With an
-	// idempotency key, a repeated submission returns the original workload
-	// and `replayed` = true.
+	// is stored), stored, and returned as stored, with its id: on the
+	// leader the scheduling loop stores it with its first decision, so it
+	// is often DISPATCHED already; otherwise (or with `store_queued`) it is
+	// stored QUEUED. With an idempotency key, a repeated submission returns
+	// the original workload and `replayed` = true.
 	SubmitWorkload(context.Context, *SubmitWorkloadRequest) (*SubmitWorkloadResponse, error)
 	// Submit many workloads to one queue in one call, for job arrays and
 	// sweeps: all of them are stored, in one transaction, or none is. Each
