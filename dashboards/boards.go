@@ -172,8 +172,8 @@ func queues() *dashboard.DashboardBuilder {
 func flow() *dashboard.DashboardBuilder {
 	return board("meridian-workload-flow", "Meridian / Workload flow", "Throughput from submit to the end, the latency of each step, and why work waits.").
 		WithRow(dashboard.NewRowBuilder("Throughput")).
-		WithPanel(graph("Submits and dispatches", "ops", "Workloads submitted (accepted by the API) and dispatched per second.", 12,
-			q(`sum(rate(meridian_api_requests_total{method="/meridian.v1.WorkloadService/SubmitWorkload", code="OK"}`+rate+`))`, "submitted"),
+		WithPanel(graph("Submits and dispatches", "ops", "Workloads stored per second, single and batch submits alike, by who wrote them first (intake: the leader's loop, with its first decision; group_commit: the API, QUEUED), and workloads dispatched per second.", 12,
+			q(`sum by (writer) (rate(meridian_api_submitted_workloads_total`+rate+`))`, "submitted ({{writer}})"),
 			q(`sum(rate(meridian_dispatches_total`+rate+`))`, "dispatched"))).
 		WithPanel(graph("Agent events by type", "ops", "Events the hub applied: accepted, running, the end states, preempted, rejected.", 12,
 			q(`sum by (type) (rate(meridian_agent_events_total`+rate+`))`, "{{type}}"))).
