@@ -31,13 +31,21 @@ type hubProcess struct {
 // startHubCommand runs meridian-hub with args (plus loopback listeners
 // and an address file) until the test ends, and waits until /readyz
 // answers 200.
+// testHubArgs are the flags every test hub here starts with: loopback
+// ports, fast leadership, its address written to addrFile, and a data dir
+// of its own (the cache snapshot goes there), not ./meridian-data in the
+// package's folder.
+func testHubArgs(t *testing.T, id, addrFile string) []string {
+	return []string{"--hub-id", id, "--data-dir", filepath.Join(t.TempDir(), "data"), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--auth", "none",
+		"--leader-ttl", "1s", "--schedule-period", "100ms", "--addr-file", addrFile, "--log-level", "error"}
+}
+
 func startHubCommand(t *testing.T, id string, args ...string) *hubProcess {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addrs.json")
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &hubProcess{stop: cancel, done: make(chan struct{}), stdout: &syncBuf{}}
-	args = append([]string{"--hub-id", id, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--auth", "none",
-		"--leader-ttl", "1s", "--schedule-period", "100ms", "--addr-file", addrFile, "--log-level", "error"}, args...)
+	args = append(testHubArgs(t, id, addrFile), args...)
 	go func() { h.err = run(ctx, args, h.stdout, io.Discard); close(h.done) }()
 	t.Cleanup(func() {
 		cancel()
@@ -182,8 +190,7 @@ func TestEtcdTLSHubHelperProcess(t *testing.T) {
 func startHubProcess(t *testing.T, id string, args ...string) (*hubProcess, *exec.Cmd) {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addrs.json")
-	args = append([]string{"--hub-id", id, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--auth", "none",
-		"--leader-ttl", "1s", "--schedule-period", "100ms", "--addr-file", addrFile, "--log-level", "error"}, args...)
+	args = append(testHubArgs(t, id, addrFile), args...)
 	raw, _ := json.Marshal(args)
 	h := &hubProcess{done: make(chan struct{}), stdout: &syncBuf{}}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEtcdTLSHubHelperProcess$", "-test.count=1")
