@@ -167,7 +167,7 @@ func New(d Deps) (*Service, error) {
 // with its next decision: a workload it can place at once is written once,
 // already DISPATCHED, instead of QUEUED by the API and again by the loop
 // (dispatch.Loop.Submit). ops is the submit's whole commit: a create of
-// each of ws and the ops that must commit with them. taken false means
+// each of ws, in ws's order, and the ops that must commit with them. taken false means
 // nothing was stored and the API stores the submit itself; otherwise out
 // is ws as stored, or err says why the outcome is not known.
 type Intake interface {

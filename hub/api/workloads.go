@@ -159,15 +159,15 @@ func (s *Service) storeNew(ctx context.Context, ws []*meridianv1.Workload, ops [
 // where the decision shows).
 func (s *Service) intake(ctx context.Context, ws []*meridianv1.Workload, ops []store.Op) (out []*meridianv1.Workload, taken bool, err error) {
 	ctx, span := telemetry.Start(ctx, "meridian.schedule.intake")
-	if !span.IsRecording() {
-		return s.d.Intake.Submit(ctx, ws, ops)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("meridian.store.ops", len(ops)), attribute.Int("meridian.workloads", len(ws)))
+		defer func() {
+			span.SetAttributes(attribute.Bool("meridian.intake.taken", taken))
+			telemetry.Fail(span, err)
+			span.End()
+		}()
 	}
-	span.SetAttributes(attribute.Int("meridian.store.ops", len(ops)), attribute.Int("meridian.workloads", len(ws)))
-	out, taken, err = s.d.Intake.Submit(ctx, ws, ops)
-	span.SetAttributes(attribute.Bool("meridian.intake.taken", taken))
-	telemetry.Fail(span, err)
-	span.End()
-	return out, taken, err
+	return s.d.Intake.Submit(ctx, ws, ops)
 }
 
 func (s *Service) countStored(writer string, n int) {

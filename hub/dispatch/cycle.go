@@ -26,13 +26,12 @@ type mutation struct {
 	ops   []store.Op
 	size  int // bytes of values written, to keep transactions under etcd's request limit
 	after func()
-	// wrote is the workload one of ops puts at key wroteKey, as encoded,
-	// for the mirror to take once committed (ownWrites); nil for none.
-	wrote    *meridianv1.Workload
-	wroteKey string
-	// more are further workloads ops put, when there are several (a
-	// submitted batch the loop creates: intake.go).
-	more []ownPut
+	// wrote is the workload one of ops puts, as encoded, for the mirror
+	// to take once committed (ownWrites); its w is nil for none. more are
+	// further ones, when ops put several (a submitted batch the loop
+	// creates: intake.go).
+	wrote ownPut
+	more  []ownPut
 	// failed, when set, hears the error of a commit of the mutation
 	// whose outcome is unknown (not a conflict: it may have applied).
 	failed func(error)
@@ -42,6 +41,15 @@ type mutation struct {
 type ownPut struct {
 	key string
 	w   *meridianv1.Workload
+}
+
+// handOver gives the mirror (ownWrites) and the event path (recentWrites)
+// the workload p committed at rev; a zero p gives nothing.
+func (l *Loop) handOver(p ownPut, rev int64) {
+	if p.w != nil {
+		l.own.add(p.key, rev, p.w)
+		l.recent.put(p.key, rev, p.w)
+	}
 }
 
 // settleTime is how long a new term waits before it writes pending
@@ -70,24 +78,22 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 		conflict bool
 		batch    []store.Op
 		afters   []func()
-		wrote    []mutation // those of the batch that put a workload
+		tracked  []mutation // those of the batch that put a workload or hear a failure
 	)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		ops, a, own := batch, afters, wrote
-		batch, afters, wrote = nil, nil, nil
-		r, err := l.commit(t, sharedChecks(ops)...)
+		ops, a, own := batch, afters, tracked
+		batch, afters, tracked = nil, nil, nil
+		r, err := l.commit(t, ops...)
 		switch {
 		case err == nil:
 			rev = max(rev, r)
 			for _, m := range own {
-				l.own.add(m.wroteKey, r, m.wrote)
-				l.recent.put(m.wroteKey, r, m.wrote)
+				l.handOver(m.wrote, r)
 				for _, p := range m.more {
-					l.own.add(p.key, r, p.w)
-					l.recent.put(p.key, r, p.w)
+					l.handOver(p, r)
 				}
 			}
 			t.mu.Lock()
@@ -129,40 +135,13 @@ func (l *Loop) applyMutationsStop(t *term, ms []mutation, stopOnConflict bool) (
 		}
 		batch = append(batch, m.ops...)
 		afters = append(afters, m.after)
-		if m.wrote != nil || m.failed != nil {
-			wrote = append(wrote, m)
+		if m.wrote.w != nil || m.failed != nil {
+			tracked = append(tracked, m)
 		}
 		size += m.size
 	}
 	err := flush()
 	return rev, conflict, err
-}
-
-// sharedChecks drops every Check that repeats an earlier one of ops (one
-// key, one revision): submits to one queue each check it, and etcd takes
-// a key once per transaction. It allocates only when there is one.
-func sharedChecks(ops []store.Op) []store.Op {
-	checks := 0
-	for _, o := range ops {
-		if _, ok := o.CheckRev(); ok {
-			checks++
-		}
-	}
-	if checks < 2 {
-		return ops
-	}
-	out := make([]store.Op, 0, len(ops))
-	seen := make(map[string]int64, checks)
-	for _, o := range ops {
-		if rev, ok := o.CheckRev(); ok {
-			if have, dup := seen[o.Key()]; dup && have == rev {
-				continue
-			}
-			seen[o.Key()] = rev
-		}
-		out = append(out, o)
-	}
-	return out
 }
 
 // waitRev lets the cache catch up with our own writes, so the next snapshot
@@ -390,7 +369,7 @@ func (l *Loop) cycle(t *term) (err error) {
 		}
 		dms = append(dms, mutation{
 			ops:  []store.Op{store.PutIfModRev(w.key, wb, w.modRev)},
-			size: len(wb) + len(w.key), wrote: nw, wroteKey: w.key,
+			size: len(wb) + len(w.key), wrote: ownPut{key: w.key, w: nw},
 			after: after,
 		})
 	}

@@ -68,7 +68,7 @@ func (u *intakeUnit) answer(a intakeAnswer) {
 // Submit asks the leader's loop to store the new workloads ws in its next
 // cycle. ops is the submit's whole commit: a create
 // (store.PutIfModRev(key, value, 0)) of each of ws at its workload key,
-// and the ops that must commit with them. It returns the workloads as
+// in ws's order, and the ops that must commit with them. It returns the workloads as
 // stored, in ws's order, with taken true; or taken false, having stored
 // nothing, when the caller must store them itself; or the error of a
 // commit whose outcome is unknown. ws must not be changed once given.
@@ -99,35 +99,24 @@ func (l *Loop) Submit(ctx context.Context, ws []*meridianv1.Workload, ops []stor
 	}
 }
 
-// newIntakeUnit splits ops into the creates of ws and the rest; false
-// when they do not match (the caller then commits ops itself).
+// newIntakeUnit splits ops into the creates of ws, which come in ws's
+// order as the API builds them, and the rest; false when they do not
+// match (the caller then commits ops itself).
 func newIntakeUnit(ctx context.Context, ws []*meridianv1.Workload, ops []store.Op) (*intakeUnit, bool) {
-	u := &intakeUnit{ctx: ctx, ws: ws, keys: make([]string, len(ws)), vals: make([][]byte, len(ws)), done: make(chan intakeAnswer, 1)}
-	found := 0
+	u := &intakeUnit{ctx: ctx, ws: ws, keys: make([]string, 0, len(ws)), vals: make([][]byte, 0, len(ws)), done: make(chan intakeAnswer, 1)}
 	for _, o := range ops {
 		id, isWorkload := strings.CutPrefix(o.Key(), prefWorkloads)
-		guard, isPut := o.PutGuard()
 		if !isWorkload {
 			u.extra = append(u.extra, o)
 			continue
 		}
-		i := indexOfID(ws, id)
-		if i < 0 || !isPut || guard != 0 || u.keys[i] != "" {
+		next := len(u.keys)
+		if guard, isPut := o.PutGuard(); next == len(ws) || id != ws[next].GetId() || !isPut || guard != 0 {
 			return nil, false
 		}
-		u.keys[i], u.vals[i] = o.Key(), o.Value()
-		found++
+		u.keys, u.vals = append(u.keys, o.Key()), append(u.vals, o.Value())
 	}
-	return u, found == len(ws) && len(ws) > 0
-}
-
-func indexOfID(ws []*meridianv1.Workload, id string) int {
-	for i, w := range ws {
-		if w.GetId() == id {
-			return i
-		}
-	}
-	return -1
+	return u, len(u.keys) == len(ws) && len(ws) > 0
 }
 
 // takeIntake hands the cycle the submits waiting, each workload filed in
@@ -135,7 +124,7 @@ func indexOfID(ws []*meridianv1.Workload, id string) int {
 // are creates). A submitter that gave up is answered and left out, and
 // so is a submit that writes a key another one taken writes, or checks a
 // key at another revision than one taken does: one etcd transaction
-// takes each key once (the group committer sorts such submits out). The
+// writes each key once (the group committer sorts such submits out). The
 // mirror is locked.
 func (l *Loop) takeIntake() *intakeBatch {
 	l.mu.Lock()
@@ -279,7 +268,7 @@ func (in *intakeBatch) mutations() []mutation {
 			m.ops = append(m.ops, store.PutIfModRev(k, b, 0))
 			m.size += len(b) + len(k)
 			if i == 0 {
-				m.wrote, m.wroteKey = w, k
+				m.wrote = ownPut{key: k, w: w}
 			} else {
 				m.more = append(m.more, ownPut{key: k, w: w})
 			}

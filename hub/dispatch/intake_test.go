@@ -289,22 +289,6 @@ func TestClaimKeepsOneTransactionValid(t *testing.T) {
 	}
 }
 
-func TestSharedChecksDropsOnlyRepeats(t *testing.T) {
-	a5, a6, b5 := store.Check("a", 5), store.Check("a", 6), store.Check("b", 5)
-	put := store.Put("p", nil)
-	got := sharedChecks([]store.Op{a5, put, a5, b5, a5})
-	if len(got) != 3 || !got[0].SameCheck(a5) || got[1].Key() != "p" || !got[2].SameCheck(b5) {
-		t.Fatalf("sharedChecks = %v", got)
-	}
-	if got := sharedChecks([]store.Op{a5, a6}); len(got) != 2 {
-		t.Fatalf("two checks of one key at two revisions became %d", len(got))
-	}
-	in := []store.Op{a5, put}
-	if got := sharedChecks(in); &got[0] != &in[0] {
-		t.Error("ops without a repeat were copied")
-	}
-}
-
 // Many submits at once, each from its own caller, through one leader: each
 // is stored once, and they run.
 func TestIntakeUnderConcurrentSubmits(t *testing.T) {

@@ -10,9 +10,10 @@ import (
 // message, conditions), so the event transaction starts from such a copy
 // of the loop's last write (recentWrites) instead of a deep copy: the pod
 // sets, selectors, labels and runtime template, most of a workload's
-// objects, are not copied again for every event. Nothing may change the shared fields; in tests a
-// writeGuard checks it, and TestShareButStatusCopiesEveryField fails when
-// a field added to Workload is not listed here.
+// objects, are not copied again for every event. Nothing may change the
+// shared fields; in tests a writeGuard checks it, and
+// TestShareButStatusCopiesEveryField fails when a field added to Workload
+// is not listed here.
 //
 // A workload with fields this hub does not know (a newer hub wrote it)
 // is copied whole, as CloneVT keeps them and a shallow copy could not.

@@ -207,7 +207,7 @@ func (s *Store) MaxTxnOps() int { return s.maxOps }
 //   - *ConflictError (IsConflict) naming every key whose check failed;
 //   - ErrTooManyOps when len(ops) > MaxTxnOps;
 //   - a plain error naming the op for invalid ops (zero Op, empty key,
-//     negative revision, two ops on one key).
+//     negative revision, two ops on one key; the same Check twice is sent once).
 //
 // Either every op is applied or none is.
 func (s *Store) Commit(ctx context.Context, fence *leader.Fence, ops ...Op) (int64, error) {
@@ -284,6 +284,9 @@ func txnRequest(fence *leader.Fence, ops []Op) (req *pb.TxnRequest, checked []Op
 			return nil, nil, err
 		}
 		if j, dup := seen[o.key]; dup {
+			if ops[j].SameCheck(o) {
+				continue // callers sharing a transaction may each check a key: once is enough
+			}
 			return nil, nil, fmt.Errorf("store: ops %d and %d both touch key %s; one op per key", j, i, o.key)
 		}
 		seen[o.key] = i

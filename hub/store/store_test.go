@@ -103,14 +103,15 @@ func TestCommitRejectsBadOps(t *testing.T) {
 		ops   []Op
 		want  string
 	}{
-		"no ops":          {s, nil, nil, "at least one op"},
-		"zero op":         {s, nil, []Op{{}}, "zero Op"},
-		"empty key":       {s, nil, []Op{Put("", []byte("x"))}, "empty key"},
-		"negative rev":    {s, nil, []Op{PutIfModRev(p+"x", nil, -1)}, "negative modRev"},
-		"delete rev zero": {s, nil, []Op{Delete(p+"x", 0)}, "DeleteAny"},
-		"duplicate key":   {s, nil, []Op{Put(p+"x", nil), Check(p+"x", 0)}, "both touch key " + p + "x"},
-		"too many ops":    {small, nil, []Op{Put(p+"1", nil), Put(p+"2", nil), Put(p+"3", nil), Put(p+"4", nil)}, "limit 3"},
-		"zero fence":      {s, &leader.Fence{}, []Op{Put(p+"x", nil)}, "Fence.Key"},
+		"no ops":                    {s, nil, nil, "at least one op"},
+		"zero op":                   {s, nil, []Op{{}}, "zero Op"},
+		"empty key":                 {s, nil, []Op{Put("", []byte("x"))}, "empty key"},
+		"negative rev":              {s, nil, []Op{PutIfModRev(p+"x", nil, -1)}, "negative modRev"},
+		"delete rev zero":           {s, nil, []Op{Delete(p+"x", 0)}, "DeleteAny"},
+		"duplicate key":             {s, nil, []Op{Put(p+"x", nil), Check(p+"x", 0)}, "both touch key " + p + "x"},
+		"two checks, two revisions": {s, nil, []Op{Check(p+"q", 5), Put(p+"x", nil), Check(p+"q", 6)}, "both touch key " + p + "q"},
+		"too many ops":              {small, nil, []Op{Put(p+"1", nil), Put(p+"2", nil), Put(p+"3", nil), Put(p+"4", nil)}, "limit 3"},
+		"zero fence":                {s, &leader.Fence{}, []Op{Put(p+"x", nil)}, "Fence.Key"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -129,6 +130,29 @@ func TestCommitRejectsBadOps(t *testing.T) {
 	}
 	if resp.Count != 0 {
 		t.Fatalf("refused commits wrote %d keys", resp.Count)
+	}
+}
+
+// Callers sharing a transaction (a group commit, a cycle creating
+// several submits) may each check one key at one revision: the check is
+// sent once, and still decides.
+func TestCommitSendsARepeatedCheckOnce(t *testing.T) {
+	ctx := testCtx(t, 5*time.Second)
+	s := newStore(t)
+	p := testPrefix(t)
+	rev, err := s.Commit(ctx, nil, Put(p+"q", []byte("queue")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, nil, Check(p+"q", rev), Put(p+"a", nil), Check(p+"q", rev), Put(p+"b", nil), Check(p+"q", rev)); err != nil {
+		t.Fatalf("a commit checking one key three times at one revision: %v", err)
+	}
+	if _, err := s.Commit(ctx, nil, Check(p+"q", rev+100), Put(p+"c", nil), Check(p+"q", rev+100)); !IsConflict(err) {
+		t.Fatalf("a repeated check at a wrong revision: err = %v, want a conflict", err)
+	}
+	resp, err := s.Client().Get(ctx, p, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 3 {
+		t.Fatalf("%d keys under the prefix (%v); want q, a and b", resp.Count, err)
 	}
 }
 

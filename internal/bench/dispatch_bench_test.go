@@ -154,17 +154,28 @@ func benchRunFor(b *testing.B, n, rate int) (string, int) {
 // shortened to match), with a pass every quarter of it. Without it the hub keeps every
 // workload, as its defaults do for a week, which no steady state allows.
 func benchRetention(b *testing.B, cfg *server.Config) {
-	v := os.Getenv("MERIDIAN_BENCH_RETAIN")
-	if v == "" {
+	d, ok := durationEnv(b, "MERIDIAN_BENCH_RETAIN")
+	if !ok {
 		return
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		b.Fatalf("MERIDIAN_BENCH_RETAIN: %q is not a positive duration", v)
 	}
 	d = max(d, server.MinIdempotencyWindow)
 	cfg.RetentionTTL, cfg.IdempotencyWindow = d, d
 	cfg.RetentionInterval = max(d/4, time.Second)
+}
+
+// durationEnv reads a positive duration from the environment variable
+// name; false when it is not set. Anything else fails the benchmark,
+// naming the variable.
+func durationEnv(b *testing.B, name string) (time.Duration, bool) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		b.Fatalf("%s: %q is not a positive duration", name, v)
+	}
+	return d, true
 }
 
 // resourcePeriod spaces the resource samples: about twenty over the
@@ -288,13 +299,8 @@ func runSubmitToAccepted(b *testing.B, n, rate int, withAgents bool, mode string
 	}
 	benchRetention(b, &hcfg)
 	hcfg.Logger = benchLogger(b)
-	if v := os.Getenv("MERIDIAN_BENCH_MIN_PERIOD"); v != "" {
-		// The loop's shortest gap between cycles (dispatch.Config.MinPeriod).
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			b.Fatalf("MERIDIAN_BENCH_MIN_PERIOD: %q is not a positive duration", v)
-		}
-		hcfg.Dispatch.MinPeriod = d
+	if d, ok := durationEnv(b, "MERIDIAN_BENCH_MIN_PERIOD"); ok {
+		hcfg.Dispatch.MinPeriod = d // the loop's shortest gap between cycles
 	}
 	if os.Getenv("MERIDIAN_BENCH_INTAKE") == "off" {
 		// The baseline where the API stores every submit QUEUED and the
